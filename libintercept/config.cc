@@ -1,0 +1,69 @@
+#include "config.h"
+
+#include <string_view>
+
+namespace missile::shim {
+namespace {
+
+bool ParseLogLevel(std::string_view text, LogLevel* level) {
+  static constexpr std::pair<std::string_view, LogLevel> kLevels[] = {
+      {"trace", LogLevel::kTrace}, {"debug", LogLevel::kDebug}, {"info", LogLevel::kInfo},
+      {"warn", LogLevel::kWarn},   {"warning", LogLevel::kWarn}, {"error", LogLevel::kError},
+      {"off", LogLevel::kOff},
+  };
+  for (const auto& [name, value] : kLevels) {
+    if (text == name) {
+      *level = value;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+Config ParseConfig(const GetEnvFn& getenv_fn) {
+  Config config;
+  if (const char* v = getenv_fn("MISSILE_DISABLE"); v != nullptr && *v != '\0') {
+    std::string_view s(v);
+    if (s == "1" || s == "true" || s == "yes") {
+      config.disabled = true;
+    } else if (!(s == "0" || s == "false" || s == "no")) {
+      config.warnings.push_back("MISSILE_DISABLE='" + std::string(s) +
+                                "' is not one of 1/0/true/false/yes/no; hooks stay enabled");
+    }
+  }
+  if (const char* v = getenv_fn("MISSILE_LOG_LEVEL"); v != nullptr && *v != '\0') {
+    if (!ParseLogLevel(v, &config.log_level)) {
+      config.warnings.push_back(std::string("MISSILE_LOG_LEVEL='") + v +
+                                "' is not one of trace/debug/info/warn/error/off; using warn");
+    }
+  }
+  if (const char* v = getenv_fn("MISSILE_REAL_LIBCUDA"); v != nullptr && *v != '\0') {
+    if (v[0] != '/') {
+      config.warnings.push_back(std::string("MISSILE_REAL_LIBCUDA='") + v +
+                                "' is not an absolute path; searching for the driver instead");
+    } else {
+      config.real_driver_path = v;
+    }
+  }
+  if (const char* v = getenv_fn("MISSILE_REPORT"); v != nullptr && *v != '\0') {
+    config.report = v;
+  }
+  return config;
+}
+
+std::string ExpandReportPath(const std::string& pattern, int pid) {
+  std::string out;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '%' && i + 1 < pattern.size() && pattern[i + 1] == 'p') {
+      out += std::to_string(pid);
+      ++i;
+    } else {
+      out += pattern[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace missile::shim

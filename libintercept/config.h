@@ -1,0 +1,41 @@
+// The shim's configuration, read once from the environment of the host program.
+//
+//   MISSILE_DISABLE=1          every hook becomes a plain pass-through (no counting, no policy)
+//   MISSILE_LOG_LEVEL=LEVEL    trace|debug|info|warn|error|off (default warn); debug traces calls
+//   MISSILE_REAL_LIBCUDA=PATH  the real driver to load (default: searched, see real_driver.h)
+//   MISSILE_REPORT=DEST        at exit, write the per-entry-point call counts to DEST:
+//                              "stderr", or a file path where "%p" becomes the pid
+//
+// Parsing is pure (takes a getenv-like function) and never fails: a bad value is reported as a
+// warning and replaced by its default, because the shim must never stop the host program.
+#ifndef MISSILE_LIBINTERCEPT_CONFIG_H_
+#define MISSILE_LIBINTERCEPT_CONFIG_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace missile::shim {
+
+enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError, kOff };
+
+struct Config {
+  bool disabled = false;
+  LogLevel log_level = LogLevel::kWarn;
+  std::string real_driver_path;  // empty: search
+  std::string report;            // empty: no report
+
+  // Warnings about values that were ignored, for the shim to log once it has a logger.
+  std::vector<std::string> warnings;
+};
+
+using GetEnvFn = std::function<const char*(const char*)>;
+
+Config ParseConfig(const GetEnvFn& getenv_fn);
+
+// The report destination with "%p" replaced by `pid`.
+std::string ExpandReportPath(const std::string& pattern, int pid);
+
+}  // namespace missile::shim
+
+#endif  // MISSILE_LIBINTERCEPT_CONFIG_H_

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what Missile needs to build and test on a Debian 12 machine.
+# The CUDA 13 toolkit (headers and the libcuda stub) is expected at /usr/local/cuda; it is not
+# a Debian package. Everything else comes from apt. Idempotent: skips apt when all is present.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config binutils python3
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev libspdlog-dev libfmt-dev libtomlplusplus-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "install-deps: all Debian packages present"
+fi
+
+if [ ! -f /usr/local/cuda/include/cuda.h ] || [ ! -f /usr/local/cuda/lib64/stubs/libcuda.so ]; then
+  echo "install-deps: the CUDA 13 toolkit is missing at /usr/local/cuda (need include/cuda.h and lib64/stubs/libcuda.so)" >&2
+  exit 1
+fi

@@ -1,0 +1,44 @@
+// Runs a program as a child process for multi-process tests: arguments, extra environment,
+// captured stdout and stderr, exit status, and a wall-clock limit after which the child is
+// killed (so a hung child fails the test instead of hanging it).
+// Thread-safety: Run may be called from several threads at once.
+#ifndef MISSILE_TESTS_SUPPORT_SUBPROCESS_H_
+#define MISSILE_TESTS_SUPPORT_SUBPROCESS_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace missile::testing {
+
+struct ProcessResult {
+  int exit_code = -1;    // exit status, or -1 when killed by a signal
+  int signal = 0;        // the signal that ended it, if any
+  bool timed_out = false;
+  std::string out;
+  std::string err;
+};
+
+// Runs argv[0] with argv; `env` is added to (and overrides) this process's environment; a value
+// of "<unset>" removes the variable.
+ProcessResult Run(const std::vector<std::string>& argv,
+                  const std::map<std::string, std::string>& env = {}, double timeout_s = 60);
+
+// A fresh, empty directory under TMPDIR (or /tmp), removed by the destructor.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string ReadFile(const std::string& path);
+
+}  // namespace missile::testing
+
+#endif  // MISSILE_TESTS_SUPPORT_SUBPROCESS_H_
