@@ -51,6 +51,11 @@ FAMILIES = {
                "cuMemsetD2D8Async", "cuMemsetD2D16Async", "cuMemsetD2D32Async"],
 }
 
+# Typedefs in the driver-internal section whose ABI is already 64-bit clean: the CUDA runtime
+# still asks for these versions (cudart 13 requests cuIpcOpenMemHandle at 4010), so they are
+# hooked like the public ones. Every other internal typedef is a 32-bit pre-3.2 ABI.
+INTERNAL_64BIT = {("cuMemHostRegister", 4000), ("cuIpcOpenMemHandle", 4010)}
+
 # Hooked by hand (they hand out the hooks): see proc_address.cc.
 SPECIAL = ["cuGetProcAddress", "cuGetProcAddress_v2"]
 
@@ -105,7 +110,7 @@ def main():
             missing.append(f"{base}{flavour}: exports {[s for _, s in syms]} vs typedef versions {versions}")
             continue
         for (_, sym), ver in zip(syms, versions):
-            if ver in internal.get((base, flavour), []):
+            if ver in internal.get((base, flavour), []) and (base, ver) not in INTERNAL_64BIT:
                 continue  # legacy 32-bit ABI: passes through
             rows.append((family_of[base], sym, f"PFN_{base}_v{ver}{flavour}"))
     for base in family_of:

@@ -2,6 +2,8 @@
 // over the entry point's ABI typedef, and the entry table the exported trampolines jump through.
 #include <cudaTypedefs.h>
 
+#include "legacy_abi.h"
+
 #include <algorithm>
 #include <string>
 #include <type_traits>
