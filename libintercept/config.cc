@@ -2,6 +2,8 @@
 
 #include <string_view>
 
+#include "missile/common/size.h"
+
 namespace missile::shim {
 namespace {
 
@@ -49,6 +51,39 @@ Config ParseConfig(const GetEnvFn& getenv_fn) {
   }
   if (const char* v = getenv_fn("MISSILE_REPORT"); v != nullptr && *v != '\0') {
     config.report = v;
+  }
+  if (const char* v = getenv_fn("MISSILE_SOCKET"); v != nullptr && *v != '\0') {
+    config.socket_path = v;
+  }
+  if (const char* v = getenv_fn("MISSILE_TENANT_NAME"); v != nullptr && *v != '\0') {
+    config.tenant_name = v;
+  }
+  if (const char* v = getenv_fn("MISSILE_TENANT_CLASS"); v != nullptr && *v != '\0') {
+    std::string_view s(v);
+    if (s == "ls" || s == "LS") {
+      config.latency_sensitive = true;
+    } else if (!(s == "be" || s == "BE")) {
+      config.warnings.push_back("MISSILE_TENANT_CLASS='" + std::string(s) +
+                                "' is not ls or be; registering as be");
+    }
+  }
+  if (const char* v = getenv_fn("MISSILE_QUOTA"); v != nullptr && *v != '\0') {
+    absl::StatusOr<uint64_t> bytes = ParseSize(v);
+    if (bytes.ok()) {
+      config.quota_bytes = *bytes;
+    } else {
+      config.warnings.push_back("MISSILE_QUOTA: " + std::string(bytes.status().message()) +
+                                "; using the class default");
+    }
+  }
+  if (const char* v = getenv_fn("MISSILE_NO_DAEMON"); v != nullptr && *v != '\0') {
+    std::string_view s(v);
+    if (s == "refuse") {
+      config.refuse_without_daemon = true;
+    } else if (s != "passthrough") {
+      config.warnings.push_back("MISSILE_NO_DAEMON='" + std::string(s) +
+                                "' is not passthrough or refuse; using passthrough");
+    }
   }
   return config;
 }

@@ -5,12 +5,20 @@
 //   MISSILE_REAL_LIBCUDA=PATH  the real driver to load (default: searched, see real_driver.h)
 //   MISSILE_REPORT=DEST        at exit, write the per-entry-point call counts to DEST:
 //                              "stderr", or a file path where "%p" becomes the pid
+//   MISSILE_SOCKET=PATH        missiled's socket (default /run/missile/missiled.sock)
+//   MISSILE_TENANT_NAME=NAME   the tenant's name (default: the program's name)
+//   MISSILE_TENANT_CLASS=C     ls (latency-sensitive) or be (best-effort, the default)
+//   MISSILE_QUOTA=SIZE         ask for this VRAM quota per GPU (e.g. 8GiB; default: the class's)
+//   MISSILE_NO_DAEMON=MODE     when missiled cannot be reached: "passthrough" (default; the
+//                              program uses the GPU directly, with a warning) or "refuse"
+//                              (every device allocation fails with CUDA_ERROR_OUT_OF_MEMORY)
 //
 // Parsing is pure (takes a getenv-like function) and never fails: a bad value is reported as a
 // warning and replaced by its default, because the shim must never stop the host program.
 #ifndef MISSILE_LIBINTERCEPT_CONFIG_H_
 #define MISSILE_LIBINTERCEPT_CONFIG_H_
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -24,6 +32,11 @@ struct Config {
   LogLevel log_level = LogLevel::kWarn;
   std::string real_driver_path;  // empty: search
   std::string report;            // empty: no report
+  std::string socket_path = "/run/missile/missiled.sock";
+  std::string tenant_name;       // empty: the program's name
+  bool latency_sensitive = false;
+  uint64_t quota_bytes = 0;      // 0: the class default
+  bool refuse_without_daemon = false;
 
   // Warnings about values that were ignored, for the shim to log once it has a logger.
   std::vector<std::string> warnings;

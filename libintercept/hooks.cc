@@ -10,6 +10,7 @@
 
 #include "entry_table.h"
 #include "fmt/format.h"
+#include "memory_policy.h"
 #include "policy.h"
 #include "shim.h"
 

@@ -10,6 +10,7 @@
 
 #include "entry_table.h"
 #include "fmt/format.h"
+#include "memory.h"
 #include "real_driver.h"
 #include "spdlog/sinks/stdout_sinks.h"
 
@@ -90,6 +91,8 @@ void Shim::ResolveOnce() {
     real_[i] = dlsym(driver_, name.c_str());
     if (real_[i] != nullptr) hook_by_real_.emplace(real_[i], static_cast<HookId>(i));
   }
+  api_.Resolve(driver_);
+  if (!config_.disabled) memory_ = std::make_unique<MemoryManager>(config_, api_, log_.get());
   if (config_.disabled) {
     // Plain pass-through: trampolines jump straight into the driver.
     for (size_t i = 0; i < kHookCount; ++i) {
@@ -174,6 +177,11 @@ void Shim::WriteReport() {
   }
   text += fmt::format("# total {} intercepted calls; {} cuGetProcAddress answers inspected\n",
                       total, proc_lookups_.load());
+  if (memory_ != nullptr) {
+    text += fmt::format("# missiled: {}; {} allocations served from daemon blocks, {} bytes held at exit\n",
+                        memory_->connected() ? "connected" : "not connected",
+                        memory_->allocations(), memory_->leased_bytes());
+  }
   {
     std::lock_guard<std::mutex> lock(unmatched_mu_);
     for (const auto& [key, n] : unmatched_) {

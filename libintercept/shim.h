@@ -21,6 +21,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "config.h"
+#include "driver_api.h"
 #include "hooks.h"
 #include "spdlog/logger.h"
 
@@ -68,6 +69,9 @@ class Shim {
 
   spdlog::logger& log() { return *log_; }
 
+  // The GPU memory served by missiled; null when disabled or before the driver is resolved.
+  class MemoryManager* memory() const { return memory_.get(); }
+
   // Writes the per-hook counters to MISSILE_REPORT's destination (called at exit).
   void WriteReport();
 
@@ -88,6 +92,8 @@ class Shim {
   void* driver_ = nullptr;
   std::string driver_path_;
 
+  DriverApi api_;
+  std::unique_ptr<class MemoryManager> memory_;
   void* real_[kHookCount] = {};
   void* hook_fn_[kHookCount] = {};
   std::atomic<uint64_t> counts_[kHookCount] = {};

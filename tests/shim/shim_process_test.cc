@@ -15,7 +15,6 @@ namespace {
 
 using testing::ProcessResult;
 using testing::ReadFile;
-using testing::Run;
 using testing::TempDir;
 
 struct ReportLine {
@@ -75,7 +74,7 @@ class ShimProcessTest : public ::testing::Test {
   ProcessResult RunPlain(const std::string& mode) {
     auto env = BaseEnv();
     env["LD_LIBRARY_PATH"] = FAKECUDA_DIR;
-    return Run({DRIVER_PROBE, mode}, env);
+    return testing::Run({DRIVER_PROBE, mode}, env);
   }
 
   // The probe under the shim, with the test double as the real driver.
@@ -86,7 +85,7 @@ class ShimProcessTest : public ::testing::Test {
     env["MISSILE_REPORT"] = report_path();
     env["LD_LIBRARY_PATH"] = "<unset>";
     for (const auto& [k, v] : extra) env[k] = v;
-    return Run({DRIVER_PROBE, mode}, env);
+    return testing::Run({DRIVER_PROBE, mode}, env);
   }
 
   std::string report_path() const { return dir_.path() + "/report.txt"; }

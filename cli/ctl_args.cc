@@ -1,0 +1,219 @@
+#include "ctl_args.h"
+
+#include <limits>
+
+#include "absl/strings/numbers.h"
+#include "flags.h"
+#include "missile/common/size.h"
+#include "run_args.h"
+
+namespace missile::cli {
+
+const char kCtlUsage[] =
+    "usage: missilectl [--socket PATH] [--json] COMMAND ...\n"
+    "\n"
+    "commands:\n"
+    "  status                      daemon version and uptime, per-GPU pools and colours,\n"
+    "                              class policies\n"
+    "  tenants                     one row per tenant: class, priority, weight, use per GPU\n"
+    "  set TARGET CHANGE...        change policy; prints how many tenants changed\n"
+    "      TARGET: --pid PID | --name NAME | --class ls|be (the class defaults)\n"
+    "      CHANGE: --class-to ls|be  --priority N (-20..19)  --weight N (1..1048576)\n"
+    "              --quota SIZE (per tenant, per GPU)  --class-quota SIZE (--class only)\n"
+    "\n"
+    "options:\n"
+    "  --socket PATH   missiled's socket (default $MISSILE_SOCKET or /run/missile/missiled.sock)\n"
+    "  --json          print the daemon's answer as JSON (proto field names)\n"
+    "  -h, --help      this text\n"
+    "\n"
+    "SIZE: bytes or binary units, e.g. 8G, 512MiB, 1048576.\n";
+
+std::string DefaultSocket(const char* env_socket) {
+  if (env_socket != nullptr && *env_socket != '\0') return env_socket;
+  return std::string(kDefaultSocket);
+}
+
+namespace {
+
+absl::Status Twice(std::string_view flag) {
+  return absl::InvalidArgumentError(std::string(flag) + " given twice");
+}
+
+template <typename T>
+absl::Status SetOnce(std::optional<T>& slot, std::string_view flag, T value) {
+  if (slot.has_value()) return Twice(flag);
+  slot = std::move(value);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> ParseInt(std::string_view flag, const std::string& text, int64_t min,
+                                 int64_t max, std::string_view what) {
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(text, &v) || v < min || v > max) {
+    return absl::InvalidArgumentError(std::string(flag) + ": '" + text + "' is not " +
+                                      std::string(what));
+  }
+  return v;
+}
+
+absl::StatusOr<uint64_t> ParseSizeFlag(std::string_view flag, const std::string& text) {
+  absl::StatusOr<uint64_t> bytes = ParseSize(text);
+  if (!bytes.ok()) {
+    return absl::InvalidArgumentError(std::string(flag) + ": " +
+                                      std::string(bytes.status().message()));
+  }
+  return *bytes;
+}
+
+// One `set` option at the reader's position.
+absl::Status ParseSetOption(ArgReader& reader, SetArgs& set) {
+  std::string flag(reader.CurrentName());
+  if (flag == "--pid") {
+    absl::StatusOr<std::string> v = reader.TakeValue();
+    if (!v.ok()) return v.status();
+    absl::StatusOr<int64_t> pid =
+        ParseInt(flag, *v, 1, std::numeric_limits<int32_t>::max(), "a process id");
+    if (!pid.ok()) return pid.status();
+    return SetOnce(set.pid, flag, static_cast<uint32_t>(*pid));
+  }
+  if (flag == "--name") {
+    absl::StatusOr<std::string> v = reader.TakeValue();
+    if (!v.ok()) return v.status();
+    if (absl::Status s = ValidateTenantName(*v); !s.ok()) {
+      return absl::InvalidArgumentError("--name: " + std::string(s.message()));
+    }
+    return SetOnce(set.name, flag, *v);
+  }
+  if (flag == "--class" || flag == "--class-to") {
+    absl::StatusOr<std::string> v = reader.TakeValue();
+    if (!v.ok()) return v.status();
+    absl::StatusOr<v1::TenantClass> cls = ParseClass(flag, *v);
+    if (!cls.ok()) return cls.status();
+    return SetOnce(flag == "--class" ? set.tenant_class : set.class_to, flag, *cls);
+  }
+  if (flag == "--priority") {
+    absl::StatusOr<std::string> v = reader.TakeValue();
+    if (!v.ok()) return v.status();
+    absl::StatusOr<int64_t> prio = ParseInt(flag, *v, -20, 19, "a priority in [-20, 19]");
+    if (!prio.ok()) return prio.status();
+    return SetOnce(set.priority, flag, static_cast<int32_t>(*prio));
+  }
+  if (flag == "--weight") {
+    absl::StatusOr<std::string> v = reader.TakeValue();
+    if (!v.ok()) return v.status();
+    absl::StatusOr<int64_t> weight = ParseInt(flag, *v, 1, 1 << 20, "a weight in [1, 1048576]");
+    if (!weight.ok()) return weight.status();
+    return SetOnce(set.weight, flag, static_cast<uint32_t>(*weight));
+  }
+  if (flag == "--quota" || flag == "--class-quota") {
+    absl::StatusOr<std::string> v = reader.TakeValue();
+    if (!v.ok()) return v.status();
+    absl::StatusOr<uint64_t> bytes = ParseSizeFlag(flag, *v);
+    if (!bytes.ok()) return bytes.status();
+    return SetOnce(flag == "--quota" ? set.quota_bytes : set.class_quota_bytes, flag, *bytes);
+  }
+  if (flag.starts_with("-"))
+    return absl::InvalidArgumentError("set: unknown option '" + flag + "'");
+  return absl::InvalidArgumentError("set: unexpected argument '" + reader.Current() + "'");
+}
+
+absl::Status CheckSet(const SetArgs& set) {
+  int targets = set.pid.has_value() + set.name.has_value() + set.tenant_class.has_value();
+  if (targets != 1) {
+    return absl::InvalidArgumentError("set: give exactly one of --pid, --name or --class");
+  }
+  if (!set.class_to && !set.priority && !set.weight && !set.quota_bytes && !set.class_quota_bytes) {
+    return absl::InvalidArgumentError(
+        "set: nothing to change (give --class-to, --priority, --weight, --quota or "
+        "--class-quota)");
+  }
+  if (set.tenant_class && set.class_to) {
+    return absl::InvalidArgumentError("set: --class-to changes a tenant, not a --class target");
+  }
+  if (set.class_quota_bytes && !set.tenant_class) {
+    return absl::InvalidArgumentError("set: --class-quota needs a --class target");
+  }
+  if (set.quota_bytes && set.class_quota_bytes && *set.quota_bytes > *set.class_quota_bytes) {
+    return absl::InvalidArgumentError("set: --quota cannot exceed --class-quota");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args,
+                                     std::string_view default_socket) {
+  CtlArgs out;
+  std::optional<std::string> socket;
+  bool have_command = false;
+  ArgReader reader(args);
+  while (!reader.Done()) {
+    std::string flag(reader.CurrentName());
+    if (flag == "-h" || flag == "--help") {
+      out.command = CtlCommand::kHelp;
+      return out;
+    }
+    if (flag == "--socket") {
+      absl::StatusOr<std::string> v = reader.TakeValue();
+      if (!v.ok()) return v.status();
+      if (v->empty()) return absl::InvalidArgumentError("--socket: empty path");
+      if (absl::Status s = SetOnce(socket, flag, *v); !s.ok()) return s;
+      continue;
+    }
+    if (flag == "--json") {
+      if (absl::Status s = reader.TakeSwitch(); !s.ok()) return s;
+      out.json = true;
+      continue;
+    }
+    if (!have_command) {
+      const std::string& word = reader.Current();
+      if (word.starts_with("-")) return absl::InvalidArgumentError("unknown option '" + flag + "'");
+      if (word == "status") {
+        out.command = CtlCommand::kStatus;
+      } else if (word == "tenants") {
+        out.command = CtlCommand::kTenants;
+      } else if (word == "set") {
+        out.command = CtlCommand::kSet;
+      } else if (word == "help") {
+        out.command = CtlCommand::kHelp;
+        return out;
+      } else {
+        return absl::InvalidArgumentError("unknown command '" + word +
+                                          "' (status, tenants or set; try --help)");
+      }
+      reader.TakePositional();
+      have_command = true;
+      continue;
+    }
+    if (out.command == CtlCommand::kSet) {
+      if (absl::Status s = ParseSetOption(reader, out.set); !s.ok()) return s;
+      continue;
+    }
+    std::string command = out.command == CtlCommand::kStatus ? "status" : "tenants";
+    return absl::InvalidArgumentError(command + " takes no arguments, got '" + reader.Current() +
+                                      "'");
+  }
+  if (!have_command) {
+    return absl::InvalidArgumentError("no command (status, tenants or set; try --help)");
+  }
+  if (out.command == CtlCommand::kSet) {
+    if (absl::Status s = CheckSet(out.set); !s.ok()) return s;
+  }
+  out.socket = socket.value_or(std::string(default_socket));
+  return out;
+}
+
+v1::SetPolicyRequest BuildSetPolicyRequest(const SetArgs& set) {
+  v1::SetPolicyRequest req;
+  if (set.pid) req.set_pid(*set.pid);
+  if (set.name) req.set_name(*set.name);
+  if (set.tenant_class) req.set_tenant_class(*set.tenant_class);
+  if (set.class_to) req.set_new_class(*set.class_to);
+  if (set.priority) req.set_priority(*set.priority);
+  if (set.weight) req.set_weight(*set.weight);
+  if (set.quota_bytes) req.set_quota_bytes(*set.quota_bytes);
+  if (set.class_quota_bytes) req.set_class_quota_bytes(*set.class_quota_bytes);
+  return req;
+}
+
+}  // namespace missile::cli

@@ -1,0 +1,59 @@
+// missilectl's command line, parsed into plain values, and the SetPolicyRequest a `set` builds.
+//
+//   missilectl [--socket PATH] [--json] COMMAND ...
+//
+// Global options may appear before or after the command. Parsing does no I/O; it checks what
+// can be checked without the daemon (the same ranges and combinations missiled enforces), so a
+// typo fails with exit status 2 before anything is sent. Pure functions: thread-safe.
+#ifndef MISSILE_CLI_CTL_ARGS_H_
+#define MISSILE_CLI_CTL_ARGS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "missile/v1/missile.pb.h"
+
+namespace missile::cli {
+
+inline constexpr std::string_view kDefaultSocket = "/run/missile/missiled.sock";
+
+// Printed for --help (and only then).
+extern const char kCtlUsage[];
+
+enum class CtlCommand { kHelp, kStatus, kTenants, kSet };
+
+// `set`: exactly one target (pid, name or class) and at least one change.
+struct SetArgs {
+  std::optional<uint32_t> pid;
+  std::optional<std::string> name;
+  std::optional<v1::TenantClass> tenant_class;  // --class: the class defaults
+  std::optional<v1::TenantClass> class_to;      // --class-to: a tenant's new class
+  std::optional<int32_t> priority;              // -20..19
+  std::optional<uint32_t> weight;               // 1..1048576
+  std::optional<uint64_t> quota_bytes;
+  std::optional<uint64_t> class_quota_bytes;  // with a --class target only
+};
+
+struct CtlArgs {
+  std::string socket;
+  bool json = false;
+  CtlCommand command = CtlCommand::kHelp;
+  SetArgs set;  // for kSet
+};
+
+// The socket when --socket is not given: $MISSILE_SOCKET if set and not empty, else the default.
+std::string DefaultSocket(const char* env_socket);
+
+// `args` excludes argv[0]. InvalidArgument with a one-line reason for bad usage.
+absl::StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args,
+                                     std::string_view default_socket);
+
+v1::SetPolicyRequest BuildSetPolicyRequest(const SetArgs& set);
+
+}  // namespace missile::cli
+
+#endif  // MISSILE_CLI_CTL_ARGS_H_

@@ -1,0 +1,161 @@
+#include "ctl_args.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace missile::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+absl::StatusOr<CtlArgs> Parse(std::vector<std::string> args) {
+  return ParseCtlArgs(args, "/default.sock");
+}
+
+std::string Error(std::vector<std::string> args) {
+  absl::StatusOr<CtlArgs> parsed = Parse(std::move(args));
+  EXPECT_FALSE(parsed.ok());
+  if (parsed.ok()) return "";
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(parsed.status().message().find('\n'), std::string::npos);
+  return std::string(parsed.status().message());
+}
+
+TEST(DefaultSocketTest, EnvironmentOverridesDefault) {
+  EXPECT_EQ(DefaultSocket(nullptr), "/run/missile/missiled.sock");
+  EXPECT_EQ(DefaultSocket(""), "/run/missile/missiled.sock");
+  EXPECT_EQ(DefaultSocket("/tmp/m.sock"), "/tmp/m.sock");
+}
+
+TEST(CtlArgsTest, Status) {
+  absl::StatusOr<CtlArgs> a = Parse({"status"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->command, CtlCommand::kStatus);
+  EXPECT_EQ(a->socket, "/default.sock");
+  EXPECT_FALSE(a->json);
+}
+
+TEST(CtlArgsTest, GlobalOptionsBeforeOrAfterTheCommand) {
+  absl::StatusOr<CtlArgs> a = Parse({"--socket", "/s", "--json", "tenants"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->command, CtlCommand::kTenants);
+  EXPECT_EQ(a->socket, "/s");
+  EXPECT_TRUE(a->json);
+
+  a = Parse({"tenants", "--socket=/t", "--json"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->socket, "/t");
+  EXPECT_TRUE(a->json);
+}
+
+TEST(CtlArgsTest, Help) {
+  for (auto args : std::vector<std::vector<std::string>>{
+           {"--help"}, {"-h"}, {"help"}, {"status", "--help"}, {"set", "--pid", "1", "-h"}}) {
+    absl::StatusOr<CtlArgs> a = Parse(args);
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->command, CtlCommand::kHelp);
+  }
+  EXPECT_THAT(kCtlUsage, HasSubstr("usage: missilectl"));
+}
+
+TEST(CtlArgsTest, UsageErrors) {
+  EXPECT_THAT(Error({}), HasSubstr("no command"));
+  EXPECT_THAT(Error({"stats"}), HasSubstr("unknown command 'stats'"));
+  EXPECT_THAT(Error({"--verbose", "status"}), HasSubstr("unknown option '--verbose'"));
+  EXPECT_THAT(Error({"status", "extra"}), HasSubstr("status takes no arguments, got 'extra'"));
+  EXPECT_THAT(Error({"tenants", "--pid", "3"}), HasSubstr("tenants takes no arguments"));
+  EXPECT_THAT(Error({"--socket"}), HasSubstr("--socket needs a value"));
+  EXPECT_THAT(Error({"--socket=", "status"}), HasSubstr("--socket: empty path"));
+  EXPECT_THAT(Error({"--socket", "/a", "--socket", "/b", "status"}), HasSubstr("given twice"));
+  EXPECT_THAT(Error({"--json=yes", "status"}), HasSubstr("--json takes no value"));
+}
+
+TEST(CtlArgsTest, SetByPid) {
+  absl::StatusOr<CtlArgs> a = Parse({"set", "--pid", "1234", "--priority", "-5", "--quota", "8G"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->command, CtlCommand::kSet);
+  EXPECT_EQ(a->set.pid, 1234u);
+  EXPECT_EQ(a->set.priority, -5);
+  EXPECT_EQ(a->set.quota_bytes, uint64_t{8} << 30);
+
+  v1::SetPolicyRequest req = BuildSetPolicyRequest(a->set);
+  EXPECT_EQ(req.target_case(), v1::SetPolicyRequest::kPid);
+  EXPECT_EQ(req.pid(), 1234u);
+  EXPECT_TRUE(req.has_priority());
+  EXPECT_EQ(req.priority(), -5);
+  EXPECT_EQ(req.quota_bytes(), uint64_t{8} << 30);
+  EXPECT_FALSE(req.has_weight());
+  EXPECT_FALSE(req.has_new_class());
+  EXPECT_FALSE(req.has_class_quota_bytes());
+}
+
+TEST(CtlArgsTest, SetByNameChangesClassAndWeight) {
+  absl::StatusOr<CtlArgs> a =
+      Parse({"set", "--name=trainer", "--class-to", "be", "--weight", "1048576"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  v1::SetPolicyRequest req = BuildSetPolicyRequest(a->set);
+  EXPECT_EQ(req.target_case(), v1::SetPolicyRequest::kName);
+  EXPECT_EQ(req.name(), "trainer");
+  EXPECT_TRUE(req.has_new_class());
+  EXPECT_EQ(req.new_class(), v1::BEST_EFFORT);
+  EXPECT_EQ(req.weight(), 1048576u);
+  EXPECT_FALSE(req.has_priority());
+}
+
+TEST(CtlArgsTest, SetClassDefaults) {
+  absl::StatusOr<CtlArgs> a = Parse({"--json", "set", "--class", "ls", "--quota", "8GiB",
+                                     "--class-quota", "64G", "--priority", "19"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  v1::SetPolicyRequest req = BuildSetPolicyRequest(a->set);
+  EXPECT_EQ(req.target_case(), v1::SetPolicyRequest::kTenantClass);
+  EXPECT_EQ(req.tenant_class(), v1::LATENCY_SENSITIVE);
+  EXPECT_EQ(req.quota_bytes(), uint64_t{8} << 30);
+  EXPECT_EQ(req.class_quota_bytes(), uint64_t{64} << 30);
+  EXPECT_EQ(req.priority(), 19);
+  EXPECT_FALSE(req.has_new_class());
+}
+
+TEST(CtlArgsTest, SetErrors) {
+  EXPECT_THAT(Error({"set", "--priority", "1"}),
+              HasSubstr("exactly one of --pid, --name or --class"));
+  EXPECT_THAT(Error({"set", "--pid", "1", "--name", "x", "--priority", "1"}),
+              HasSubstr("exactly one of"));
+  EXPECT_THAT(Error({"set", "--pid", "1", "--class", "be", "--priority", "1"}),
+              HasSubstr("exactly one of"));
+  EXPECT_THAT(Error({"set", "--pid", "1"}), HasSubstr("nothing to change"));
+  EXPECT_THAT(Error({"set", "--pid", "0", "--weight", "1"}),
+              HasSubstr("--pid: '0' is not a process id"));
+  EXPECT_THAT(Error({"set", "--pid", "abc", "--weight", "1"}), HasSubstr("not a process id"));
+  EXPECT_THAT(Error({"set", "--pid", "-3", "--weight", "1"}), HasSubstr("not a process id"));
+  EXPECT_THAT(Error({"set", "--pid"}), HasSubstr("--pid needs a value"));
+  EXPECT_THAT(Error({"set", "--pid", "1", "--pid", "2", "--weight", "1"}),
+              HasSubstr("--pid given twice"));
+  EXPECT_THAT(Error({"set", "--name", "bad name", "--weight", "1"}), HasSubstr("--name:"));
+  EXPECT_THAT(Error({"set", "--name", "", "--weight", "1"}), HasSubstr("--name:"));
+  EXPECT_THAT(Error({"set", "--class", "gold", "--weight", "1"}),
+              HasSubstr("--class: 'gold' is not ls or be"));
+  EXPECT_THAT(Error({"set", "--pid", "1", "--class-to", "LS"}), HasSubstr("--class-to: 'LS'"));
+  EXPECT_THAT(Error({"set", "--pid", "1", "--priority", "20"}), HasSubstr("[-20, 19]"));
+  EXPECT_THAT(Error({"set", "--pid", "1", "--priority", "-21"}), HasSubstr("[-20, 19]"));
+  EXPECT_THAT(Error({"set", "--pid", "1", "--priority", "x"}), HasSubstr("--priority: 'x'"));
+  EXPECT_THAT(Error({"set", "--pid", "1", "--weight", "0"}), HasSubstr("[1, 1048576]"));
+  EXPECT_THAT(Error({"set", "--pid", "1", "--weight", "1048577"}), HasSubstr("[1, 1048576]"));
+  EXPECT_THAT(Error({"set", "--pid", "1", "--quota", "8Q"}), HasSubstr("--quota:"));
+  EXPECT_THAT(Error({"set", "--pid", "1", "--quota", "-1"}), HasSubstr("--quota:"));
+  EXPECT_THAT(Error({"set", "--pid", "1", "--class-quota", "8G"}),
+              HasSubstr("--class-quota needs a --class target"));
+  EXPECT_THAT(Error({"set", "--class", "be", "--class-to", "ls"}),
+              HasSubstr("--class-to changes a tenant"));
+  EXPECT_THAT(Error({"set", "--class", "be", "--quota", "16G", "--class-quota", "8G"}),
+              HasSubstr("--quota cannot exceed --class-quota"));
+  EXPECT_THAT(Error({"set", "--pid", "1", "--weight", "1", "--frobnicate"}),
+              HasSubstr("set: unknown option '--frobnicate'"));
+  EXPECT_THAT(Error({"set", "--pid", "1", "--weight", "1", "now"}),
+              HasSubstr("set: unexpected argument 'now'"));
+}
+
+}  // namespace
+}  // namespace missile::cli

@@ -1,0 +1,201 @@
+#include "ctl_format.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "missile/common/size.h"
+
+namespace missile::cli {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+v1::PoolStatus* AddPool(v1::StatusResponse& s, uint32_t index, const std::string& uuid) {
+  v1::PoolStatus* p = s.add_pools();
+  p->mutable_gpu()->set_index(index);
+  p->mutable_gpu()->set_name("NVIDIA H200");
+  p->mutable_gpu()->set_uuid(uuid);
+  p->mutable_gpu()->set_total_bytes(140 * kGiB);
+  p->mutable_gpu()->set_granularity_bytes(2 * kMiB);
+  p->mutable_gpu()->set_colours(1);
+  p->set_capacity_bytes(120 * kGiB);
+  p->set_created_bytes(40 * kGiB);
+  p->set_leased_bytes(30 * kGiB);
+  p->set_cached_bytes(10 * kGiB);
+  p->set_tenants(2);
+  return p;
+}
+
+v1::StatusResponse TwoGpuStatus() {
+  v1::StatusResponse s;
+  s.set_version("0.1.0");
+  s.set_uptime_s(3 * 3600 + 4 * 60 + 5);
+  s.set_tenants(3);
+  v1::PoolStatus* p0 = AddPool(s, 0, "GPU-aaaa");
+  p0->mutable_gpu()->set_colours(2);
+  const char* roles[] = {"ls", "be"};
+  for (uint32_t c = 0; c < 2; ++c) {
+    v1::ColourUse* u = p0->add_colours();
+    u->set_colour(c);
+    u->set_capacity_bytes(20 * kGiB);
+    u->set_used_bytes((c + 1) * kGiB);
+    u->set_reserved_for(roles[c]);
+  }
+  v1::PoolStatus* p1 = AddPool(s, 1, "GPU-bbbb");
+  p1->add_colours()->set_reserved_for("shared");
+  p1->set_colour_note("no channel isolation on this GPU at 2 MiB: every block spans all channels");
+  v1::ClassPolicy* ls = s.add_classes();
+  ls->set_tenant_class(v1::LATENCY_SENSITIVE);
+  ls->set_priority(-5);
+  ls->set_weight(3121);
+  ls->set_tenant_quota_bytes(8 * kGiB);
+  ls->set_class_quota_bytes(64 * kGiB);
+  v1::ClassPolicy* be = s.add_classes();
+  be->set_tenant_class(v1::BEST_EFFORT);
+  be->set_weight(1024);
+  be->set_tenant_quota_bytes(4 * kGiB);
+  be->set_class_quota_bytes(32 * kGiB);
+  return s;
+}
+
+TEST(FormatTableTest, AlignsColumnsWithoutTrailingSpaces) {
+  EXPECT_EQ(FormatTable({{"A", "BB", "C"}, {"long", "x", "y"}, {"z"}}),
+            "A     BB  C\n"
+            "long  x   y\n"
+            "z\n");
+  EXPECT_EQ(FormatTable({}), "");
+}
+
+TEST(FormatDurationTest, Units) {
+  EXPECT_EQ(FormatDuration(0), "0s");
+  EXPECT_EQ(FormatDuration(59), "59s");
+  EXPECT_EQ(FormatDuration(60), "1m00s");
+  EXPECT_EQ(FormatDuration(12 * 60 + 5), "12m05s");
+  EXPECT_EQ(FormatDuration(3 * 3600 + 4 * 60 + 59), "3h04m");
+  EXPECT_EQ(FormatDuration(2 * 86400 + 3 * 3600), "2d03h");
+}
+
+TEST(FormatStatusTest, TwoGpus) {
+  EXPECT_EQ(FormatStatus(TwoGpuStatus()),
+            "missiled 0.1.0, up 3h04m, 3 tenant(s), 2 GPU(s)\n"
+            "\n"
+            "GPU 0: NVIDIA H200 (GPU-aaaa), 140.0 GiB, blocks of 2.0 MiB\n"
+            "  pool: capacity 120.0 GiB, created 40.0 GiB, leased 30.0 GiB, cached 10.0 GiB\n"
+            "  tenants: 2\n"
+            "  colours: 2\n"
+            "    COLOUR  CAPACITY  USED     RESERVED\n"
+            "    0       20.0 GiB  1.0 GiB  ls\n"
+            "    1       20.0 GiB  2.0 GiB  be\n"
+            "\n"
+            "GPU 1: NVIDIA H200 (GPU-bbbb), 140.0 GiB, blocks of 2.0 MiB\n"
+            "  pool: capacity 120.0 GiB, created 40.0 GiB, leased 30.0 GiB, cached 10.0 GiB\n"
+            "  tenants: 2\n"
+            "  colours: 1 (no channel isolation on this GPU at 2 MiB: every block spans all "
+            "channels)\n"
+            "\n"
+            "CLASS  PRIO  WEIGHT  TENANT QUOTA  CLASS QUOTA\n"
+            "ls     -5    3121    8.0 GiB       64.0 GiB\n"
+            "be     0     1024    4.0 GiB       32.0 GiB\n");
+}
+
+TEST(FormatStatusTest, OneColourNoteIsOnTheColoursLine) {
+  v1::StatusResponse s;
+  s.set_version("0.1.0");
+  v1::PoolStatus* p = AddPool(s, 0, "GPU-cccc");
+  p->add_colours()->set_reserved_for("shared");
+  p->set_colour_note("one colour: this GPU offers no channel isolation at 2 MiB");
+  std::string out = FormatStatus(s);
+  EXPECT_THAT(out, HasSubstr("\n  colours: 1 (one colour: this GPU offers no channel isolation "
+                             "at 2 MiB)\n"));
+  EXPECT_THAT(out, Not(HasSubstr("COLOUR ")));
+  EXPECT_THAT(out, Not(HasSubstr("CLASS")));  // no class policies in this response
+}
+
+TEST(FormatStatusTest, ControlCharactersFromTheDaemonAreMasked) {
+  v1::StatusResponse s;
+  s.set_version("1.0\x1b[31m");
+  EXPECT_THAT(FormatStatus(s), HasSubstr("missiled 1.0?[31m,"));
+}
+
+v1::ListTenantsResponse Tenants() {
+  v1::ListTenantsResponse r;
+  v1::TenantInfo* b = r.add_tenants();
+  b->set_pid(4321);
+  b->set_name("batch-train");
+  b->set_tenant_class(v1::BEST_EFFORT);
+  b->set_priority(10);
+  b->set_weight(110);
+  b->set_connected_s(2 * 86400 + 3600);
+  for (uint32_t g = 0; g < 2; ++g) {
+    v1::Usage* u = b->add_usage();
+    u->set_gpu_index(g);
+    u->set_used_bytes(g == 0 ? 1288490189 : 0);  // 1.2 GiB
+    u->set_quota_bytes(8 * kGiB);
+  }
+  v1::TenantInfo* a = r.add_tenants();
+  a->set_pid(77);
+  a->set_name("infer");
+  a->set_tenant_class(v1::LATENCY_SENSITIVE);
+  a->set_priority(-5);
+  a->set_weight(3121);
+  a->set_connected_s(65);
+  v1::Usage* u = a->add_usage();
+  u->set_gpu_index(0);
+  u->set_used_bytes(512 * kMiB);
+  u->set_quota_bytes(16 * kGiB);
+  return r;
+}
+
+TEST(FormatTenantsTest, OneRowPerTenantSortedByPid) {
+  EXPECT_EQ(
+      FormatTenants(Tenants()),
+      "PID   NAME         CLASS  PRIO  WEIGHT  USED/QUOTA                              AGE\n"
+      "77    infer        ls     -5    3121    0: 512.0 MiB / 16.0 GiB                 1m05s\n"
+      "4321  batch-train  be     10    110     0: 1.2 GiB / 8.0 GiB, 1: 0 B / 8.0 GiB  2d01h\n");
+}
+
+TEST(FormatTenantsTest, NoTenantsAndNoUsage) {
+  EXPECT_EQ(FormatTenants(v1::ListTenantsResponse()), "no tenants\n");
+  v1::ListTenantsResponse r;
+  r.add_tenants()->set_pid(5);
+  EXPECT_THAT(FormatTenants(r), HasSubstr("\n5          ?      0     0       -           0s\n"));
+}
+
+TEST(FormatSetPolicyTest, Count) {
+  v1::SetPolicyResponse r;
+  r.set_tenants_changed(3);
+  EXPECT_EQ(FormatSetPolicy(r), "changed 3 tenant(s)\n");
+}
+
+TEST(ToJsonTest, StatusKeepsProtoFieldNames) {
+  absl::StatusOr<std::string> json = ToJson(TwoGpuStatus());
+  ASSERT_TRUE(json.ok()) << json.status();
+  for (const char* field :
+       {"\"version\"", "\"uptime_s\"", "\"pools\"", "\"capacity_bytes\"", "\"created_bytes\"",
+        "\"leased_bytes\"", "\"cached_bytes\"", "\"colour_note\"", "\"reserved_for\"",
+        "\"granularity_bytes\"", "\"tenant_quota_bytes\"", "\"class_quota_bytes\"",
+        "\"tenant_class\":\"LATENCY_SENSITIVE\""}) {
+    EXPECT_THAT(*json, HasSubstr(field));
+  }
+  EXPECT_THAT(*json, Not(HasSubstr("uptimeS")));
+  EXPECT_EQ(json->back(), '\n');
+  EXPECT_EQ(json->find('\n'), json->size() - 1);  // one line
+}
+
+TEST(ToJsonTest, TenantsAndZeroFields) {
+  absl::StatusOr<std::string> json = ToJson(Tenants());
+  ASSERT_TRUE(json.ok()) << json.status();
+  for (const char* field :
+       {"\"tenants\"", "\"pid\":4321", "\"name\":\"batch-train\"", "\"used_bytes\"",
+        "\"quota_bytes\"", "\"connected_s\"", "\"gpu_index\":0"}) {
+    EXPECT_THAT(*json, HasSubstr(field));
+  }
+  json = ToJson(v1::SetPolicyResponse());
+  ASSERT_TRUE(json.ok());
+  EXPECT_EQ(*json, "{\"tenants_changed\":0}\n");
+}
+
+}  // namespace
+}  // namespace missile::cli

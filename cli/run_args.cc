@@ -1,0 +1,199 @@
+#include "run_args.h"
+
+#include <cctype>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "flags.h"
+#include "missile/common/size.h"
+
+namespace missile::cli {
+
+const char kRunUsage[] =
+    "usage: missile-run --name NAME --class ls|be [--quota SIZE] [--socket PATH] [--shim PATH]\n"
+    "                   [--no-daemon passthrough|refuse] [--report DEST] -- PROGRAM ARGS...\n"
+    "\n"
+    "Runs PROGRAM as a Missile tenant: preloads libmissile.so and tells it who it is.\n"
+    "  --name NAME        tenant name: 1-64 of letters, digits, '-', '_', '.'\n"
+    "  --class ls|be      latency-sensitive or best-effort\n"
+    "  --quota SIZE       VRAM quota to ask for, per GPU (e.g. 8G; default: the class's)\n"
+    "  --socket PATH      missiled's socket (default /run/missile/missiled.sock)\n"
+    "  --shim PATH        libmissile.so (default: next to missile-run, else $MISSILE_SHIM)\n"
+    "  --no-daemon MODE   without missiled: passthrough (default) or refuse GPU memory\n"
+    "  --report DEST      at exit, write call counts to DEST (\"stderr\" or a file; %p = pid)\n"
+    "  -h, --help         this text\n";
+
+absl::Status ValidateTenantName(std::string_view name) {
+  if (name.empty() || name.size() > 64) {
+    return absl::InvalidArgumentError("tenant name must be 1 to 64 characters, got " +
+                                      std::to_string(name.size()));
+  }
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+      return absl::InvalidArgumentError("tenant name '" + std::string(name) +
+                                        "' may hold only letters, digits, '-', '_' and '.'");
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::Status Twice(std::string_view flag) {
+  return absl::InvalidArgumentError(std::string(flag) + " given twice");
+}
+
+// Takes the current option's value into `slot`, once.
+absl::Status TakeOnce(ArgReader& reader, std::optional<std::string>& slot) {
+  std::string flag(reader.CurrentName());
+  absl::StatusOr<std::string> v = reader.TakeValue();
+  if (!v.ok()) return v.status();
+  if (slot.has_value()) return Twice(flag);
+  if (v->empty()) return absl::InvalidArgumentError(flag + ": empty value");
+  slot = *v;
+  return absl::OkStatus();
+}
+
+bool IsFile(const std::filesystem::path& p) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(p, ec);
+}
+
+absl::StatusOr<std::string> Usable(const std::filesystem::path& p) {
+  std::error_code ec;
+  std::filesystem::path abs = std::filesystem::absolute(p, ec);
+  if (ec) return absl::InvalidArgumentError("shim " + p.string() + ": " + ec.message());
+  std::string s = abs.lexically_normal().string();
+  for (char c : s) {
+    if (c == ':' || std::isspace(static_cast<unsigned char>(c))) {
+      return absl::InvalidArgumentError("shim path " + s +
+                                        " holds ':' or a space, which LD_PRELOAD cannot carry");
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
+  RunArgs out;
+  std::optional<std::string> name, cls, quota;
+  ArgReader reader(args);
+  while (!reader.Done()) {
+    const std::string& arg = reader.Current();
+    if (arg == "--") {
+      reader.TakePositional();
+      break;
+    }
+    if (!arg.starts_with("-")) break;  // the program
+    std::string flag(reader.CurrentName());
+    absl::Status s;
+    if (flag == "-h" || flag == "--help") {
+      out.help = true;
+      return out;
+    } else if (flag == "--name") {
+      s = TakeOnce(reader, name);
+    } else if (flag == "--class") {
+      s = TakeOnce(reader, cls);
+    } else if (flag == "--quota") {
+      s = TakeOnce(reader, quota);
+    } else if (flag == "--socket") {
+      s = TakeOnce(reader, out.socket);
+    } else if (flag == "--shim") {
+      s = TakeOnce(reader, out.shim);
+    } else if (flag == "--no-daemon") {
+      s = TakeOnce(reader, out.no_daemon);
+    } else if (flag == "--report") {
+      s = TakeOnce(reader, out.report);
+    } else {
+      return absl::InvalidArgumentError("unknown option '" + flag + "'");
+    }
+    if (!s.ok()) return s;
+  }
+  out.command = reader.Rest();
+
+  if (!name) return absl::InvalidArgumentError("--name NAME is required");
+  if (absl::Status s = ValidateTenantName(*name); !s.ok()) {
+    return absl::InvalidArgumentError("--name: " + std::string(s.message()));
+  }
+  out.name = *name;
+  if (!cls) return absl::InvalidArgumentError("--class ls|be is required");
+  if (absl::StatusOr<v1::TenantClass> c = ParseClass("--class", *cls); !c.ok()) return c.status();
+  out.tenant_class = *cls;
+  if (quota) {
+    absl::StatusOr<uint64_t> bytes = ParseSize(*quota);
+    if (!bytes.ok()) {
+      return absl::InvalidArgumentError("--quota: " + std::string(bytes.status().message()));
+    }
+    if (*bytes == 0) return absl::InvalidArgumentError("--quota: must be more than 0 bytes");
+    out.quota_bytes = *bytes;
+  }
+  if (out.no_daemon && *out.no_daemon != "passthrough" && *out.no_daemon != "refuse") {
+    return absl::InvalidArgumentError("--no-daemon: '" + *out.no_daemon +
+                                      "' is not passthrough or refuse");
+  }
+  if (out.command.empty()) {
+    return absl::InvalidArgumentError("no program to run (give it after --)");
+  }
+  if (out.command[0].empty()) return absl::InvalidArgumentError("empty program name");
+  return out;
+}
+
+std::vector<std::string> ShimCandidates(std::string_view exe) {
+  std::filesystem::path dir = std::filesystem::path(exe).parent_path();
+  return {
+      (dir / ".." / "lib" / "libmissile.so").lexically_normal().string(),
+      (dir / "libmissile.so").lexically_normal().string(),
+      (dir / ".." / "libintercept" / "libmissile.so").lexically_normal().string(),
+  };
+}
+
+absl::StatusOr<std::string> FindShim(const std::optional<std::string>& explicit_shim,
+                                     std::string_view exe, const char* env_shim) {
+  if (explicit_shim) {
+    if (!IsFile(*explicit_shim)) {
+      return absl::InvalidArgumentError("--shim " + *explicit_shim + ": no such file");
+    }
+    return Usable(*explicit_shim);
+  }
+  std::vector<std::string> candidates = ShimCandidates(exe);
+  for (const std::string& c : candidates) {
+    if (IsFile(c)) return Usable(c);
+  }
+  if (env_shim != nullptr && *env_shim != '\0') {
+    if (!IsFile(env_shim)) {
+      return absl::InvalidArgumentError(std::string("MISSILE_SHIM=") + env_shim + ": no such file");
+    }
+    return Usable(env_shim);
+  }
+  return absl::NotFoundError("cannot find libmissile.so (looked at " +
+                             absl::StrJoin(candidates, ", ") +
+                             "; MISSILE_SHIM is not set): give --shim PATH");
+}
+
+std::vector<std::pair<std::string, std::string>> BuildRunEnv(const RunArgs& args,
+                                                             const std::string& shim,
+                                                             const char* ld_preload) {
+  // ld.so splits LD_PRELOAD at spaces and colons.
+  std::vector<std::string> preload = {shim};
+  if (ld_preload != nullptr) {
+    for (absl::string_view entry :
+         absl::StrSplit(ld_preload, absl::ByAnyChar(": "), absl::SkipEmpty())) {
+      if (entry != shim) preload.emplace_back(entry);
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"LD_PRELOAD", absl::StrJoin(preload, ":")},
+      {"MISSILE_TENANT_NAME", args.name},
+      {"MISSILE_TENANT_CLASS", args.tenant_class},
+  };
+  if (args.quota_bytes) env.emplace_back("MISSILE_QUOTA", std::to_string(*args.quota_bytes));
+  if (args.socket) env.emplace_back("MISSILE_SOCKET", *args.socket);
+  if (args.no_daemon) env.emplace_back("MISSILE_NO_DAEMON", *args.no_daemon);
+  if (args.report) env.emplace_back("MISSILE_REPORT", *args.report);
+  return env;
+}
+
+}  // namespace missile::cli

@@ -1,0 +1,323 @@
+// End-to-end tests of the built tools and of the Admin client against an in-process fake
+// missiled (no real daemon, no GPU).
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ctl_args.h"
+#include "ctl_client.h"
+#include "gmock/gmock.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+#include "gtest/gtest.h"
+#include "missile/v1/missile.grpc.pb.h"
+
+extern char** environ;
+
+namespace missile::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "missile-cli-test.XXXXXX").string();
+    if (mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+struct Result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string ReadFile(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs argv with the test's environment minus LD_PRELOAD and MISSILE_* (plus `extra_env`),
+// capturing stdout and stderr.
+Result Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {}) {
+  TempDir dir;
+  fs::path out = dir.path() / "out", err = dir.path() / "err";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string_view entry(*e);
+    if (entry.starts_with("LD_PRELOAD=") || entry.starts_with("MISSILE_")) continue;
+    env_strings.emplace_back(entry);
+  }
+  env_strings.insert(env_strings.end(), extra_env.begin(), extra_env.end());
+  std::vector<char*> c_argv, c_env;
+  for (const std::string& a : argv) c_argv.push_back(const_cast<char*>(a.c_str()));
+  c_argv.push_back(nullptr);
+  for (const std::string& e : env_strings) c_env.push_back(const_cast<char*>(e.c_str()));
+  c_env.push_back(nullptr);
+  Result r;
+  pid_t pid;
+  int rc = posix_spawn(&pid, c_argv[0], &actions, nullptr, c_argv.data(), c_env.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    ADD_FAILURE() << "posix_spawn " << argv[0] << ": " << rc;
+    return r;
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = ReadFile(out);
+  r.err = ReadFile(err);
+  return r;
+}
+
+// Exactly one line, starting with `prefix`.
+void ExpectOneLine(const std::string& text, const std::string& prefix) {
+  EXPECT_THAT(text, StartsWith(prefix));
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+}
+
+TEST(MissileRunBinaryTest, ChildSeesTheTenantEnvironment) {
+  TempDir dir;
+  fs::path shim = dir.path() / "libmissile.so";
+  std::ofstream(shim) << "a stand-in: ld.so warns that it cannot preload it, and goes on";
+  Result r = Spawn({MISSILE_RUN_BIN, "--name", "e2e.job", "--class", "ls", "--quota", "512MiB",
+                    "--socket", "/tmp/x.sock", "--no-daemon", "refuse", "--report", "stderr",
+                    "--shim", shim.string(), "--", "/usr/bin/env"},
+                   {"LD_PRELOAD=/lib/other.so"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\nLD_PRELOAD=" + shim.string() + ":/lib/other.so\n"));
+  EXPECT_THAT(r.out, HasSubstr("\nMISSILE_TENANT_NAME=e2e.job\n"));
+  EXPECT_THAT(r.out, HasSubstr("\nMISSILE_TENANT_CLASS=ls\n"));
+  EXPECT_THAT(r.out, HasSubstr("\nMISSILE_QUOTA=536870912\n"));
+  EXPECT_THAT(r.out, HasSubstr("\nMISSILE_SOCKET=/tmp/x.sock\n"));
+  EXPECT_THAT(r.out, HasSubstr("\nMISSILE_NO_DAEMON=refuse\n"));
+  EXPECT_THAT(r.out, HasSubstr("\nMISSILE_REPORT=stderr\n"));
+}
+
+TEST(MissileRunBinaryTest, ArgumentsPassUnchanged) {
+  TempDir dir;
+  fs::path shim = dir.path() / "libmissile.so";
+  std::ofstream(shim) << "x";
+  Result r = Spawn({MISSILE_RUN_BIN, "--name", "j", "--class", "be", "--shim", shim.string(), "--",
+                    "/bin/echo", "--name", "a  b", "--", ""});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "--name a  b -- \n");
+}
+
+TEST(MissileRunBinaryTest, Failures) {
+  TempDir dir;
+  fs::path shim = dir.path() / "libmissile.so";
+  std::ofstream(shim) << "x";
+  Result r = Spawn({MISSILE_RUN_BIN, "--name", "j", "--class", "be", "--shim", shim.string(), "--",
+                    "/nonexistent/program"});
+  EXPECT_EQ(r.exit_code, 127);
+  ExpectOneLine(r.err, "missile-run: cannot run /nonexistent/program: No such file or directory");
+
+  r = Spawn({MISSILE_RUN_BIN, "--name", "bad name", "--class", "be", "--", "/bin/true"});
+  EXPECT_EQ(r.exit_code, 2);
+  ExpectOneLine(r.err, "missile-run: --name: ");
+
+  r = Spawn({MISSILE_RUN_BIN, "--name", "j", "--class", "be", "--shim",
+             (dir.path() / "absent.so").string(), "--", "/bin/true"});
+  EXPECT_EQ(r.exit_code, 2);
+  ExpectOneLine(r.err, "missile-run: --shim ");
+
+  r = Spawn({MISSILE_RUN_BIN, "--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, StartsWith("usage: missile-run"));
+}
+
+TEST(MissilectlBinaryTest, MissingSocketFailsFastInOneLine) {
+  Result r = Spawn({MISSILECTL_BIN, "--socket", "/nonexistent", "status"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err,
+            "missilectl: cannot reach missiled at /nonexistent: No such file or directory\n");
+  EXPECT_EQ(r.out, "");
+
+  // $MISSILE_SOCKET is the default.
+  r = Spawn({MISSILECTL_BIN, "tenants"}, {"MISSILE_SOCKET=/nonexistent/env.sock"});
+  EXPECT_EQ(r.exit_code, 1);
+  ExpectOneLine(r.err, "missilectl: cannot reach missiled at /nonexistent/env.sock: ");
+}
+
+TEST(MissilectlBinaryTest, NobodyListeningFailsInOneLine) {
+  TempDir dir;
+  std::string path = (dir.path() / "dead.sock").string();
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(path.size(), sizeof(addr.sun_path));
+  path.copy(addr.sun_path, path.size());
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);  // never listens
+  Result r = Spawn({MISSILECTL_BIN, "--socket", path, "status"});
+  close(fd);
+  EXPECT_EQ(r.exit_code, 1);
+  ExpectOneLine(r.err, "missilectl: cannot reach missiled at " + path + ": ");
+
+  std::ofstream(dir.path() / "plain") << "x";
+  r = Spawn({MISSILECTL_BIN, "--socket", (dir.path() / "plain").string(), "status"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr(": not a socket\n"));
+}
+
+TEST(MissilectlBinaryTest, UsageErrorsAndHelp) {
+  Result r = Spawn({MISSILECTL_BIN, "frobnicate"});
+  EXPECT_EQ(r.exit_code, 2);
+  ExpectOneLine(r.err, "missilectl: unknown command 'frobnicate'");
+
+  r = Spawn({MISSILECTL_BIN, "set", "--pid", "1"});
+  EXPECT_EQ(r.exit_code, 2);
+  ExpectOneLine(r.err, "missilectl: set: nothing to change");
+
+  r = Spawn({MISSILECTL_BIN, "--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, StartsWith("usage: missilectl"));
+  EXPECT_EQ(r.err, "");
+}
+
+// A missiled stand-in with canned answers; SetPolicy refuses like a non-admin caller.
+class FakeAdmin final : public v1::Admin::Service {
+ public:
+  grpc::Status Status(grpc::ServerContext*, const v1::StatusRequest*,
+                      v1::StatusResponse* resp) override {
+    resp->set_version("9.9.9");
+    resp->set_uptime_s(61);
+    v1::PoolStatus* p = resp->add_pools();
+    p->mutable_gpu()->set_name("Fake GPU");
+    p->add_colours()->set_reserved_for("shared");
+    p->set_colour_note("no channel isolation on this GPU at 2 MiB: every block spans all channels");
+    return grpc::Status::OK;
+  }
+  grpc::Status ListTenants(grpc::ServerContext*, const v1::ListTenantsRequest*,
+                           v1::ListTenantsResponse* resp) override {
+    v1::TenantInfo* t = resp->add_tenants();
+    t->set_pid(42);
+    t->set_name("fake");
+    t->set_tenant_class(v1::BEST_EFFORT);
+    return grpc::Status::OK;
+  }
+  grpc::Status SetPolicy(grpc::ServerContext*, const v1::SetPolicyRequest* req,
+                         v1::SetPolicyResponse* resp) override {
+    last_request = *req;
+    if (req->name() == "allowed") {
+      resp->set_tenants_changed(2);
+      return grpc::Status::OK;
+    }
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        "uid 1000 may not change policy: root or the admin group only");
+  }
+  v1::SetPolicyRequest last_request;
+};
+
+class FakeDaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    socket_ = (dir_.path() / "missiled.sock").string();
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix:" + socket_, grpc::InsecureServerCredentials());
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+  }
+
+  absl::StatusOr<std::string> Ctl(std::vector<std::string> args) {
+    args.insert(args.begin(), {"--socket", socket_});
+    absl::StatusOr<CtlArgs> parsed = ParseCtlArgs(args, kDefaultSocket);
+    if (!parsed.ok()) return parsed.status();
+    return RunCtl(*parsed);
+  }
+
+  TempDir dir_;
+  std::string socket_;
+  FakeAdmin service_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+TEST_F(FakeDaemonTest, Status) {
+  absl::StatusOr<std::string> out = Ctl({"status"});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(*out, StartsWith("missiled 9.9.9, up 1m01s"));
+  EXPECT_THAT(*out, HasSubstr("colours: 1 (no channel isolation on this GPU at 2 MiB"));
+}
+
+TEST_F(FakeDaemonTest, TenantsAsJson) {
+  absl::StatusOr<std::string> out = Ctl({"tenants", "--json"});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(*out, HasSubstr("\"tenant_class\":\"BEST_EFFORT\""));
+  EXPECT_THAT(*out, HasSubstr("\"pid\":42"));
+}
+
+TEST_F(FakeDaemonTest, SetSendsTheRequestAndReportsTheCount) {
+  absl::StatusOr<std::string> out = Ctl({"set", "--name", "allowed", "--weight", "7"});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out, "changed 2 tenant(s)\n");
+  EXPECT_EQ(service_.last_request.name(), "allowed");
+  EXPECT_EQ(service_.last_request.weight(), 7u);
+  EXPECT_FALSE(service_.last_request.has_priority());
+}
+
+TEST_F(FakeDaemonTest, GrpcErrorsCarryTheCodeName) {
+  absl::StatusOr<std::string> out = Ctl({"set", "--pid", "9", "--priority", "3"});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(out.status().message(),
+            "PERMISSION_DENIED: uid 1000 may not change policy: root or the admin group only");
+}
+
+TEST_F(FakeDaemonTest, BinaryAgainstTheFake) {
+  Result r = Spawn({MISSILECTL_BIN, "--socket", socket_, "set", "--pid", "9", "--weight", "3"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err,
+            "missilectl: PERMISSION_DENIED: uid 1000 may not change policy: root or the admin "
+            "group only\n");
+  r = Spawn({MISSILECTL_BIN, "--socket", socket_, "tenants"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("42   fake  be"));
+}
+
+TEST(RpcErrorMessageTest, Codes) {
+  EXPECT_EQ(RpcErrorMessage(grpc::Status(grpc::StatusCode::UNAVAILABLE, "refused\nretry"), "/s"),
+            "cannot reach missiled at /s: refused retry");
+  EXPECT_EQ(RpcErrorMessage(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "x"), "/s"),
+            "cannot reach missiled at /s: no answer within 5 s");
+  EXPECT_EQ(RpcErrorMessage(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "bad"), "/s"),
+            "INVALID_ARGUMENT: bad");
+  EXPECT_EQ(RpcErrorMessage(grpc::Status(grpc::StatusCode::NOT_FOUND, "no tenant"), "/s"),
+            "NOT_FOUND: no tenant");
+}
+
+}  // namespace
+}  // namespace missile::cli

@@ -1,0 +1,157 @@
+#include "missile/common/fd_passing.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace missile::fdpass {
+namespace {
+
+absl::Status Errno(const std::string& what) {
+  return absl::Status(absl::ErrnoToStatusCode(errno), what + ": " + strerror(errno));
+}
+
+absl::Status MakeAddress(const std::string& path, sockaddr_un* addr) {
+  memset(addr, 0, sizeof(*addr));
+  addr->sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(addr->sun_path)) {
+    return absl::InvalidArgumentError("unix socket path '" + path + "' is empty or too long");
+  }
+  memcpy(addr->sun_path, path.data(), path.size());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SendMessage(int sock, const void* data, size_t len, const std::vector<int>& fds) {
+  if (fds.size() > kMaxFdsPerMessage) {
+    return absl::InvalidArgumentError("too many descriptors for one message");
+  }
+  const char* p = static_cast<const char*>(data);
+  size_t sent = 0;
+  bool fds_sent = fds.empty();
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFdsPerMessage)];
+  while (sent < len) {
+    iovec iov{const_cast<char*>(p + sent), len - sent};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (!fds_sent) {
+      msg.msg_control = control;
+      msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+      cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+      cmsg->cmsg_level = SOL_SOCKET;
+      cmsg->cmsg_type = SCM_RIGHTS;
+      cmsg->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+      memcpy(CMSG_DATA(cmsg), fds.data(), sizeof(int) * fds.size());
+    }
+    ssize_t n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Errno("sendmsg");
+    }
+    fds_sent = true;
+    sent += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReceiveMessage(int sock, void* data, size_t len, std::vector<int>* fds) {
+  char* p = static_cast<char*>(data);
+  size_t got = 0;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFdsPerMessage)];
+  while (got < len) {
+    iovec iov{p + got, len - got};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Errno("recvmsg");
+    }
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+        size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        const int* received = reinterpret_cast<const int*>(CMSG_DATA(c));
+        for (size_t i = 0; i < count; ++i) {
+          if (fds != nullptr) {
+            fds->push_back(received[i]);
+          } else {
+            close(received[i]);  // nobody asked for them: do not leak
+          }
+        }
+      }
+    }
+    if (msg.msg_flags & MSG_CTRUNC) {
+      return absl::DataLossError("recvmsg: descriptors were truncated");
+    }
+    if (n == 0) {
+      return got == 0 ? absl::UnavailableError("connection closed")
+                      : absl::DataLossError("connection closed mid-message");
+    }
+    got += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ConnectUnix(const std::string& path, int* sock) {
+  sockaddr_un addr;
+  if (absl::Status s = MakeAddress(path, &addr); !s.ok()) return s;
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Errno("socket");
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    absl::Status s = Errno("connect " + path);
+    close(fd);
+    return s;
+  }
+  *sock = fd;
+  return absl::OkStatus();
+}
+
+absl::Status ListenUnix(const std::string& path, unsigned mode, int* sock) {
+  sockaddr_un addr;
+  if (absl::Status s = MakeAddress(path, &addr); !s.ok()) return s;
+  struct stat st;
+  if (lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return absl::FailedPreconditionError(path + " exists and is not a socket");
+    }
+    unlink(path.c_str());
+  }
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Errno("socket");
+  // Created with no permissions for anyone but the owner, then opened up to `mode`: no window
+  // in which the socket is more open than configured.
+  mode_t old = umask(0177);
+  int rc = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  umask(old);
+  if (rc != 0 || chmod(path.c_str(), mode) != 0 || listen(fd, 128) != 0) {
+    absl::Status s = Errno("bind/listen " + path);
+    close(fd);
+    return s;
+  }
+  *sock = fd;
+  return absl::OkStatus();
+}
+
+absl::Status GetPeerCredentials(int sock, PeerCredentials* creds) {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    return Errno("getsockopt(SO_PEERCRED)");
+  }
+  creds->pid = cred.pid;
+  creds->uid = cred.uid;
+  creds->gid = cred.gid;
+  return absl::OkStatus();
+}
+
+}  // namespace missile::fdpass

@@ -1,0 +1,72 @@
+// The side channel between the shim and missiled: gRPC cannot carry file descriptors, so the
+// descriptors of VRAM blocks travel on a second Unix socket with SCM_RIGHTS. This header holds
+// the wire format (fixed-size little-endian structs, same host on both ends) and the
+// sendmsg/recvmsg helpers. The protocol:
+//   client -> daemon  Hello{magic, version, session_id, token}
+//   daemon -> client  Reply{status, count = 0}
+//   client -> daemon  FetchRequest{gpu, count, block ids}        (count <= kMaxFdsPerMessage)
+//   daemon -> client  Reply{status, count} + `count` descriptors, in the order of the ids
+// A status other than 0 is an absl::StatusCode; the message then carries no descriptors.
+// Thread-safety: the helpers are reentrant; one socket must not be used by two threads at once.
+#ifndef MISSILE_COMMON_FD_PASSING_H_
+#define MISSILE_COMMON_FD_PASSING_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace missile::fdpass {
+
+inline constexpr uint32_t kMagic = 0x4d534c31;  // "MSL1"
+inline constexpr uint32_t kVersion = 1;
+// Under the kernel's SCM_MAX_FD (253), and small enough that a tenant never holds many
+// unimported descriptors at once.
+inline constexpr uint32_t kMaxFdsPerMessage = 128;
+
+struct Hello {
+  uint32_t magic = kMagic;
+  uint32_t version = kVersion;
+  uint64_t session_id = 0;
+  uint8_t token[16] = {};
+};
+
+struct FetchRequest {
+  uint32_t gpu = 0;
+  uint32_t count = 0;
+  uint64_t block_ids[kMaxFdsPerMessage] = {};
+};
+
+struct Reply {
+  uint32_t status = 0;  // absl::StatusCode
+  uint32_t count = 0;   // descriptors attached
+};
+
+// Sends exactly `len` bytes with `fds` attached to the first byte. Retries on EINTR.
+absl::Status SendMessage(int sock, const void* data, size_t len, const std::vector<int>& fds = {});
+
+// Receives exactly `len` bytes; descriptors that arrive are appended to `fds` (close-on-exec)
+// and are the caller's to close. End of stream before any byte -> absl::UnavailableError.
+absl::Status ReceiveMessage(int sock, void* data, size_t len, std::vector<int>* fds = nullptr);
+
+// A connected Unix stream socket to `path`, close-on-exec.
+absl::Status ConnectUnix(const std::string& path, int* sock);
+
+// A listening Unix stream socket at `path` (an existing socket file there is replaced) with
+// the given mode; close-on-exec.
+absl::Status ListenUnix(const std::string& path, unsigned mode, int* sock);
+
+struct PeerCredentials {
+  int pid = 0;
+  unsigned uid = 0;
+  unsigned gid = 0;
+};
+
+// The kernel's record of who is on the other end of a connected Unix socket (SO_PEERCRED).
+absl::Status GetPeerCredentials(int sock, PeerCredentials* creds);
+
+}  // namespace missile::fdpass
+
+#endif  // MISSILE_COMMON_FD_PASSING_H_

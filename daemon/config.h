@@ -1,0 +1,166 @@
+// DaemonConfig: missiled's settings, read from a TOML file (by default kDefaultConfigPath).
+// deploy/missiled.toml is the example file: every key with its default, and what it means.
+//
+// Contract:
+// - The structs mirror the file: config.classes.be.priority is [classes.be] priority. A key left
+//   out keeps the default written beside its member below.
+// - ParseConfig checks everything that can be checked without the machine: types, ranges, syntax
+//   and the cross-field rules (noted "Rule:" below). Unknown tables and keys are errors, so a typo
+//   never silently falls back to a default. Every problem is reported (InvalidArgument), one per
+//   line of the message, in file order, each as "<where>:<line>: <key>: <what>", e.g.
+//   "line 14: classes.be.priority: must be an integer in [-20, 19], got 25".
+// - Left to the daemon at start, because they need the machine: resolving group names
+//   (getgrnam), checking that device ordinals exist, reading profiles, checking ls_colours
+//   against the GPU's colour count, and resolving percentages against the GPU's memory (the
+//   Resolve helpers below do the arithmetic; callers round to the GPU's allocation granularity).
+// - Sizes: a string as missile::ParseSize reads it (binary units: "2GiB", "512M", "1.5G") or a
+//   non-negative integer of bytes. "Size or percent" also takes "95%" (0 < p <= 100).
+//
+// Thread safety: plain values; the functions are pure except LoadConfig, which reads one file.
+#ifndef MISSILE_DAEMON_CONFIG_H_
+#define MISSILE_DAEMON_CONFIG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "missile/common/size.h"
+
+namespace missile::daemon {
+
+inline constexpr char kDefaultConfigPath[] = "/etc/missile/missiled.toml";
+
+// Longest socket path: sizeof(sockaddr_un::sun_path) on Linux, less the terminating NUL.
+inline constexpr size_t kMaxSocketPathBytes = 107;
+
+// [daemon]
+struct DaemonSection {
+  // gRPC socket for the tenant and admin services. Absolute, at most kMaxSocketPathBytes.
+  std::string socket = "/run/missile/missiled.sock";
+  // Side channel that passes memory file descriptors. "" = socket + ".fd" (see FdSocketPath).
+  // Absolute, at most kMaxSocketPathBytes, not equal to socket.
+  std::string fd_socket;
+  // Group owning both sockets; tenants must be in it. "" = the daemon's own group.
+  std::string socket_group;
+  // Permissions of both sockets: an octal string in the file ("0660", "660"), at most 0777.
+  // Rule: must not grant write to others (0002): any local user could then use the GPU.
+  uint32_t socket_mode = 0660;
+  // Members may change policy (quotas, classes); root always may. "" = root only.
+  std::string admin_group;
+  // trace, debug, info, warn, error or off (spdlog's level names).
+  std::string log_level = "info";
+
+  // The side channel's path: fd_socket, or socket + ".fd" when fd_socket is "".
+  std::string FdSocketPath() const;
+
+  bool operator==(const DaemonSection&) const = default;
+};
+
+// [gpu]
+struct GpuSection {
+  // CUDA ordinals to manage, as the daemon sees them (after CUDA_VISIBLE_DEVICES): nullopt is
+  // "all" in the file; otherwise a non-empty array of distinct ordinals in [0, 1023], in the
+  // order written.
+  std::optional<std::vector<int>> devices;
+  // Size or percent of the GPU's memory: the most the pool may create on each GPU. Non-zero.
+  SizeOrFraction pool_limit = SizeOrFraction::Fraction(0.95);
+  // Size or percent of the GPU's memory: created at start on each GPU and kept (not released
+  // to the driver). Rule: <= pool_limit when both are sizes or both percentages.
+  SizeOrFraction prealloc = SizeOrFraction::Bytes(0);
+  // Size: free bytes the pool keeps cached for fast allocation beyond prealloc; the rest of the
+  // free blocks go back to the driver.
+  uint64_t cache_limit = 2 * kGiB;
+  // Zero a block before another tenant can get it.
+  bool scrub_on_release = true;
+  // Per-GPU colour profiles written by missile-calibrate. Absolute, or "" for none. A GPU
+  // without a profile gets one colour (no colouring).
+  std::string profile_dir = "/var/lib/missile/profiles";
+  // Colours reserved for LS tenants on a GPU with several, in [0, 63]; 0 = half of them.
+  int ls_colours = 0;
+
+  // pool_limit in bytes for a GPU of gpu_bytes, at most gpu_bytes.
+  uint64_t PoolLimitBytes(uint64_t gpu_bytes) const;
+  // prealloc in bytes for a GPU of gpu_bytes, at most PoolLimitBytes(gpu_bytes).
+  uint64_t PreallocBytes(uint64_t gpu_bytes) const;
+
+  bool operator==(const GpuSection&) const = default;
+};
+
+// A class's quotas in bytes on one GPU (see ClassSection::ResolveQuotas).
+struct ClassQuotaBytes {
+  uint64_t tenant_quota_bytes = 0;
+  uint64_t class_quota_bytes = 0;
+  bool operator==(const ClassQuotaBytes&) const = default;
+};
+
+// [classes.ls] and [classes.be]
+struct ClassSection {
+  // Like nice, in [-20, 19]: lower is more important. Sets the tenants' PCIe weight.
+  int priority = 0;
+  // Size, or percent of the pool (pool_limit): the default and largest quota of one tenant of
+  // the class, per GPU. Non-zero.
+  SizeOrFraction tenant_quota = SizeOrFraction::Fraction(1.0);
+  // Size, or percent of the pool: all the class's tenants together, per GPU. Non-zero.
+  // Rule: >= tenant_quota when both are sizes or both percentages.
+  SizeOrFraction class_quota = SizeOrFraction::Fraction(1.0);
+
+  // Both quotas in bytes for a pool of pool_bytes: class quota at most pool_bytes, tenant quota
+  // at most the class quota (which also settles mixed sizes and percentages).
+  ClassQuotaBytes ResolveQuotas(uint64_t pool_bytes) const;
+
+  bool operator==(const ClassSection&) const = default;
+};
+
+// [classes]
+struct ClassesSection {
+  ClassSection ls{.priority = -10};  // latency-sensitive
+  ClassSection be{.priority = 10};   // best-effort
+  bool operator==(const ClassesSection&) const = default;
+};
+
+// [pcie]: the PCIe copy scheduler (missile::pcie::FairScheduler::Config), per GPU and direction.
+struct PcieSection {
+  // Size: copies are cut into chunks of this size. A multiple of 4 KiB in [64 KiB, 64 MiB].
+  uint64_t chunk = 2 * kMiB;
+  // Chunks in flight per GPU and direction, in [1, 64].
+  int max_inflight_chunks = 2;
+  // Chunks in flight per tenant, in [1, 64]. Rule: <= max_inflight_chunks.
+  int max_inflight_per_tenant = 2;
+  // Size: copies smaller than this skip the scheduler. Rule: <= chunk.
+  uint64_t bypass_below = 64 * kKiB;
+  // LS tenants' chunks always go before BE tenants' chunks.
+  bool ls_first = true;
+
+  bool operator==(const PcieSection&) const = default;
+};
+
+struct DaemonConfig {
+  DaemonSection daemon;
+  GpuSection gpu;
+  ClassesSection classes;
+  PcieSection pcie;
+
+  bool operator==(const DaemonConfig&) const = default;
+};
+
+// Reads and parses the file at `path`. A file that does not exist gives the defaults unless
+// must_exist (pass false only for kDefaultConfigPath when no path was given on the command
+// line); then NotFound. Other errors: the errno's code for a file that cannot be read,
+// FailedPrecondition for one that is not a regular file or that others may write (it decides
+// who may administer the daemon), InvalidArgument for bad contents (messages start "<path>:").
+absl::StatusOr<DaemonConfig> LoadConfig(const std::string& path, bool must_exist);
+
+// Parses TOML text (messages start "line N:"). The empty text gives the defaults.
+absl::StatusOr<DaemonConfig> ParseConfig(std::string_view toml_text);
+
+// One line per key, "section.key = value" with its effective value (fd_socket resolved), in
+// the example file's order, joined by '\n': for the daemon's start-up log. The text is itself
+// valid TOML that ParseConfig reads back to the same settings.
+std::string DescribeConfig(const DaemonConfig& config);
+
+}  // namespace missile::daemon
+
+#endif  // MISSILE_DAEMON_CONFIG_H_

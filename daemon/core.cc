@@ -1,0 +1,458 @@
+#include "core.h"
+
+#include <grp.h>
+#include <pwd.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "missile/pcie_sched/fair_scheduler.h"
+#include "spdlog/spdlog.h"
+
+namespace missile::daemon {
+namespace {
+
+constexpr size_t kMaxNameBytes = 64;
+
+std::shared_ptr<spdlog::logger> Log() {
+  static std::shared_ptr<spdlog::logger> log = [] {
+    auto l = spdlog::get("missiled");
+    return l ? l : spdlog::default_logger();
+  }();
+  return log;
+}
+
+absl::Status ValidateName(const std::string& name) {
+  if (name.empty() || name.size() > kMaxNameBytes) {
+    return absl::InvalidArgumentError("tenant name must be 1 to 64 bytes, got " +
+                                      std::to_string(name.size()));
+  }
+  for (char c : name) {
+    if (!(isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) {
+      return absl::InvalidArgumentError("tenant name '" + name +
+                                        "' may hold only letters, digits, '-', '_' and '.'");
+    }
+  }
+  return absl::OkStatus();
+}
+
+uint32_t WeightOf(int priority) {
+  absl::StatusOr<uint32_t> w = pcie::WeightFromPriority(priority);
+  return w.ok() ? *w : 1024;
+}
+
+}  // namespace
+
+const char* ClassName(TenantClass cls) {
+  return cls == TenantClass::kLatencySensitive ? "ls" : "be";
+}
+
+struct DaemonCore::Session {
+  SessionInfo info;
+  int pidfd = -1;
+};
+
+DaemonCore::DaemonCore(CoreOptions options, std::vector<Gpu> gpus)
+    : options_(std::move(options)), gpus_(std::move(gpus)), ls_(options_.ls), be_(options_.be) {}
+
+DaemonCore::~DaemonCore() { Stop(); }
+
+absl::Status DaemonCore::Start(unsigned socket_mode, std::optional<unsigned> socket_gid) {
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) return absl::InternalError(std::string("epoll_create1: ") + strerror(errno));
+  if (absl::Status s = fdpass::ListenUnix(options_.fd_socket_path, socket_mode, &side_listen_fd_);
+      !s.ok()) {
+    return s;
+  }
+  if (socket_gid.has_value() && chown(options_.fd_socket_path.c_str(), -1, *socket_gid) != 0) {
+    return absl::PermissionDeniedError("chown " + options_.fd_socket_path + ": " + strerror(errno));
+  }
+  process_watcher_ = std::thread([this] { WatchProcesses(); });
+  side_acceptor_ = std::thread([this] { AcceptSideChannels(); });
+  return absl::OkStatus();
+}
+
+void DaemonCore::Stop() {
+  if (stopping_.exchange(true)) return;
+  if (side_listen_fd_ >= 0) shutdown(side_listen_fd_, SHUT_RDWR);
+  if (side_acceptor_.joinable()) side_acceptor_.join();
+  {
+    absl::MutexLock lock(&side_mu_);
+    for (int s : side_socks_) shutdown(s, SHUT_RDWR);
+    auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(side_mu_) { return side_threads_ == 0; };
+    side_mu_.Await(absl::Condition(&idle));
+  }
+  if (process_watcher_.joinable()) process_watcher_.join();
+  std::vector<uint64_t> ids;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, s] : sessions_) ids.push_back(id);
+  }
+  for (uint64_t id : ids) EndSession(id, "daemon stopping");
+  if (side_listen_fd_ >= 0) {
+    close(side_listen_fd_);
+    unlink(options_.fd_socket_path.c_str());
+    side_listen_fd_ = -1;
+  }
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  epoll_fd_ = -1;
+}
+
+absl::StatusOr<SessionInfo> DaemonCore::Register(const PeerCredentials& creds,
+                                                 const std::string& name, TenantClass cls,
+                                                 uint64_t requested_quota) {
+  if (absl::Status s = ValidateName(name); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  if (auto it = session_by_pid_.find(creds.pid); it != session_by_pid_.end()) {
+    return sessions_.at(it->second)->info;  // the process registered already
+  }
+  auto session = std::make_shared<Session>();
+  SessionInfo& info = session->info;
+  info.id = next_session_++;
+  info.creds = creds;
+  info.name = name;
+  info.cls = cls;
+  info.priority = (cls == TenantClass::kLatencySensitive ? ls_ : be_).priority;
+  info.weight = WeightOf(info.priority);
+  info.started = std::chrono::steady_clock::now();
+  info.token.resize(16);
+  if (getrandom(info.token.data(), info.token.size(), 0) != 16) {
+    return absl::InternalError("getrandom failed");
+  }
+  session->pidfd = static_cast<int>(syscall(SYS_pidfd_open, creds.pid, 0));
+  if (session->pidfd < 0) {
+    return absl::FailedPreconditionError("cannot watch process " + std::to_string(creds.pid) +
+                                         ": " + strerror(errno));
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = info.id;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, session->pidfd, &ev);
+  for (size_t g = 0; g < gpus_.size(); ++g) {
+    absl::Status s = gpus_[g].pool->AddTenant(info.id, cls, requested_quota);
+    if (!s.ok()) {
+      for (size_t undo = 0; undo < g; ++undo) gpus_[undo].pool->RemoveTenant(info.id);
+      epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, session->pidfd, nullptr);
+      close(session->pidfd);
+      return s;
+    }
+  }
+  sessions_[info.id] = session;
+  session_by_pid_[creds.pid] = info.id;
+  Log()->info("session {}: pid {} uid {} registered as '{}' ({}, priority {}, weight {})", info.id,
+              creds.pid, creds.uid, name, ClassName(cls), info.priority, info.weight);
+  return info;
+}
+
+absl::StatusOr<std::shared_ptr<DaemonCore::Session>> DaemonCore::Authenticate(
+    const PeerCredentials& creds, uint64_t session) const {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(session);
+  if (it == sessions_.end() || it->second->info.ended) {
+    return absl::NotFoundError("no session " + std::to_string(session));
+  }
+  if (it->second->info.creds.pid != creds.pid) {
+    return absl::PermissionDeniedError("session " + std::to_string(session) +
+                                       " belongs to another process");
+  }
+  return it->second;
+}
+
+absl::Status DaemonCore::CheckGpu(uint32_t gpu) const {
+  if (gpu >= gpus_.size()) {
+    return absl::InvalidArgumentError("no GPU " + std::to_string(gpu) + " (the daemon manages " +
+                                      std::to_string(gpus_.size()) + ")");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Lease>> DaemonCore::Allocate(const PeerCredentials& creds,
+                                                        uint64_t session, uint32_t gpu,
+                                                        bool single, uint64_t bytes) {
+  if (auto s = Authenticate(creds, session); !s.ok()) return s.status();
+  if (absl::Status s = CheckGpu(gpu); !s.ok()) return s;
+  VramPool& pool = *gpus_[gpu].pool;
+  uint64_t granularity = gpus_[gpu].device->info().granularity;
+  if (bytes == 0 || bytes % granularity != 0) {
+    return absl::InvalidArgumentError("allocation of " + std::to_string(bytes) +
+                                      " bytes is not a positive multiple of the granularity (" +
+                                      std::to_string(granularity) + ")");
+  }
+  if (single) {
+    absl::StatusOr<Lease> lease = pool.AllocateBlock(session, bytes);
+    if (!lease.ok()) return lease.status();
+    return std::vector<Lease>{*lease};
+  }
+  return pool.AllocateChunks(session, bytes / granularity);
+}
+
+absl::Status DaemonCore::Free(const PeerCredentials& creds, uint64_t session, uint32_t gpu,
+                              const std::vector<BlockId>& ids) {
+  if (auto s = Authenticate(creds, session); !s.ok()) return s.status();
+  if (absl::Status s = CheckGpu(gpu); !s.ok()) return s;
+  return gpus_[gpu].pool->Free(session, ids);
+}
+
+absl::StatusOr<Usage> DaemonCore::GetUsage(const PeerCredentials& creds, uint64_t session,
+                                           uint32_t gpu) {
+  if (auto s = Authenticate(creds, session); !s.ok()) return s.status();
+  if (absl::Status s = CheckGpu(gpu); !s.ok()) return s;
+  return gpus_[gpu].pool->GetUsage(session);
+}
+
+absl::StatusOr<SessionInfo> DaemonCore::WaitForChange(const PeerCredentials& creds,
+                                                      uint64_t session, uint64_t seen,
+                                                      const std::function<bool()>& cancelled) {
+  auto s = Authenticate(creds, session);
+  if (!s.ok()) return s.status();
+  std::shared_ptr<Session> held = *s;
+  absl::MutexLock lock(&mu_);
+  while (!held->info.ended && held->info.generation <= seen && !stopping_) {
+    changed_.WaitWithTimeout(&mu_, absl::Milliseconds(200));
+    if (cancelled()) break;
+  }
+  return held->info;
+}
+
+void DaemonCore::EndSession(uint64_t session, const std::string& reason) {
+  std::shared_ptr<Session> s;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(session);
+    if (it == sessions_.end()) return;
+    s = it->second;
+    sessions_.erase(it);
+    session_by_pid_.erase(s->info.creds.pid);
+    s->info.ended = true;
+    if (s->pidfd >= 0) {
+      if (epoll_fd_ >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, s->pidfd, nullptr);
+      close(s->pidfd);
+      s->pidfd = -1;
+    }
+    changed_.SignalAll();
+  }
+  size_t returned = 0;
+  for (Gpu& gpu : gpus_) returned += gpu.pool->RemoveTenant(session).size();
+  Log()->info("session {} ('{}', pid {}) ended: {}; {} blocks returned to the pools", session,
+              s->info.name, s->info.creds.pid, reason, returned);
+}
+
+std::vector<SessionInfo> DaemonCore::ListSessions() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<SessionInfo> out;
+  for (const auto& [id, s] : sessions_) out.push_back(s->info);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  return out;
+}
+
+ClassDefaults DaemonCore::class_defaults(TenantClass cls) const {
+  absl::MutexLock lock(&mu_);
+  return cls == TenantClass::kLatencySensitive ? ls_ : be_;
+}
+
+std::chrono::steady_clock::duration DaemonCore::uptime() const {
+  return std::chrono::steady_clock::now() - started_;
+}
+
+bool DaemonCore::IsAdmin(const PeerCredentials& creds) const {
+  if (creds.uid == 0) return true;
+  if (!options_.admin_gid.has_value()) return false;
+  if (creds.gid == *options_.admin_gid) return true;
+  passwd pw{}, *result = nullptr;
+  std::vector<char> buf(16384);
+  if (getpwuid_r(creds.uid, &pw, buf.data(), buf.size(), &result) != 0 || result == nullptr) {
+    return false;
+  }
+  int n = 64;
+  std::vector<gid_t> groups(n);
+  if (getgrouplist(pw.pw_name, pw.pw_gid, groups.data(), &n) < 0) {
+    groups.resize(n);
+    if (getgrouplist(pw.pw_name, pw.pw_gid, groups.data(), &n) < 0) return false;
+  }
+  groups.resize(n);
+  return std::find(groups.begin(), groups.end(), *options_.admin_gid) != groups.end();
+}
+
+absl::StatusOr<uint32_t> DaemonCore::SetPolicy(const PeerCredentials& creds,
+                                               const PolicyTarget& target,
+                                               const PolicyChange& change) {
+  if (!IsAdmin(creds)) {
+    return absl::PermissionDeniedError("uid " + std::to_string(creds.uid) +
+                                       " may not change policy: root or the admin group only");
+  }
+  int targets = target.pid.has_value() + target.name.has_value() + target.cls.has_value();
+  if (targets != 1) return absl::InvalidArgumentError("name exactly one target: pid, name or class");
+  if (change.priority && (*change.priority < -20 || *change.priority > 19)) {
+    return absl::InvalidArgumentError("priority must be in [-20, 19], got " +
+                                      std::to_string(*change.priority));
+  }
+  if (change.weight && (*change.weight < 1 || *change.weight > (1u << 20))) {
+    return absl::InvalidArgumentError("weight must be in [1, 1048576], got " +
+                                      std::to_string(*change.weight));
+  }
+  if (change.class_quota_bytes && !target.cls) {
+    return absl::InvalidArgumentError("a class quota needs a class target");
+  }
+  if (target.cls && change.cls) {
+    return absl::InvalidArgumentError("a class target cannot change class");
+  }
+  if (!change.cls && !change.priority && !change.weight && !change.quota_bytes &&
+      !change.class_quota_bytes) {
+    return absl::InvalidArgumentError("nothing to change");
+  }
+  absl::MutexLock lock(&mu_);
+  if (target.cls) {
+    if (change.quota_bytes || change.class_quota_bytes) {
+      // Check every GPU first, so a change valid on one GPU and not on another changes nothing.
+      std::vector<QuotaPolicy> next;
+      for (Gpu& gpu : gpus_) {
+        QuotaPolicy q = gpu.quota[ClassIndex(*target.cls)];
+        if (change.quota_bytes) q.tenant_quota_bytes = *change.quota_bytes;
+        if (change.class_quota_bytes) q.class_quota_bytes = *change.class_quota_bytes;
+        if (q.tenant_quota_bytes > q.class_quota_bytes) {
+          return absl::InvalidArgumentError("a tenant quota cannot exceed its class quota");
+        }
+        next.push_back(q);
+      }
+      for (size_t g = 0; g < gpus_.size(); ++g) {
+        if (absl::Status s = gpus_[g].pool->SetClassQuota(*target.cls, next[g]); !s.ok()) return s;
+        gpus_[g].quota[ClassIndex(*target.cls)] = next[g];
+      }
+    }
+    if (change.priority) {
+      (*target.cls == TenantClass::kLatencySensitive ? ls_ : be_).priority = *change.priority;
+    }
+  }
+  std::vector<std::shared_ptr<Session>> matched;
+  for (const auto& [id, s] : sessions_) {
+    if ((target.pid && s->info.creds.pid == *target.pid) ||
+        (target.name && s->info.name == *target.name) || (target.cls && s->info.cls == *target.cls)) {
+      matched.push_back(s);
+    }
+  }
+  if (matched.empty() && !target.cls) {
+    return absl::NotFoundError(target.pid ? "no tenant with pid " + std::to_string(*target.pid)
+                                          : "no tenant named '" + *target.name + "'");
+  }
+  for (auto& s : matched) {
+    SessionInfo& info = s->info;
+    for (Gpu& gpu : gpus_) {
+      if (change.cls) {
+        if (absl::Status st = gpu.pool->SetTenantClass(info.id, *change.cls); !st.ok()) return st;
+      }
+      if (change.quota_bytes && !target.cls) {
+        if (absl::Status st = gpu.pool->SetTenantQuota(info.id, *change.quota_bytes); !st.ok()) {
+          return st;
+        }
+      }
+    }
+    if (change.cls) info.cls = *change.cls;
+    if (change.priority) info.priority = *change.priority;
+    if (change.priority || change.cls) info.weight = WeightOf(info.priority);
+    if (change.weight) info.weight = *change.weight;
+    ++info.generation;
+    Log()->info("session {} ('{}'): policy now {}, priority {}, weight {}", info.id, info.name,
+                ClassName(info.cls), info.priority, info.weight);
+  }
+  changed_.SignalAll();
+  return static_cast<uint32_t>(matched.size());
+}
+
+void DaemonCore::WatchProcesses() {
+  epoll_event events[32];
+  while (!stopping_) {
+    int n = epoll_wait(epoll_fd_, events, 32, 200);
+    for (int i = 0; i < n; ++i) EndSession(events[i].data.u64, "process exited");
+  }
+}
+
+void DaemonCore::AcceptSideChannels() {
+  while (!stopping_) {
+    int sock = accept4(side_listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (sock < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      break;  // shut down
+    }
+    absl::MutexLock lock(&side_mu_);
+    side_socks_.push_back(sock);
+    ++side_threads_;
+    std::thread([this, sock] { ServeSideChannel(sock); }).detach();
+  }
+}
+
+void DaemonCore::ServeSideChannel(int sock) {
+  uint64_t session_id = 0;
+  PeerCredentials creds;
+  fdpass::Hello hello;
+  fdpass::Reply reply;
+  absl::Status s = fdpass::GetPeerCredentials(sock, &creds);
+  if (s.ok()) s = fdpass::ReceiveMessage(sock, &hello, sizeof(hello));
+  if (s.ok() && (hello.magic != fdpass::kMagic || hello.version != fdpass::kVersion)) {
+    s = absl::InvalidArgumentError("bad side-channel hello");
+  }
+  if (s.ok()) {
+    auto session = Authenticate(creds, hello.session_id);
+    if (!session.ok()) {
+      s = session.status();
+    } else if (memcmp((*session)->info.token.data(), hello.token, 16) != 0) {
+      s = absl::PermissionDeniedError("bad side-channel token");
+    } else {
+      session_id = hello.session_id;
+    }
+  }
+  reply.status = static_cast<uint32_t>(s.code());
+  if (!fdpass::SendMessage(sock, &reply, sizeof(reply)).ok() || !s.ok()) {
+    if (!s.ok()) Log()->warn("side channel from pid {} refused: {}", creds.pid, std::string(s.message()));
+    session_id = 0;
+  }
+  while (session_id != 0 && !stopping_) {
+    fdpass::FetchRequest req;
+    absl::Status r = fdpass::ReceiveMessage(sock, &req, sizeof(req));
+    if (!r.ok()) {
+      EndSession(session_id, "side channel closed");
+      break;
+    }
+    std::vector<int> fds;
+    absl::Status st = CheckGpu(req.gpu);
+    if (st.ok() && (req.count == 0 || req.count > fdpass::kMaxFdsPerMessage)) {
+      st = absl::InvalidArgumentError("bad descriptor count");
+    }
+    for (uint32_t i = 0; st.ok() && i < req.count; ++i) {
+      absl::StatusOr<PhysicalBlock> block = gpus_[req.gpu].pool->Lookup(session_id, req.block_ids[i]);
+      if (!block.ok()) {
+        st = block.status();
+        break;
+      }
+      int fd = gpus_[req.gpu].device->DupExportedFd(block->handle);
+      if (fd < 0) {
+        st = absl::InternalError("block has no exported descriptor");
+        break;
+      }
+      fds.push_back(fd);
+    }
+    fdpass::Reply out;
+    out.status = static_cast<uint32_t>(st.code());
+    if (!st.ok()) {
+      for (int fd : fds) close(fd);
+      fds.clear();
+    }
+    out.count = static_cast<uint32_t>(fds.size());
+    absl::Status sent = fdpass::SendMessage(sock, &out, sizeof(out), fds);
+    for (int fd : fds) close(fd);
+    if (!sent.ok()) {
+      EndSession(session_id, "side channel broken");
+      break;
+    }
+  }
+  absl::MutexLock lock(&side_mu_);
+  side_socks_.erase(std::remove(side_socks_.begin(), side_socks_.end(), sock), side_socks_.end());
+  close(sock);
+  --side_threads_;
+}
+
+}  // namespace missile::daemon

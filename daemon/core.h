@@ -1,0 +1,156 @@
+// The daemon's domain logic: tenant sessions, their VRAM on every GPU, and the admin
+// operations, with no gRPC in sight (services.cc translates protobuf to these calls).
+//
+// A session belongs to one process, identified by the kernel-reported credentials of its
+// connection. It ends when the process exits (a pidfd per session, watched by one thread), when
+// its side-channel connection closes, or when its Watch stream ends; everything it held on every
+// GPU goes back to the pools at once.
+// Thread-safety: every public method may be called from any thread.
+#ifndef MISSILE_DAEMON_CORE_H_
+#define MISSILE_DAEMON_CORE_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "cuda_device.h"
+#include "missile/common/fd_passing.h"
+#include "vram_pool.h"
+
+namespace missile::daemon {
+
+using colour::TenantClass;
+using fdpass::PeerCredentials;
+
+const char* ClassName(TenantClass cls);
+
+struct ClassDefaults {
+  int priority = 0;
+};
+
+struct CoreOptions {
+  std::string fd_socket_path;
+  std::optional<unsigned> admin_gid;  // members may change policy; root always may
+  ClassDefaults ls{-10};
+  ClassDefaults be{10};
+};
+
+// One GPU: its device (block source) and pool.
+struct Gpu {
+  std::unique_ptr<CudaDevice> device;
+  std::unique_ptr<VramPool> pool;
+  int colours = 1;
+  std::string colour_note;
+  QuotaPolicy quota[2];  // the pool's class quotas, indexed by ClassIndex
+};
+
+
+struct SessionInfo {
+  uint64_t id = 0;
+  PeerCredentials creds;
+  std::string name;
+  TenantClass cls = TenantClass::kBestEffort;
+  int priority = 0;
+  uint32_t weight = 0;
+  std::string token;  // 16 random bytes
+  std::chrono::steady_clock::time_point started;
+  uint64_t generation = 0;  // bumped on every policy change
+  bool ended = false;
+};
+
+struct PolicyChange {
+  std::optional<TenantClass> cls;
+  std::optional<int> priority;
+  std::optional<uint32_t> weight;
+  std::optional<uint64_t> quota_bytes;
+  std::optional<uint64_t> class_quota_bytes;
+};
+
+struct PolicyTarget {
+  std::optional<int> pid;
+  std::optional<std::string> name;
+  std::optional<TenantClass> cls;
+};
+
+class DaemonCore {
+ public:
+  DaemonCore(CoreOptions options, std::vector<Gpu> gpus);
+  ~DaemonCore();
+  DaemonCore(const DaemonCore&) = delete;
+  DaemonCore& operator=(const DaemonCore&) = delete;
+
+  // Starts the side-channel listener and the process watcher.
+  absl::Status Start(unsigned socket_mode, std::optional<unsigned> socket_gid);
+  void Stop();
+
+  const std::vector<Gpu>& gpus() const { return gpus_; }
+  const CoreOptions& options() const { return options_; }
+
+  // --- tenants ---
+  absl::StatusOr<SessionInfo> Register(const PeerCredentials& creds, const std::string& name,
+                                       TenantClass cls, uint64_t requested_quota);
+  absl::StatusOr<std::vector<Lease>> Allocate(const PeerCredentials& creds, uint64_t session,
+                                              uint32_t gpu, bool single, uint64_t bytes);
+  absl::Status Free(const PeerCredentials& creds, uint64_t session, uint32_t gpu,
+                    const std::vector<BlockId>& ids);
+  absl::StatusOr<Usage> GetUsage(const PeerCredentials& creds, uint64_t session, uint32_t gpu);
+  // Waits until the session's policy generation passes `seen`, it ends, or `cancelled()`.
+  // Returns the session as it is then (ended = true once it is over).
+  absl::StatusOr<SessionInfo> WaitForChange(const PeerCredentials& creds, uint64_t session,
+                                            uint64_t seen, const std::function<bool()>& cancelled);
+  void EndSession(uint64_t session, const std::string& reason);
+
+  // --- admin ---
+  std::vector<SessionInfo> ListSessions() const;
+  absl::StatusOr<uint32_t> SetPolicy(const PeerCredentials& creds, const PolicyTarget& target,
+                                     const PolicyChange& change);
+  ClassDefaults class_defaults(TenantClass cls) const;
+  std::chrono::steady_clock::duration uptime() const;
+
+ private:
+  struct Session;
+
+  absl::StatusOr<std::shared_ptr<Session>> Authenticate(const PeerCredentials& creds,
+                                                        uint64_t session) const;
+  absl::Status CheckGpu(uint32_t gpu) const;
+  bool IsAdmin(const PeerCredentials& creds) const;
+  void WatchProcesses();
+  void AcceptSideChannels();
+  void ServeSideChannel(int sock);
+
+  const CoreOptions options_;
+  std::vector<Gpu> gpus_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int, uint64_t> session_by_pid_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
+  ClassDefaults ls_ ABSL_GUARDED_BY(mu_);
+  ClassDefaults be_ ABSL_GUARDED_BY(mu_);
+  absl::CondVar changed_;
+
+  std::atomic<bool> stopping_{false};
+  int epoll_fd_ = -1;
+  int side_listen_fd_ = -1;
+  std::thread process_watcher_;
+  std::thread side_acceptor_;
+  // Side-channel connections are served by detached threads, counted so Stop can wait for them.
+  absl::Mutex side_mu_;
+  std::vector<int> side_socks_ ABSL_GUARDED_BY(side_mu_);
+  int side_threads_ ABSL_GUARDED_BY(side_mu_) = 0;
+};
+
+}  // namespace missile::daemon
+
+#endif  // MISSILE_DAEMON_CORE_H_

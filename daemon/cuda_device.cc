@@ -1,0 +1,209 @@
+#include "cuda_device.h"
+
+#include <cuda.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace missile::daemon {
+namespace {
+
+absl::Status CudaError(const char* what, CUresult r) {
+  const char* name = nullptr;
+  cuGetErrorName(r, &name);
+  std::string text = std::string(what) + " failed: " + (name ? name : "CUDA error") + " (" +
+                     std::to_string(static_cast<int>(r)) + ")";
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) return absl::ResourceExhaustedError(text);
+  return absl::InternalError(text);
+}
+
+std::string FormatUuid(const CUuuid& u) {
+  const unsigned char* b = reinterpret_cast<const unsigned char*>(u.bytes);
+  char buf[64];
+  snprintf(buf, sizeof(buf),
+           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  return buf;
+}
+
+CUmemAllocationProp BlockProp(int ordinal) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = ordinal;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  return prop;
+}
+
+}  // namespace
+
+absl::StatusOr<int> CudaDeviceCount() {
+  if (CUresult r = cuInit(0); r != CUDA_SUCCESS) return CudaError("cuInit", r);
+  int count = 0;
+  if (CUresult r = cuDeviceGetCount(&count); r != CUDA_SUCCESS) {
+    return CudaError("cuDeviceGetCount", r);
+  }
+  return count;
+}
+
+absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Open(int ordinal, ColourFn colours) {
+  absl::StatusOr<int> count = CudaDeviceCount();
+  if (!count.ok()) return count.status();
+  if (ordinal < 0 || ordinal >= *count) {
+    return absl::InvalidArgumentError("no CUDA device " + std::to_string(ordinal) + " (there are " +
+                                      std::to_string(*count) + ")");
+  }
+  std::unique_ptr<CudaDevice> d(new CudaDevice());
+  d->colours_ = colours ? std::move(colours)
+                        : [](uint64_t, uint64_t) { return colour::ColourSet::Single(0); };
+  d->info_.ordinal = ordinal;
+  CUdevice dev;
+  if (CUresult r = cuDeviceGet(&dev, ordinal); r != CUDA_SUCCESS) return CudaError("cuDeviceGet", r);
+  int vmm = 0, fd_handles = 0;
+  cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev);
+  cuDeviceGetAttribute(&fd_handles, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+                       dev);
+  if (!vmm || !fd_handles) {
+    return absl::FailedPreconditionError(
+        "CUDA device " + std::to_string(ordinal) +
+        " lacks virtual memory management or POSIX file descriptor handles; Missile needs both");
+  }
+  char name[256] = {};
+  cuDeviceGetName(name, sizeof(name), dev);
+  d->info_.name = name;
+  CUuuid uuid{};
+  if (cuDeviceGetUuid_v2(&uuid, dev) == CUDA_SUCCESS) d->info_.uuid = FormatUuid(uuid);
+  size_t total = 0;
+  if (CUresult r = cuDeviceTotalMem_v2(&total, dev); r != CUDA_SUCCESS) {
+    return CudaError("cuDeviceTotalMem", r);
+  }
+  d->info_.total_bytes = total;
+  CUmemAllocationProp prop = BlockProp(ordinal);
+  size_t granularity = 0;
+  if (CUresult r = cuMemGetAllocationGranularity(&granularity, &prop,
+                                                 CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+      r != CUDA_SUCCESS) {
+    return CudaError("cuMemGetAllocationGranularity", r);
+  }
+  d->info_.granularity = granularity;
+  CUcontext ctx = nullptr;
+  if (CUresult r = cuDevicePrimaryCtxRetain(&ctx, dev); r != CUDA_SUCCESS) {
+    return CudaError("cuDevicePrimaryCtxRetain", r);
+  }
+  d->context_ = ctx;
+  if (absl::Status s = d->MakeCurrent(); !s.ok()) return s;
+  CUstream stream = nullptr;
+  if (CUresult r = cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS) {
+    return CudaError("cuStreamCreate", r);
+  }
+  d->stream_ = stream;
+  return d;
+}
+
+CudaDevice::~CudaDevice() {
+  absl::MutexLock lock(&mu_);
+  if (MakeCurrent().ok()) {
+    for (const auto& [handle, m] : blocks_) DestroyLocked(handle, m);
+    blocks_.clear();
+    if (stream_ != nullptr) cuStreamDestroy_v2(static_cast<CUstream>(stream_));
+  }
+  if (context_ != nullptr) {
+    CUdevice dev;
+    if (cuDeviceGet(&dev, info_.ordinal) == CUDA_SUCCESS) cuDevicePrimaryCtxRelease_v2(dev);
+  }
+}
+
+absl::Status CudaDevice::MakeCurrent() const {
+  if (CUresult r = cuCtxSetCurrent(static_cast<CUcontext>(context_)); r != CUDA_SUCCESS) {
+    return CudaError("cuCtxSetCurrent", r);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PhysicalBlock> CudaDevice::Create(uint64_t bytes) {
+  if (bytes == 0 || bytes % info_.granularity != 0) {
+    return absl::InvalidArgumentError("block size " + std::to_string(bytes) +
+                                      " is not a positive multiple of the granularity");
+  }
+  if (absl::Status s = MakeCurrent(); !s.ok()) return s;
+  CUmemAllocationProp prop = BlockProp(info_.ordinal);
+  CUmemGenericAllocationHandle handle = 0;
+  if (CUresult r = cuMemCreate(&handle, bytes, &prop, 0); r != CUDA_SUCCESS) {
+    return CudaError("cuMemCreate", r);
+  }
+  Mapped m;
+  m.bytes = bytes;
+  CUresult r = cuMemExportToShareableHandle(&m.fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  CUdeviceptr va = 0;
+  if (r == CUDA_SUCCESS) r = cuMemAddressReserve(&va, bytes, info_.granularity, 0, 0);
+  if (r == CUDA_SUCCESS) {
+    m.va = va;
+    r = cuMemMap(va, bytes, 0, handle, 0);
+    if (r != CUDA_SUCCESS) {
+      cuMemAddressFree(va, bytes);
+      m.va = 0;
+    }
+  }
+  if (r == CUDA_SUCCESS) {
+    CUmemAccessDesc access{};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = info_.ordinal;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    r = cuMemSetAccess(va, bytes, &access, 1);
+  }
+  if (r != CUDA_SUCCESS) {
+    absl::MutexLock lock(&mu_);
+    DestroyLocked(handle, m);
+    return CudaError("exporting or mapping a new block", r);
+  }
+  PhysicalBlock block{handle, bytes, colours_(handle, bytes)};
+  absl::MutexLock lock(&mu_);
+  blocks_[handle] = m;
+  return block;
+}
+
+void CudaDevice::DestroyLocked(uint64_t handle, const Mapped& m) {
+  if (m.va != 0) {
+    cuMemUnmap(m.va, m.bytes);
+    cuMemAddressFree(m.va, m.bytes);
+  }
+  if (m.fd >= 0) close(m.fd);
+  cuMemRelease(handle);
+}
+
+void CudaDevice::Destroy(const PhysicalBlock& block) {
+  if (!MakeCurrent().ok()) return;
+  absl::MutexLock lock(&mu_);
+  auto it = blocks_.find(block.handle);
+  if (it == blocks_.end()) return;
+  DestroyLocked(it->first, it->second);
+  blocks_.erase(it);
+}
+
+absl::Status CudaDevice::Scrub(const PhysicalBlock& block) {
+  uint64_t va = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = blocks_.find(block.handle);
+    if (it == blocks_.end()) return absl::NotFoundError("scrub of an unknown block");
+    va = it->second.va;
+  }
+  if (absl::Status s = MakeCurrent(); !s.ok()) return s;
+  auto stream = static_cast<CUstream>(stream_);
+  if (CUresult r = cuMemsetD8Async(va, 0, block.bytes, stream); r != CUDA_SUCCESS) {
+    return CudaError("cuMemsetD8Async", r);
+  }
+  if (CUresult r = cuStreamSynchronize(stream); r != CUDA_SUCCESS) {
+    return CudaError("cuStreamSynchronize", r);
+  }
+  return absl::OkStatus();
+}
+
+int CudaDevice::DupExportedFd(uint64_t handle) const {
+  absl::MutexLock lock(&mu_);
+  auto it = blocks_.find(handle);
+  return it == blocks_.end() ? -1 : fcntl(it->second.fd, F_DUPFD_CLOEXEC, 0);
+}
+
+}  // namespace missile::daemon

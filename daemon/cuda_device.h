@@ -1,0 +1,77 @@
+// One GPU as the daemon sees it: its identity, and the physical VRAM blocks the daemon creates
+// on it (the BlockSource behind the VRAM pool).
+//
+// Each block is made with cuMemCreate (pinned device memory, exportable as a POSIX file
+// descriptor), exported once, and mapped read-write into the daemon's own address space so it
+// can be scrubbed (zeroed) before another tenant gets it. Tenants receive a duplicate of the
+// exported descriptor over the side channel, import it and map it themselves; the physical
+// memory lives until every handle and mapping (the daemon's and the tenants') is gone.
+// Thread-safety: every method may be called from any thread; the device's primary context is
+// made current on the calling thread as needed.
+#ifndef MISSILE_DAEMON_CUDA_DEVICE_H_
+#define MISSILE_DAEMON_CUDA_DEVICE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "missile/colorer/channel_set.h"
+#include "vram_pool.h"
+
+namespace missile::daemon {
+
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string uuid;  // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+  std::string name;
+  uint64_t total_bytes = 0;
+  uint64_t granularity = 0;  // recommended VMM granularity: the block unit
+};
+
+// Initialises the driver once; the number of devices.
+absl::StatusOr<int> CudaDeviceCount();
+
+class CudaDevice : public BlockSource {
+ public:
+  // The colours of a new block, given the block's handle and size. Defaults to colour 0.
+  using ColourFn = std::function<colour::ColourSet(uint64_t handle, uint64_t bytes)>;
+
+  static absl::StatusOr<std::unique_ptr<CudaDevice>> Open(int ordinal, ColourFn colours = {});
+  ~CudaDevice() override;
+
+  const DeviceInfo& info() const { return info_; }
+
+  absl::StatusOr<PhysicalBlock> Create(uint64_t bytes) override;
+  void Destroy(const PhysicalBlock& block) override;
+  absl::Status Scrub(const PhysicalBlock& block) override;
+
+  // A duplicate of a live block's exported descriptor (the caller closes it), or -1.
+  int DupExportedFd(uint64_t handle) const;
+
+ private:
+  struct Mapped {
+    int fd = -1;
+    uint64_t va = 0;
+    uint64_t bytes = 0;
+  };
+
+  CudaDevice() = default;
+  absl::Status MakeCurrent() const;
+  void DestroyLocked(uint64_t handle, const Mapped& m);
+
+  DeviceInfo info_;
+  void* context_ = nullptr;  // CUcontext of the primary context
+  void* stream_ = nullptr;   // CUstream for scrubbing
+  ColourFn colours_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<uint64_t, Mapped> blocks_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace missile::daemon
+
+#endif  // MISSILE_DAEMON_CUDA_DEVICE_H_

@@ -1,0 +1,275 @@
+// missiled: the Missile node daemon. Owns the GPU memory tenants use, within quotas, and serves
+// the missile.v1 Tenant and Admin services on a Unix socket. Runs under systemd (Type=notify) or
+// in the foreground.
+//
+//   missiled [--config PATH] [--socket PATH] [--log-level LEVEL] [--check-config]
+#include <grp.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config.h"
+#include "core.h"
+#include "cuda_device.h"
+#include "missile/colorer/channel_map.h"
+#include "missile/colorer/colour_policy.h"
+#include "missile/colorer/profile.h"
+#include "rpc_server.h"
+#include "sd_notify.h"
+#include "spdlog/sinks/stdout_sinks.h"
+#include "spdlog/spdlog.h"
+
+namespace missile::daemon {
+namespace {
+
+struct Flags {
+  std::string config = kDefaultConfigPath;
+  bool config_given = false;
+  std::string socket;
+  std::string log_level;
+  bool check_only = false;
+};
+
+void Usage(FILE* out) {
+  fprintf(out,
+          "usage: missiled [--config PATH] [--socket PATH] [--log-level LEVEL] [--check-config]\n"
+          "  --config PATH     configuration file (default %s; missing default = built-in defaults)\n"
+          "  --socket PATH     override daemon.socket\n"
+          "  --log-level L     override daemon.log_level (trace|debug|info|warn|error|off)\n"
+          "  --check-config    validate the configuration, print the effective values, exit\n",
+          kDefaultConfigPath);
+}
+
+absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const char* name) -> absl::StatusOr<std::string> {
+      if (i + 1 >= argc) return absl::InvalidArgumentError(std::string(name) + " needs a value");
+      return std::string(argv[++i]);
+    };
+    if (a == "--config") {
+      auto v = value("--config");
+      if (!v.ok()) return v.status();
+      f.config = *v;
+      f.config_given = true;
+    } else if (a == "--socket") {
+      auto v = value("--socket");
+      if (!v.ok()) return v.status();
+      f.socket = *v;
+    } else if (a == "--log-level") {
+      auto v = value("--log-level");
+      if (!v.ok()) return v.status();
+      f.log_level = *v;
+    } else if (a == "--check-config") {
+      f.check_only = true;
+    } else if (a == "--help" || a == "-h") {
+      Usage(stdout);
+      exit(0);
+    } else {
+      return absl::InvalidArgumentError("unknown argument '" + a + "'");
+    }
+  }
+  return f;
+}
+
+absl::StatusOr<std::optional<unsigned>> GroupId(const std::string& key, const std::string& name) {
+  if (name.empty()) return std::optional<unsigned>();
+  group gr{}, *result = nullptr;
+  std::vector<char> buf(16384);
+  if (getgrnam_r(name.c_str(), &gr, buf.data(), buf.size(), &result) != 0 || result == nullptr) {
+    return absl::InvalidArgumentError(key + ": no group named '" + name + "'");
+  }
+  return std::optional<unsigned>(gr.gr_gid);
+}
+
+// The pool for one GPU, coloured by the GPU's calibration profile when there is one.
+absl::StatusOr<Gpu> OpenGpu(int ordinal, const DaemonConfig& config, spdlog::logger& log) {
+  auto device = CudaDevice::Open(ordinal);
+  if (!device.ok()) return device.status();
+  const DeviceInfo& info = (*device)->info();
+  Gpu gpu;
+  colour::GpuColourProfile profile = colour::DefaultProfile();
+  std::string path = config.gpu.profile_dir + "/" + info.uuid + ".toml";
+  if (std::filesystem::exists(path)) {
+    auto loaded = colour::LoadProfile(path);
+    if (!loaded.ok()) {
+      return absl::InvalidArgumentError("colour profile " + path + ": " +
+                                        std::string(loaded.status().message()));
+    }
+    profile = *loaded;
+  }
+  // The daemon cannot see the physical addresses of the blocks it creates on a stock driver,
+  // so it can place by colour only where every block has the same colours: one colour.
+  if (profile.is_default) {
+    gpu.colour_note = "no colour profile for this GPU (" + path +
+                      "): assuming one colour, no channel isolation";
+  } else if (profile.colours <= 1) {
+    gpu.colour_note = "one colour: calibration found no channel isolation at " +
+                      std::to_string(profile.granularity_bytes >> 20) + " MiB on this GPU";
+  } else {
+    gpu.colour_note = "profile reports " + std::to_string(profile.colours) +
+                      " colours, but block physical addresses are not visible to user space on "
+                      "this driver: placing with one colour";
+  }
+  auto map = colour::UniformChannelMap::Create(1);
+  if (!map.ok()) return map.status();
+  auto scheme = colour::ColourScheme::EvenSplit(std::shared_ptr<const colour::ChannelMap>(std::move(*map)), 1);
+  if (!scheme.ok()) return scheme.status();
+  auto policy = colour::ColourPolicy::Create(*scheme);
+  if (!policy.ok()) return policy.status();
+  gpu.colours = 1;
+
+  PoolOptions options;
+  options.granularity = info.granularity;
+  options.capacity_bytes = config.gpu.PoolLimitBytes(info.total_bytes) / info.granularity * info.granularity;
+  options.cache_limit_bytes = config.gpu.cache_limit;
+  options.scrub_on_release = config.gpu.scrub_on_release;
+  ClassQuotaBytes ls = config.classes.ls.ResolveQuotas(options.capacity_bytes);
+  ClassQuotaBytes be = config.classes.be.ResolveQuotas(options.capacity_bytes);
+  gpu.quota[ClassIndex(TenantClass::kLatencySensitive)] = {ls.tenant_quota_bytes, ls.class_quota_bytes};
+  gpu.quota[ClassIndex(TenantClass::kBestEffort)] = {be.tenant_quota_bytes, be.class_quota_bytes};
+  auto pool = VramPool::Create(options, device->get(), *policy,
+                               gpu.quota[ClassIndex(TenantClass::kLatencySensitive)],
+                               gpu.quota[ClassIndex(TenantClass::kBestEffort)]);
+  if (!pool.ok()) return pool.status();
+  uint64_t prealloc = config.gpu.PreallocBytes(info.total_bytes) / info.granularity * info.granularity;
+  if (prealloc > 0) {
+    if (absl::Status s = (*pool)->Prealloc(prealloc); !s.ok()) return s;
+  }
+  log.info("GPU {}: {} {} ({} MiB, granularity {} KiB): pool limit {} MiB, prealloc {} MiB",
+           ordinal, info.name, info.uuid, info.total_bytes >> 20, info.granularity >> 10,
+           options.capacity_bytes >> 20, prealloc >> 20);
+  log.info("GPU {}: {}", ordinal, gpu.colour_note);
+  gpu.device = std::move(*device);
+  gpu.pool = std::move(*pool);
+  return gpu;
+}
+
+int Run(int argc, char** argv) {
+  // Block the termination signals before any thread exists; the main thread waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto log = std::make_shared<spdlog::logger>("missiled",
+                                              std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  log->set_pattern("missiled %l: %v");
+  spdlog::register_logger(log);
+
+  auto flags = ParseFlags(argc, argv);
+  if (!flags.ok()) {
+    fprintf(stderr, "missiled: %s\n", std::string(flags.status().message()).c_str());
+    Usage(stderr);
+    return 2;
+  }
+  auto config = LoadConfig(flags->config, flags->config_given);
+  if (!config.ok()) {
+    fprintf(stderr, "missiled: %s\n", std::string(config.status().message()).c_str());
+    return 2;
+  }
+  if (!flags->socket.empty()) config->daemon.socket = flags->socket;
+  if (!flags->log_level.empty()) config->daemon.log_level = flags->log_level;
+  spdlog::level::level_enum level = spdlog::level::from_str(config->daemon.log_level);
+  log->set_level(level);
+  if (flags->check_only) {
+    printf("%s", DescribeConfig(*config).c_str());
+    return 0;
+  }
+  log->info("missiled {} starting; configuration:\n{}", MISSILE_VERSION, DescribeConfig(*config));
+
+  auto socket_gid = GroupId("daemon.socket_group", config->daemon.socket_group);
+  auto admin_gid = GroupId("daemon.admin_group", config->daemon.admin_group);
+  if (!socket_gid.ok() || !admin_gid.ok()) {
+    fprintf(stderr, "missiled: %s\n",
+            std::string((!socket_gid.ok() ? socket_gid : admin_gid).status().message()).c_str());
+    return 2;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(config->daemon.socket).parent_path(), ec);
+
+  auto count = CudaDeviceCount();
+  if (!count.ok()) {
+    log->error("cannot use the CUDA driver: {}", std::string(count.status().message()));
+    return 1;
+  }
+  std::vector<int> ordinals;
+  if (config->gpu.devices.has_value()) {
+    ordinals = *config->gpu.devices;
+  } else {
+    for (int i = 0; i < *count; ++i) ordinals.push_back(i);
+  }
+  if (ordinals.empty()) {
+    log->error("no GPU to manage");
+    return 1;
+  }
+  std::vector<Gpu> gpus;
+  for (int ordinal : ordinals) {
+    auto gpu = OpenGpu(ordinal, *config, *log);
+    if (!gpu.ok()) {
+      log->error("GPU {}: {}", ordinal, std::string(gpu.status().message()));
+      return 1;
+    }
+    gpus.push_back(std::move(*gpu));
+  }
+
+  CoreOptions options;
+  options.fd_socket_path = config->daemon.FdSocketPath();
+  options.admin_gid = *admin_gid;
+  options.ls.priority = config->classes.ls.priority;
+  options.be.priority = config->classes.be.priority;
+  DaemonCore core(options, std::move(gpus));
+  if (absl::Status s = core.Start(config->daemon.socket_mode, *socket_gid); !s.ok()) {
+    log->error("side channel: {}", std::string(s.message()));
+    return 1;
+  }
+  RpcServer server(&core);
+  if (absl::Status s = server.Start(config->daemon.socket, config->daemon.socket_mode, *socket_gid);
+      !s.ok()) {
+    log->error("socket: {}", std::string(s.message()));
+    return 1;
+  }
+  log->info("serving on {} (descriptors on {})", config->daemon.socket, options.fd_socket_path);
+  SdNotify("READY=1\nSTATUS=serving on " + config->daemon.socket);
+
+  std::atomic<bool> done{false};
+  std::thread watchdog;
+  if (auto interval = SdWatchdogInterval()) {
+    watchdog = std::thread([&done, period = *interval / 2] {
+      while (!done) {
+        SdNotify("WATCHDOG=1");
+        auto until = std::chrono::steady_clock::now() + period;
+        while (!done && std::chrono::steady_clock::now() < until) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+      }
+    });
+  }
+  int sig = 0;
+  sigwait(&signals, &sig);
+  log->info("received {}: shutting down", strsignal(sig));
+  SdNotify("STOPPING=1");
+  done = true;
+  server.Shutdown();
+  core.Stop();
+  if (watchdog.joinable()) watchdog.join();
+  log->info("stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace missile::daemon
+
+int main(int argc, char** argv) { return missile::daemon::Run(argc, argv); }

@@ -1,0 +1,367 @@
+#include "rpc_server.h"
+
+#include <fcntl.h>
+#include <grpcpp/server_posix.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "missile/pcie_sched/fair_scheduler.h"
+#include "spdlog/spdlog.h"
+
+namespace missile::daemon {
+namespace {
+
+namespace v1 = ::missile::v1;
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  // absl and gRPC share the canonical code numbering.
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+v1::TenantClass ToProto(TenantClass cls) {
+  return cls == TenantClass::kLatencySensitive ? v1::LATENCY_SENSITIVE : v1::BEST_EFFORT;
+}
+
+absl::StatusOr<TenantClass> FromProto(v1::TenantClass cls) {
+  switch (cls) {
+    case v1::LATENCY_SENSITIVE: return TenantClass::kLatencySensitive;
+    case v1::BEST_EFFORT: return TenantClass::kBestEffort;
+    default: return absl::InvalidArgumentError("tenant class must be LATENCY_SENSITIVE or BEST_EFFORT");
+  }
+}
+
+void FillUsage(uint32_t gpu, const Usage& u, v1::Usage* out) {
+  out->set_gpu_index(gpu);
+  out->set_quota_bytes(u.quota_bytes);
+  out->set_used_bytes(u.used_bytes);
+  out->set_available_bytes(u.available_bytes);
+}
+
+void FillGpu(uint32_t index, const Gpu& gpu, v1::GpuInfo* out) {
+  const DeviceInfo& info = gpu.device->info();
+  out->set_index(index);
+  out->set_uuid(info.uuid);
+  out->set_name(info.name);
+  out->set_total_bytes(info.total_bytes);
+  out->set_granularity_bytes(info.granularity);
+  out->set_colours(gpu.colours);
+}
+
+constexpr uint32_t kProtocolVersion = 1;
+
+class TenantService final : public v1::Tenant::Service {
+ public:
+  TenantService(DaemonCore* core, const PeerRegistry* peers) : core_(core), peers_(peers) {}
+
+  grpc::Status Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
+                        v1::RegisterResponse* resp) override {
+    auto creds = peers_->Lookup(ctx->peer());
+    if (!creds) return Unknown(ctx);
+    auto cls = FromProto(req->tenant_class());
+    if (!cls.ok()) return ToGrpc(cls.status());
+    auto session = core_->Register(*creds, req->name(), *cls, req->requested_quota_bytes());
+    if (!session.ok()) return ToGrpc(session.status());
+    resp->set_protocol_version(kProtocolVersion);
+    resp->set_session_id(session->id);
+    resp->set_side_channel_token(session->token);
+    resp->set_side_channel_path(core_->options().fd_socket_path);
+    resp->set_tenant_class(ToProto(session->cls));
+    for (size_t g = 0; g < core_->gpus().size(); ++g) {
+      FillGpu(static_cast<uint32_t>(g), core_->gpus()[g], resp->add_gpus());
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Allocate(grpc::ServerContext* ctx, const v1::AllocateRequest* req,
+                        v1::AllocateResponse* resp) override {
+    auto creds = peers_->Lookup(ctx->peer());
+    if (!creds) return Unknown(ctx);
+    if (req->shape() != v1::AllocateRequest::CHUNKS && req->shape() != v1::AllocateRequest::SINGLE) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "shape must be CHUNKS or SINGLE");
+    }
+    auto leases = core_->Allocate(*creds, req->session_id(), req->gpu_index(),
+                                  req->shape() == v1::AllocateRequest::SINGLE, req->bytes());
+    if (!leases.ok()) return ToGrpc(leases.status());
+    for (const Lease& l : *leases) {
+      v1::Block* b = resp->add_blocks();
+      b->set_id(l.id);
+      b->set_bytes(l.bytes);
+      b->set_colours(l.colours.bits());
+    }
+    auto usage = core_->GetUsage(*creds, req->session_id(), req->gpu_index());
+    if (usage.ok()) FillUsage(req->gpu_index(), *usage, resp->mutable_usage());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Free(grpc::ServerContext* ctx, const v1::FreeRequest* req,
+                    v1::FreeResponse* resp) override {
+    auto creds = peers_->Lookup(ctx->peer());
+    if (!creds) return Unknown(ctx);
+    std::vector<BlockId> ids(req->block_ids().begin(), req->block_ids().end());
+    if (ids.empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no blocks to free");
+    absl::Status s = core_->Free(*creds, req->session_id(), req->gpu_index(), ids);
+    if (!s.ok()) return ToGrpc(s);
+    auto usage = core_->GetUsage(*creds, req->session_id(), req->gpu_index());
+    if (usage.ok()) FillUsage(req->gpu_index(), *usage, resp->mutable_usage());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetUsage(grpc::ServerContext* ctx, const v1::GetUsageRequest* req,
+                        v1::Usage* resp) override {
+    auto creds = peers_->Lookup(ctx->peer());
+    if (!creds) return Unknown(ctx);
+    auto usage = core_->GetUsage(*creds, req->session_id(), req->gpu_index());
+    if (!usage.ok()) return ToGrpc(usage.status());
+    FillUsage(req->gpu_index(), *usage, resp);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Watch(grpc::ServerContext* ctx, const v1::WatchRequest* req,
+                     grpc::ServerWriter<v1::SessionEvent>* writer) override {
+    auto creds = peers_->Lookup(ctx->peer());
+    if (!creds) return Unknown(ctx);
+    uint64_t seen = 0;
+    bool first = true;
+    while (true) {
+      auto info = core_->WaitForChange(*creds, req->session_id(), first ? 0 : seen,
+                                       [ctx] { return ctx->IsCancelled(); });
+      if (!info.ok()) return ToGrpc(info.status());
+      if (info->ended) return grpc::Status::OK;
+      if (ctx->IsCancelled()) {
+        core_->EndSession(req->session_id(), "watch stream closed");
+        return grpc::Status::CANCELLED;
+      }
+      if (first || info->generation > seen) {
+        v1::SessionEvent event;
+        event.set_tenant_class(ToProto(info->cls));
+        event.set_priority(info->priority);
+        event.set_weight(info->weight);
+        for (size_t g = 0; g < core_->gpus().size(); ++g) {
+          auto usage = core_->GetUsage(*creds, req->session_id(), static_cast<uint32_t>(g));
+          if (usage.ok()) FillUsage(static_cast<uint32_t>(g), *usage, event.add_usage());
+        }
+        if (!writer->Write(event)) {
+          core_->EndSession(req->session_id(), "watch stream closed");
+          return grpc::Status::CANCELLED;
+        }
+        seen = info->generation;
+        first = false;
+      }
+    }
+  }
+
+ private:
+  static grpc::Status Unknown(grpc::ServerContext* ctx) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "cannot identify the calling process (peer " + ctx->peer() + ")");
+  }
+
+  DaemonCore* core_;
+  const PeerRegistry* peers_;
+};
+
+class AdminService final : public v1::Admin::Service {
+ public:
+  AdminService(DaemonCore* core, const PeerRegistry* peers) : core_(core), peers_(peers) {}
+
+  grpc::Status Status(grpc::ServerContext* ctx, const v1::StatusRequest*,
+                      v1::StatusResponse* resp) override {
+    resp->set_version(MISSILE_VERSION);
+    resp->set_uptime_s(
+        std::chrono::duration_cast<std::chrono::seconds>(core_->uptime()).count());
+    const auto& gpus = core_->gpus();
+    for (size_t g = 0; g < gpus.size(); ++g) {
+      PoolSnapshot snap = gpus[g].pool->Snapshot();
+      v1::PoolStatus* p = resp->add_pools();
+      FillGpu(static_cast<uint32_t>(g), gpus[g], p->mutable_gpu());
+      p->set_capacity_bytes(snap.capacity_bytes);
+      p->set_created_bytes(snap.created_bytes);
+      p->set_leased_bytes(snap.leased_bytes);
+      p->set_cached_bytes(snap.cached_bytes);
+      p->set_tenants(static_cast<uint32_t>(snap.tenants.size()));
+      p->set_colour_note(gpus[g].colour_note);
+      for (size_t c = 0; c < snap.colours.size(); ++c) {
+        v1::ColourUse* u = p->add_colours();
+        u->set_colour(static_cast<uint32_t>(c));
+        u->set_capacity_bytes(snap.colours[c].created_bytes);
+        u->set_used_bytes(snap.colours[c].leased_bytes);
+        ColourRole role = snap.colours[c].role;
+        u->set_reserved_for(role == ColourRole::kLatencySensitive ? "ls"
+                            : role == ColourRole::kBestEffort   ? "be"
+                                                                : "shared");
+      }
+    }
+    for (TenantClass cls : {TenantClass::kLatencySensitive, TenantClass::kBestEffort}) {
+      v1::ClassPolicy* c = resp->add_classes();
+      c->set_tenant_class(ToProto(cls));
+      ClassDefaults d = core_->class_defaults(cls);
+      c->set_priority(d.priority);
+      auto w = pcie::WeightFromPriority(d.priority);
+      c->set_weight(w.ok() ? *w : 0);
+      if (!gpus.empty()) {
+        c->set_tenant_quota_bytes(gpus[0].quota[ClassIndex(cls)].tenant_quota_bytes);
+        c->set_class_quota_bytes(gpus[0].quota[ClassIndex(cls)].class_quota_bytes);
+      }
+    }
+    resp->set_tenants(static_cast<uint32_t>(core_->ListSessions().size()));
+    (void)ctx;
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ListTenants(grpc::ServerContext* ctx, const v1::ListTenantsRequest*,
+                           v1::ListTenantsResponse* resp) override {
+    auto now = std::chrono::steady_clock::now();
+    for (const SessionInfo& s : core_->ListSessions()) {
+      v1::TenantInfo* t = resp->add_tenants();
+      t->set_session_id(s.id);
+      t->set_pid(s.creds.pid);
+      t->set_uid(s.creds.uid);
+      t->set_name(s.name);
+      t->set_tenant_class(ToProto(s.cls));
+      t->set_priority(s.priority);
+      t->set_weight(s.weight);
+      t->set_connected_s(std::chrono::duration_cast<std::chrono::seconds>(now - s.started).count());
+      for (size_t g = 0; g < core_->gpus().size(); ++g) {
+        auto usage = core_->gpus()[g].pool->GetUsage(s.id);
+        if (usage.ok()) FillUsage(static_cast<uint32_t>(g), *usage, t->add_usage());
+      }
+    }
+    (void)ctx;
+    return grpc::Status::OK;
+  }
+
+  grpc::Status SetPolicy(grpc::ServerContext* ctx, const v1::SetPolicyRequest* req,
+                         v1::SetPolicyResponse* resp) override {
+    auto creds = peers_->Lookup(ctx->peer());
+    if (!creds) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "cannot identify the caller");
+    }
+    PolicyTarget target;
+    switch (req->target_case()) {
+      case v1::SetPolicyRequest::kPid: target.pid = static_cast<int>(req->pid()); break;
+      case v1::SetPolicyRequest::kName: target.name = req->name(); break;
+      case v1::SetPolicyRequest::kTenantClass: {
+        auto cls = FromProto(req->tenant_class());
+        if (!cls.ok()) return ToGrpc(cls.status());
+        target.cls = *cls;
+        break;
+      }
+      default:
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no target: give a pid, name or class");
+    }
+    PolicyChange change;
+    if (req->has_new_class()) {
+      auto cls = FromProto(req->new_class());
+      if (!cls.ok()) return ToGrpc(cls.status());
+      change.cls = *cls;
+    }
+    if (req->has_priority()) change.priority = req->priority();
+    if (req->has_weight()) change.weight = req->weight();
+    if (req->has_quota_bytes()) change.quota_bytes = req->quota_bytes();
+    if (req->has_class_quota_bytes()) change.class_quota_bytes = req->class_quota_bytes();
+    auto changed = core_->SetPolicy(*creds, target, change);
+    if (!changed.ok()) return ToGrpc(changed.status());
+    resp->set_tenants_changed(*changed);
+    return grpc::Status::OK;
+  }
+
+ private:
+  DaemonCore* core_;
+  const PeerRegistry* peers_;
+};
+
+}  // namespace
+
+void PeerRegistry::Record(int fd, const PeerCredentials& creds) {
+  absl::MutexLock lock(&mu_);
+  by_fd_[fd] = creds;
+}
+
+std::optional<PeerCredentials> PeerRegistry::Lookup(const std::string& peer) const {
+  // gRPC may percent-encode the peer; the descriptor number is the trailing digits.
+  size_t pos = peer.find("fd");
+  if (pos == std::string::npos) return std::nullopt;
+  size_t digits = peer.find_first_of("0123456789", pos);
+  if (digits == std::string::npos) return std::nullopt;
+  int fd = atoi(peer.c_str() + digits);
+  absl::MutexLock lock(&mu_);
+  auto it = by_fd_.find(fd);
+  if (it == by_fd_.end()) return std::nullopt;
+  return it->second;
+}
+
+RpcServer::~RpcServer() { Shutdown(); }
+
+absl::Status RpcServer::Start(const std::string& path, unsigned mode, std::optional<unsigned> gid) {
+  path_ = path;
+  if (absl::Status s = fdpass::ListenUnix(path, mode, &listen_fd_); !s.ok()) return s;
+  if (gid.has_value() && chown(path.c_str(), -1, *gid) != 0) {
+    return absl::PermissionDeniedError("chown " + path + ": " + strerror(errno));
+  }
+  tenant_service_ = std::make_unique<TenantService>(core_, &peers_);
+  admin_service_ = std::make_unique<AdminService>(core_, &peers_);
+  grpc::ServerBuilder builder;
+  builder.RegisterService(tenant_service_.get());
+  builder.RegisterService(admin_service_.get());
+  builder.SetMaxReceiveMessageSize(4 << 20);
+  server_ = builder.BuildAndStart();
+  if (!server_) return absl::InternalError("gRPC server failed to start");
+  acceptor_ = std::thread([this] { AcceptLoop(); });
+  return absl::OkStatus();
+}
+
+void RpcServer::AcceptLoop() {
+  rlimit lim{};
+  getrlimit(RLIMIT_NOFILE, &lim);
+  const int top = static_cast<int>(std::min<rlim_t>(lim.rlim_cur, 1 << 20)) - 64;
+  while (!stopping_) {
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
+      break;
+    }
+    PeerCredentials creds;
+    if (!fdpass::GetPeerCredentials(fd, &creds).ok()) {
+      close(fd);
+      continue;
+    }
+    // Move to a number that has not been used recently, so a closed connection's number is not
+    // reused (and its credentials mistaken) while a call of it may still be looked up.
+    int start = next_fd_.fetch_add(1);
+    if (start >= top) {
+      next_fd_ = 256;
+      start = 256;
+    }
+    int moved = fcntl(fd, F_DUPFD_CLOEXEC, start);
+    if (moved >= 0) {
+      close(fd);
+      fd = moved;
+      next_fd_ = fd + 1;
+    }
+    peers_.Record(fd, creds);
+    grpc::AddInsecureChannelFromFd(server_.get(), fd);
+  }
+}
+
+void RpcServer::Shutdown() {
+  if (stopping_.exchange(true)) return;
+  if (listen_fd_ >= 0) shutdown(listen_fd_, SHUT_RDWR);
+  if (acceptor_.joinable()) acceptor_.join();
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (listen_fd_ >= 0) {
+    close(listen_fd_);
+    unlink(path_.c_str());
+    listen_fd_ = -1;
+  }
+}
+
+}  // namespace missile::daemon

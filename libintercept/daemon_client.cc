@@ -1,0 +1,190 @@
+#include "daemon_client.h"
+
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "missile/common/fd_passing.h"
+#include "missile/v1/missile.grpc.pb.h"
+
+namespace missile::shim {
+namespace {
+
+namespace v1 = ::missile::v1;
+constexpr uint32_t kProtocolVersion = 1;
+constexpr auto kCallTimeout = std::chrono::seconds(30);
+
+absl::Status FromGrpc(const grpc::Status& s, const std::string& what) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                      what + ": " + s.error_message());
+}
+
+void SetDeadline(grpc::ClientContext* ctx) {
+  ctx->set_deadline(std::chrono::system_clock::now() + kCallTimeout);
+}
+
+}  // namespace
+
+struct DaemonClient::Rpc {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Tenant::Stub> stub;
+  grpc::ClientContext watch_ctx;
+};
+
+DaemonClient::DaemonClient() : rpc_(std::make_unique<Rpc>()) {}
+
+DaemonClient::~DaemonClient() {
+  connected_ = false;
+  rpc_->watch_ctx.TryCancel();
+  if (watcher_.joinable()) watcher_.join();
+  absl::MutexLock lock(&side_mu_);
+  if (side_fd_ >= 0) close(side_fd_);
+}
+
+absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Connect(const TenantIdentity& who) {
+  std::unique_ptr<DaemonClient> c(new DaemonClient());
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+  c->rpc_->channel = grpc::CreateCustomChannel("unix:" + who.socket_path,
+                                               grpc::InsecureChannelCredentials(), args);
+  c->rpc_->stub = v1::Tenant::NewStub(c->rpc_->channel);
+  if (!c->rpc_->channel->WaitForConnected(std::chrono::system_clock::now() +
+                                          std::chrono::seconds(2))) {
+    return absl::UnavailableError("missiled is not answering on " + who.socket_path);
+  }
+  v1::RegisterRequest req;
+  req.set_protocol_version(kProtocolVersion);
+  req.set_name(who.name);
+  req.set_tenant_class(who.latency_sensitive ? v1::LATENCY_SENSITIVE : v1::BEST_EFFORT);
+  req.set_requested_quota_bytes(who.quota_bytes);
+  v1::RegisterResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  if (absl::Status s = FromGrpc(c->rpc_->stub->Register(&ctx, req, &resp), "register"); !s.ok()) {
+    return s;
+  }
+  c->session_id_ = resp.session_id();
+  for (const v1::GpuInfo& g : resp.gpus()) {
+    c->gpus_.push_back({g.index(), g.uuid(), g.total_bytes(), g.granularity_bytes()});
+  }
+  if (resp.side_channel_token().size() != 16) {
+    return absl::DataLossError("register: malformed side-channel token");
+  }
+  int fd = -1;
+  if (absl::Status s = fdpass::ConnectUnix(resp.side_channel_path(), &fd); !s.ok()) return s;
+  fdpass::Hello hello;
+  hello.session_id = c->session_id_;
+  memcpy(hello.token, resp.side_channel_token().data(), 16);
+  fdpass::Reply reply;
+  absl::Status s = fdpass::SendMessage(fd, &hello, sizeof(hello));
+  if (s.ok()) s = fdpass::ReceiveMessage(fd, &reply, sizeof(reply));
+  if (s.ok() && reply.status != 0) {
+    s = absl::Status(static_cast<absl::StatusCode>(reply.status), "side channel refused");
+  }
+  if (!s.ok()) {
+    close(fd);
+    return s;
+  }
+  {
+    absl::MutexLock lock(&c->side_mu_);
+    c->side_fd_ = fd;
+  }
+  c->connected_ = true;
+  DaemonClient* raw = c.get();
+  c->watcher_ = std::thread([raw] { raw->WatchLoop(); });
+  return c;
+}
+
+void DaemonClient::WatchLoop() {
+  v1::WatchRequest req;
+  req.set_session_id(session_id_);
+  auto reader = rpc_->stub->Watch(&rpc_->watch_ctx, req);
+  v1::SessionEvent event;
+  while (reader->Read(&event)) {
+    // Policy changes (class, weight) matter to the copy scheduler; memory reads usage on demand.
+  }
+  reader->Finish();
+  connected_ = false;
+}
+
+absl::Status DaemonClient::FetchDescriptors(uint32_t gpu, std::vector<BlockLease>* leases) {
+  absl::MutexLock lock(&side_mu_);
+  if (side_fd_ < 0) return absl::UnavailableError("no side channel");
+  for (size_t done = 0; done < leases->size();) {
+    fdpass::FetchRequest req;
+    req.gpu = gpu;
+    req.count = static_cast<uint32_t>(
+        std::min<size_t>(fdpass::kMaxFdsPerMessage, leases->size() - done));
+    for (uint32_t i = 0; i < req.count; ++i) req.block_ids[i] = (*leases)[done + i].id;
+    fdpass::Reply reply;
+    std::vector<int> fds;
+    absl::Status s = fdpass::SendMessage(side_fd_, &req, sizeof(req));
+    if (s.ok()) s = fdpass::ReceiveMessage(side_fd_, &reply, sizeof(reply), &fds);
+    if (s.ok() && reply.status != 0) {
+      s = absl::Status(static_cast<absl::StatusCode>(reply.status), "fetching block descriptors");
+    }
+    if (s.ok() && fds.size() != req.count) {
+      s = absl::DataLossError("fetching block descriptors: wrong descriptor count");
+    }
+    if (!s.ok()) {
+      for (int fd : fds) close(fd);
+      return s;
+    }
+    for (uint32_t i = 0; i < req.count; ++i) (*leases)[done + i].fd = fds[i];
+    done += req.count;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<BlockLease>> DaemonClient::Allocate(uint32_t gpu, bool single,
+                                                               uint64_t bytes) {
+  v1::AllocateRequest req;
+  req.set_session_id(session_id_);
+  req.set_gpu_index(gpu);
+  req.set_shape(single ? v1::AllocateRequest::SINGLE : v1::AllocateRequest::CHUNKS);
+  req.set_bytes(bytes);
+  v1::AllocateResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  if (absl::Status s = FromGrpc(rpc_->stub->Allocate(&ctx, req, &resp), "allocate"); !s.ok()) {
+    return s;
+  }
+  std::vector<BlockLease> leases;
+  for (const v1::Block& b : resp.blocks()) leases.push_back({b.id(), b.bytes(), -1});
+  if (absl::Status s = FetchDescriptors(gpu, &leases); !s.ok()) {
+    std::vector<uint64_t> ids;
+    for (const auto& l : leases) ids.push_back(l.id);
+    Free(gpu, ids).IgnoreError();  // give them back rather than leak them
+    return s;
+  }
+  return leases;
+}
+
+absl::Status DaemonClient::Free(uint32_t gpu, const std::vector<uint64_t>& block_ids) {
+  v1::FreeRequest req;
+  req.set_session_id(session_id_);
+  req.set_gpu_index(gpu);
+  for (uint64_t id : block_ids) req.add_block_ids(id);
+  v1::FreeResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  return FromGrpc(rpc_->stub->Free(&ctx, req, &resp), "free");
+}
+
+absl::StatusOr<TenantUsage> DaemonClient::Usage(uint32_t gpu) {
+  v1::GetUsageRequest req;
+  req.set_session_id(session_id_);
+  req.set_gpu_index(gpu);
+  v1::Usage resp;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  if (absl::Status s = FromGrpc(rpc_->stub->GetUsage(&ctx, req, &resp), "usage"); !s.ok()) {
+    return s;
+  }
+  return TenantUsage{resp.quota_bytes(), resp.used_bytes(), resp.available_bytes()};
+}
+
+}  // namespace missile::shim

@@ -1,0 +1,41 @@
+#include "driver_api.h"
+
+#include <dlfcn.h>
+
+namespace missile::shim {
+
+template <typename T>
+static void Load(void* handle, const char* name, T* out) {
+  *out = reinterpret_cast<T>(dlsym(handle, name));
+}
+
+void DriverApi::Resolve(void* h) {
+  Load(h, "cuGetErrorName", &GetErrorName);
+  Load(h, "cuCtxGetCurrent", &CtxGetCurrent);
+  Load(h, "cuCtxSetCurrent", &CtxSetCurrent);
+  Load(h, "cuCtxGetDevice", &CtxGetDevice);
+  Load(h, "cuCtxSynchronize", &CtxSynchronize);
+  Load(h, "cuDeviceGet", &DeviceGet);
+  Load(h, "cuDeviceGetUuid_v2", &DeviceGetUuid);
+  Load(h, "cuDeviceGetAttribute", &DeviceGetAttribute);
+  Load(h, "cuDeviceTotalMem_v2", &DeviceTotalMem);
+  Load(h, "cuMemGetInfo_v2", &MemGetInfo);
+  Load(h, "cuMemAddressReserve", &MemAddressReserve);
+  Load(h, "cuMemAddressFree", &MemAddressFree);
+  Load(h, "cuMemImportFromShareableHandle", &MemImportFromShareableHandle);
+  Load(h, "cuMemMap", &MemMap);
+  Load(h, "cuMemUnmap", &MemUnmap);
+  Load(h, "cuMemSetAccess", &MemSetAccess);
+  Load(h, "cuMemRelease", &MemRelease);
+  Load(h, "cuStreamIsCapturing", &StreamIsCapturing);
+  Load(h, "cuStreamIsCapturing_ptsz", &StreamIsCapturingPtsz);
+  Load(h, "cuStreamGetCtx", &StreamGetCtx);
+  Load(h, "cuEventCreate", &EventCreate);
+  Load(h, "cuEventRecord", &EventRecord);
+  Load(h, "cuEventRecord_ptsz", &EventRecordPtsz);
+  Load(h, "cuEventQuery", &EventQuery);
+  Load(h, "cuEventSynchronize", &EventSynchronize);
+  Load(h, "cuEventDestroy_v2", &EventDestroy);
+}
+
+}  // namespace missile::shim

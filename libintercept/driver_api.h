@@ -1,0 +1,49 @@
+// The real driver functions the shim's own logic calls (never the hooks: calling a hooked
+// entry point from inside the shim would recurse). Resolved once from the real driver; a
+// missing function is null and the feature that needs it reports an error.
+// Thread-safety: immutable after Resolve.
+#ifndef MISSILE_LIBINTERCEPT_DRIVER_API_H_
+#define MISSILE_LIBINTERCEPT_DRIVER_API_H_
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+namespace missile::shim {
+
+struct DriverApi {
+  PFN_cuGetErrorName_v6000 GetErrorName = nullptr;
+  PFN_cuCtxGetCurrent_v4000 CtxGetCurrent = nullptr;
+  PFN_cuCtxSetCurrent_v4000 CtxSetCurrent = nullptr;
+  PFN_cuCtxGetDevice_v2000 CtxGetDevice = nullptr;
+  PFN_cuCtxSynchronize_v2000 CtxSynchronize = nullptr;
+  PFN_cuDeviceGet_v2000 DeviceGet = nullptr;
+  PFN_cuDeviceGetUuid_v11040 DeviceGetUuid = nullptr;
+  PFN_cuDeviceGetAttribute_v2000 DeviceGetAttribute = nullptr;
+  PFN_cuDeviceTotalMem_v3020 DeviceTotalMem = nullptr;
+  PFN_cuMemGetInfo_v3020 MemGetInfo = nullptr;
+  PFN_cuMemAddressReserve_v10020 MemAddressReserve = nullptr;
+  PFN_cuMemAddressFree_v10020 MemAddressFree = nullptr;
+  PFN_cuMemImportFromShareableHandle_v10020 MemImportFromShareableHandle = nullptr;
+  PFN_cuMemMap_v10020 MemMap = nullptr;
+  PFN_cuMemUnmap_v10020 MemUnmap = nullptr;
+  PFN_cuMemSetAccess_v10020 MemSetAccess = nullptr;
+  PFN_cuMemRelease_v10020 MemRelease = nullptr;
+  // Stream calls come in two flavours, because stream 0 means the legacy default stream to
+  // one and the per-thread default stream to the other (_ptsz): use the caller's flavour.
+  PFN_cuStreamIsCapturing_v10000 StreamIsCapturing = nullptr;
+  PFN_cuStreamIsCapturing_v10000_ptsz StreamIsCapturingPtsz = nullptr;
+  PFN_cuStreamGetCtx_v9020 StreamGetCtx = nullptr;
+  PFN_cuEventCreate_v2000 EventCreate = nullptr;
+  PFN_cuEventRecord_v2000 EventRecord = nullptr;
+  PFN_cuEventRecord_v7000_ptsz EventRecordPtsz = nullptr;
+  PFN_cuEventQuery_v2000 EventQuery = nullptr;
+  PFN_cuEventSynchronize_v2000 EventSynchronize = nullptr;
+  PFN_cuEventDestroy_v4000 EventDestroy = nullptr;
+
+  // Fills every pointer from the real driver's handle (dlsym).
+  void Resolve(void* driver_handle);
+};
+
+}  // namespace missile::shim
+
+#endif  // MISSILE_LIBINTERCEPT_DRIVER_API_H_

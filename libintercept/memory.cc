@@ -1,0 +1,631 @@
+#include "memory.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "address_space.h"
+#include "small_allocator.h"
+
+namespace missile::shim {
+namespace {
+
+// Frees go back to the daemon once this many blocks are pending (or at a capacity query, or
+// when an allocation hits the quota).
+constexpr size_t kFreeBatchBlocks = 32;
+constexpr uint64_t kSmallMax = uint64_t{1} << 20;
+constexpr uint64_t kAlignment = 256;  // what cuMemAlloc guarantees
+
+uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+std::string Uuid(const CUuuid& u) {
+  const unsigned char* b = reinterpret_cast<const unsigned char*>(u.bytes);
+  char buf[64];
+  snprintf(buf, sizeof(buf),
+           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  return buf;
+}
+
+absl::Status DriverStatus(const DriverApi& api, const char* what, CUresult r) {
+  const char* name = nullptr;
+  if (api.GetErrorName != nullptr) api.GetErrorName(r, &name);
+  std::string text = std::string(what) + ": " + (name ? name : "CUDA error") + " (" +
+                     std::to_string(static_cast<int>(r)) + ")";
+  return r == CUDA_ERROR_OUT_OF_MEMORY ? absl::ResourceExhaustedError(text)
+                                       : absl::InternalError(text);
+}
+
+}  // namespace
+
+struct MemoryManager::Device {
+  uint32_t gpu = 0;  // the daemon's index
+  CUdevice dev = 0;
+  int ordinal = 0;
+  uint64_t granularity = 0;
+  uint64_t small_max = 0;  // allocations up to this are carved from held blocks
+  uint64_t device_total = 0;
+  CUdeviceptr va_base = 0;
+  uint64_t va_size = 0;
+  std::unique_ptr<SmallAllocator> small;
+  absl::Mutex mu;
+  std::optional<AddressSpace> space ABSL_GUARDED_BY(mu);
+  struct Mapping {
+    uint64_t bytes;
+    std::vector<uint64_t> blocks;
+  };
+  absl::flat_hash_map<CUdeviceptr, Mapping> mappings ABSL_GUARDED_BY(mu);
+  std::vector<uint64_t> pending_free ABSL_GUARDED_BY(mu);
+};
+
+MemoryManager::MemoryManager(const Config& config, const DriverApi& api, spdlog::logger* log)
+    : config_(config), api_(api), log_(log) {}
+
+MemoryManager::~MemoryManager() = default;
+
+DaemonClient* MemoryManager::Client() {
+  if (DaemonClient* c = client_ptr_.load(std::memory_order_acquire)) return c;
+  absl::MutexLock lock(&client_mu_);
+  if (client_tried_) return client_.get();
+  client_tried_ = true;
+  TenantIdentity who;
+  who.socket_path = config_.socket_path;
+  who.name = config_.tenant_name.empty() ? program_invocation_short_name : config_.tenant_name;
+  who.latency_sensitive = config_.latency_sensitive;
+  who.quota_bytes = config_.quota_bytes;
+  absl::StatusOr<std::unique_ptr<DaemonClient>> c;
+  if (access(who.socket_path.c_str(), F_OK) != 0) {
+    c = absl::UnavailableError("no socket at " + who.socket_path);
+  } else {
+    c = DaemonClient::Connect(who);
+  }
+  if (!c.ok()) {
+    if (config_.refuse_without_daemon) {
+      log_->error("cannot reach missiled ({}); MISSILE_NO_DAEMON=refuse: device allocations will "
+                  "fail with CUDA_ERROR_OUT_OF_MEMORY", std::string(c.status().message()));
+    } else {
+      log_->warn("cannot reach missiled ({}); the program uses the GPU directly, without quotas "
+                 "(MISSILE_NO_DAEMON=passthrough)", std::string(c.status().message()));
+    }
+    return nullptr;
+  }
+  client_ = std::move(*c);
+  log_->info("registered with missiled as '{}' ({}), session {}", who.name,
+             who.latency_sensitive ? "ls" : "be", client_->session_id());
+  client_ptr_.store(client_.get(), std::memory_order_release);
+  return client_.get();
+}
+
+bool MemoryManager::connected() const {
+  DaemonClient* c = client_ptr_.load(std::memory_order_acquire);
+  return c != nullptr && c->connected();
+}
+
+std::optional<CUresult> MemoryManager::Unmanaged(const char* what) {
+  if (config_.refuse_without_daemon) return CUDA_ERROR_OUT_OF_MEMORY;
+  return std::nullopt;
+}
+
+absl::StatusOr<MemoryManager::Device*> MemoryManager::DeviceOf(CUdevice dev) {
+  DaemonClient* client = Client();
+  if (client == nullptr) return absl::UnavailableError("no daemon");
+  {
+    absl::MutexLock lock(&devices_mu_);
+    auto it = devices_.find(static_cast<int>(dev));
+    if (it != devices_.end()) return it->second.get();
+  }
+  CUuuid uuid{};
+  if (CUresult r = api_.DeviceGetUuid(&uuid, dev); r != CUDA_SUCCESS) {
+    return DriverStatus(api_, "cuDeviceGetUuid", r);
+  }
+  std::string id = Uuid(uuid);
+  const GpuLink* link = nullptr;
+  for (const GpuLink& g : client->gpus()) {
+    if (g.uuid == id) link = &g;
+  }
+  if (link == nullptr) return absl::NotFoundError("missiled does not manage " + id);
+  auto d = std::make_unique<Device>();
+  d->gpu = link->index;
+  d->dev = dev;
+  d->ordinal = static_cast<int>(dev);
+  d->granularity = link->granularity;
+  d->device_total = link->total_bytes;
+  // Twice the device's memory: room for fragmentation without ever running out of addresses.
+  d->va_size = RoundUp(link->total_bytes * 2, link->granularity);
+  if (CUresult r = api_.MemAddressReserve(&d->va_base, d->va_size, link->granularity, 0, 0);
+      r != CUDA_SUCCESS) {
+    return DriverStatus(api_, "reserving the address range", r);
+  }
+  auto space = AddressSpace::Create(d->va_base, d->va_size, link->granularity);
+  if (!space.ok()) return space.status();
+  SmallAllocatorOptions small;
+  small.chunk_size = link->granularity;
+  small.max_small_bytes = std::min(kSmallMax, link->granularity);
+  d->small_max = small.max_small_bytes;
+  auto allocator = SmallAllocator::Create(small);
+  if (!allocator.ok()) return allocator.status();
+  d->small = std::move(*allocator);
+  {
+    absl::MutexLock lock(&d->mu);
+    d->space.emplace(std::move(*space));
+  }
+  absl::MutexLock lock(&devices_mu_);
+  auto [it, inserted] = devices_.emplace(static_cast<int>(dev), std::move(d));
+  if (!inserted) {
+    // Another thread won the race; give back this reservation.
+    api_.MemAddressFree(d->va_base, d->va_size);
+  }
+  return it->second.get();
+}
+
+absl::StatusOr<MemoryManager::Device*> MemoryManager::CurrentDevice() {
+  CUdevice dev = 0;
+  if (CUresult r = api_.CtxGetDevice(&dev); r != CUDA_SUCCESS) {
+    return DriverStatus(api_, "cuCtxGetDevice", r);
+  }
+  return DeviceOf(dev);
+}
+
+CUresult MemoryManager::ToResult(const absl::Status& s, const char* what) {
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument:
+      log_->warn("{}: {}", what, std::string(s.message()));
+      return CUDA_ERROR_INVALID_VALUE;
+    case absl::StatusCode::kResourceExhausted:
+      log_->info("{}: {}", what, std::string(s.message()));
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    default:
+      log_->error("{}: {}", what, std::string(s.message()));
+      return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+}
+
+absl::StatusOr<std::vector<BlockLease>> MemoryManager::Lease(Device& d, bool single,
+                                                             uint64_t bytes) {
+  DaemonClient* client = Client();
+  if (client == nullptr) return absl::UnavailableError("no daemon");
+  auto leases = client->Allocate(d.gpu, single, bytes);
+  if (leases.status().code() == absl::StatusCode::kResourceExhausted) {
+    // Blocks we freed but have not returned yet may be what stands between us and the quota.
+    ReapDeferred(/*wait=*/true);
+    FlushFrees(d, /*force=*/true);
+    leases = client->Allocate(d.gpu, single, bytes);
+  }
+  if (leases.ok()) {
+    for (const BlockLease& l : *leases) leased_bytes_ += l.bytes;
+  }
+  return leases;
+}
+
+absl::Status MemoryManager::MapBlocks(Device& d, CUdeviceptr va, std::vector<BlockLease>& leases) {
+  uint64_t offset = 0;
+  absl::Status status;
+  for (BlockLease& l : leases) {
+    CUmemGenericAllocationHandle h = 0;
+    CUresult r = api_.MemImportFromShareableHandle(
+        &h, reinterpret_cast<void*>(static_cast<uintptr_t>(l.fd)),
+        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    close(l.fd);
+    l.fd = -1;
+    if (r == CUDA_SUCCESS) {
+      r = api_.MemMap(va + offset, l.bytes, 0, h, 0);
+      api_.MemRelease(h);  // the mapping keeps the memory alive
+    }
+    if (r != CUDA_SUCCESS) {
+      status = DriverStatus(api_, "importing and mapping a block", r);
+      break;
+    }
+    offset += l.bytes;
+  }
+  for (BlockLease& l : leases) {
+    if (l.fd >= 0) close(l.fd);
+  }
+  if (status.ok()) {
+    CUmemAccessDesc access{};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = d.ordinal;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if (CUresult r = api_.MemSetAccess(va, offset, &access, 1); r != CUDA_SUCCESS) {
+      status = DriverStatus(api_, "cuMemSetAccess", r);
+    }
+  }
+  if (!status.ok()) {
+    for (uint64_t done = 0; done < offset; done += d.granularity) {
+      api_.MemUnmap(va + done, d.granularity);
+    }
+  }
+  return status;
+}
+
+absl::StatusOr<CUdeviceptr> MemoryManager::AllocLarge(Device& d, uint64_t bytes) {
+  uint64_t rounded = RoundUp(bytes, d.granularity);
+  absl::StatusOr<uint64_t> va;
+  {
+    absl::MutexLock lock(&d.mu);
+    va = d.space->Allocate(rounded, d.granularity);
+  }
+  if (!va.ok()) return va.status();
+  auto leases = Lease(d, /*single=*/false, rounded);
+  absl::Status s = leases.status();
+  if (s.ok()) s = MapBlocks(d, *va, *leases);
+  absl::MutexLock lock(&d.mu);
+  if (!s.ok()) {
+    d.space->Free(*va).IgnoreError();
+    if (leases.ok()) {
+      for (const BlockLease& l : *leases) {
+        d.pending_free.push_back(l.id);
+        leased_bytes_ -= l.bytes;
+      }
+    }
+    return s;
+  }
+  Device::Mapping m{rounded, {}};
+  for (const BlockLease& l : *leases) m.blocks.push_back(l.id);
+  d.mappings[*va] = std::move(m);
+  return *va;
+}
+
+absl::StatusOr<CUdeviceptr> MemoryManager::AllocSmall(Device& d, uint64_t bytes) {
+  auto fast = d.small->TryAllocate(bytes, kAlignment);
+  if (!fast.ok()) return fast.status();
+  if (fast->has_value()) return (*fast)->address;
+  // No room in the blocks held: lease one more, outside the allocator's lock.
+  absl::StatusOr<uint64_t> va;
+  {
+    absl::MutexLock lock(&d.mu);
+    va = d.space->Allocate(d.granularity, d.granularity);
+  }
+  if (!va.ok()) return va.status();
+  auto leases = Lease(d, /*single=*/false, d.granularity);
+  absl::Status s = leases.status();
+  if (s.ok()) s = MapBlocks(d, *va, *leases);
+  {
+    absl::MutexLock lock(&d.mu);
+    if (!s.ok()) {
+      d.space->Free(*va).IgnoreError();
+      if (leases.ok()) {
+        for (const BlockLease& l : *leases) {
+          d.pending_free.push_back(l.id);
+          leased_bytes_ -= l.bytes;
+        }
+      }
+      return s;
+    }
+    d.mappings[*va] = Device::Mapping{d.granularity, {(*leases)[0].id}};
+  }
+  auto got = d.small->AddChunkAndAllocate(*va, d.granularity, bytes, kAlignment);
+  if (!got.ok()) return got.status();
+  return got->address;
+}
+
+std::optional<CUresult> MemoryManager::Alloc(CUdeviceptr* dptr, size_t bytes) {
+  if (dptr == nullptr || bytes == 0) return std::nullopt;  // the driver's own error
+  if (Client() == nullptr) return Unmanaged("cuMemAlloc");
+  ReapDeferred(/*wait=*/false);
+  auto d = CurrentDevice();
+  if (!d.ok()) {
+    if (d.status().code() == absl::StatusCode::kNotFound) return std::nullopt;  // not managed
+    return ToResult(d.status(), "cuMemAlloc");
+  }
+  bool small = bytes <= (*d)->small_max;
+  auto ptr = small ? AllocSmall(**d, bytes) : AllocLarge(**d, bytes);
+  if (!ptr.ok()) return ToResult(ptr.status(), "cuMemAlloc");
+  absl::Status s = table_.Insert(*ptr, bytes, small ? AllocationKind::kSmall : AllocationKind::kLarge,
+                                 (*d)->ordinal);
+  if (!s.ok()) return ToResult(s, "cuMemAlloc");
+  allocations_.fetch_add(1, std::memory_order_relaxed);
+  *dptr = *ptr;
+  return CUDA_SUCCESS;
+}
+
+std::optional<CUresult> MemoryManager::AllocPitch(CUdeviceptr* dptr, size_t* pitch,
+                                                  size_t width_bytes, size_t height,
+                                                  unsigned element_bytes) {
+  if (dptr == nullptr || pitch == nullptr || width_bytes == 0 || height == 0 ||
+      !(element_bytes == 4 || element_bytes == 8 || element_bytes == 16)) {
+    return std::nullopt;  // the driver reports the bad argument
+  }
+  if (Client() == nullptr) return Unmanaged("cuMemAllocPitch");
+  auto d = CurrentDevice();
+  if (!d.ok()) return std::nullopt;
+  int align = 0;
+  if (api_.DeviceGetAttribute(&align, CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, (*d)->dev) !=
+          CUDA_SUCCESS ||
+      align <= 0) {
+    align = 512;
+  }
+  size_t p = RoundUp(width_bytes, static_cast<uint64_t>(align));
+  if (p != 0 && height > SIZE_MAX / p) return CUDA_ERROR_INVALID_VALUE;
+  std::optional<CUresult> r = Alloc(dptr, p * height);
+  if (r.has_value() && *r == CUDA_SUCCESS) *pitch = p;
+  return r;
+}
+
+void MemoryManager::ReleaseRange(Device& d, CUdeviceptr va) {
+  auto it = d.mappings.find(va);
+  if (it == d.mappings.end()) return;
+  if (CUresult r = api_.MemUnmap(va, it->second.bytes); r != CUDA_SUCCESS) {
+    // Mapped block by block: unmap block by block.
+    for (uint64_t off = 0; off < it->second.bytes; off += d.granularity) {
+      api_.MemUnmap(va + off, d.granularity);
+    }
+  }
+  d.space->Free(va).IgnoreError();
+  for (uint64_t id : it->second.blocks) d.pending_free.push_back(id);
+  leased_bytes_ -= it->second.bytes;
+  d.mappings.erase(it);
+}
+
+void MemoryManager::FlushFrees(Device& d, bool force) {
+  std::vector<uint64_t> ids;
+  {
+    absl::MutexLock lock(&d.mu);
+    if (d.pending_free.empty() || (!force && d.pending_free.size() < kFreeBatchBlocks)) return;
+    ids.swap(d.pending_free);
+  }
+  DaemonClient* client = Client();
+  if (client == nullptr) return;
+  if (absl::Status s = client->Free(d.gpu, ids); !s.ok()) {
+    log_->error("returning {} blocks to missiled: {}", ids.size(), std::string(s.message()));
+  }
+}
+
+absl::Status MemoryManager::FreeManaged(CUdeviceptr dptr, const AllocationTable::Entry& entry,
+                                        bool sync) {
+  Device* d = nullptr;
+  {
+    absl::MutexLock lock(&devices_mu_);
+    auto it = devices_.find(static_cast<int>(entry.cookie));
+    if (it == devices_.end()) return absl::InternalError("allocation of an unknown device");
+    d = it->second.get();
+  }
+  // cuMemFree waits for the device before memory goes away; so must we, since unmapping
+  // memory a kernel still uses would fault it.
+  if (sync) api_.CtxSynchronize();
+  if (entry.kind == AllocationKind::kSmall) {
+    auto freed = d->small->Free(dptr);
+    if (!freed.ok()) return freed.status();
+    std::vector<uint64_t> chunks = d->small->TakeReleasableChunks();
+    absl::MutexLock lock(&d->mu);
+    for (uint64_t chunk : chunks) ReleaseRange(*d, chunk);
+  } else {
+    absl::MutexLock lock(&d->mu);
+    ReleaseRange(*d, dptr);
+  }
+  FlushFrees(*d, /*force=*/false);
+  return absl::OkStatus();
+}
+
+std::optional<CUresult> MemoryManager::Free(CUdeviceptr dptr) {
+  if (dptr == 0) return std::nullopt;
+  auto entry = table_.Erase(dptr);
+  if (!entry.ok()) return std::nullopt;  // not ours: the driver's (or its error)
+  absl::Status s = FreeManaged(dptr, *entry, /*sync=*/true);
+  if (!s.ok()) return ToResult(s, "cuMemFree");
+  return CUDA_SUCCESS;
+}
+
+std::optional<CUresult> MemoryManager::AllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream stream,
+                                                  bool ptsz) {
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  auto is_capturing = ptsz ? api_.StreamIsCapturingPtsz : api_.StreamIsCapturing;
+  if (is_capturing == nullptr || is_capturing(stream, &capture) != CUDA_SUCCESS ||
+      capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+    // Graph-owned memory: the driver allocates it at instantiation. Not Missile's.
+    return std::nullopt;
+  }
+  // Allocating now is always safe for stream order: the memory is ready before the stream
+  // reaches the allocation.
+  return Alloc(dptr, bytes);
+}
+
+std::optional<CUresult> MemoryManager::FreeAsync(CUdeviceptr dptr, CUstream stream, bool ptsz) {
+  auto entry = table_.Find(dptr);
+  if (!entry.has_value() || entry->base != dptr) return std::nullopt;
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  auto is_capturing = ptsz ? api_.StreamIsCapturingPtsz : api_.StreamIsCapturing;
+  if (is_capturing != nullptr && is_capturing(stream, &capture) == CUDA_SUCCESS &&
+      capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+    log_->error("cuMemFreeAsync during stream capture of memory allocated outside it is not "
+                "supported by Missile");
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  // Free once the stream reaches this point: record an event, release when it completes.
+  CUevent event = nullptr;
+  CUresult r = api_.EventCreate(&event, CU_EVENT_DISABLE_TIMING);
+  if (r == CUDA_SUCCESS) r = (ptsz ? api_.EventRecordPtsz : api_.EventRecord)(event, stream);
+  if (r != CUDA_SUCCESS) {
+    if (event != nullptr) api_.EventDestroy(event);
+    return r;
+  }
+  if (!table_.Erase(dptr).ok()) {
+    api_.EventDestroy(event);
+    return CUDA_ERROR_INVALID_VALUE;  // freed twice, concurrently
+  }
+  CUcontext ctx = nullptr;
+  api_.CtxGetCurrent(&ctx);
+  {
+    absl::MutexLock lock(&deferred_mu_);
+    deferred_.push_back({event, dptr, ctx});
+    // Remember the entry in the event's slot: FreeManaged needs its kind and device.
+    deferred_entries_[dptr] = *entry;
+  }
+  ReapDeferred(/*wait=*/false);
+  return CUDA_SUCCESS;
+}
+
+void MemoryManager::ReapDeferred(bool wait) {
+  std::vector<std::pair<CUdeviceptr, AllocationTable::Entry>> ready;
+  {
+    absl::MutexLock lock(&deferred_mu_);
+    if (deferred_.empty()) return;
+    auto keep = deferred_.begin();
+    for (auto it = deferred_.begin(); it != deferred_.end(); ++it) {
+      CUresult r = wait ? api_.EventSynchronize(it->event) : api_.EventQuery(it->event);
+      if (r == CUDA_ERROR_NOT_READY) {
+        *keep++ = *it;
+        continue;
+      }
+      api_.EventDestroy(it->event);
+      auto e = deferred_entries_.find(it->ptr);
+      if (e != deferred_entries_.end()) {
+        ready.emplace_back(it->ptr, e->second);
+        deferred_entries_.erase(e);
+      }
+    }
+    deferred_.erase(keep, deferred_.end());
+  }
+  for (const auto& [ptr, entry] : ready) {
+    if (absl::Status s = FreeManaged(ptr, entry, /*sync=*/false); !s.ok()) {
+      log_->error("deferred free: {}", std::string(s.message()));
+    }
+  }
+}
+
+std::optional<CUresult> MemoryManager::GetInfo(size_t* free_bytes, size_t* total_bytes) {
+  if (free_bytes == nullptr || total_bytes == nullptr) return std::nullopt;
+  DaemonClient* client = Client();
+  if (client == nullptr) return std::nullopt;
+  auto d = CurrentDevice();
+  if (!d.ok()) return std::nullopt;
+  ReapDeferred(/*wait=*/false);
+  FlushFrees(**d, /*force=*/true);
+  auto usage = client->Usage((*d)->gpu);
+  if (!usage.ok()) return ToResult(usage.status(), "cuMemGetInfo");
+  uint64_t total = std::min(usage->quota_bytes, (*d)->device_total);
+  *total_bytes = total;
+  *free_bytes = std::min(usage->available_bytes, total);
+  return CUDA_SUCCESS;
+}
+
+std::optional<CUresult> MemoryManager::TotalMem(size_t* bytes, CUdevice dev) {
+  if (bytes == nullptr) return std::nullopt;
+  DaemonClient* client = Client();
+  if (client == nullptr) return std::nullopt;
+  auto d = DeviceOf(dev);
+  if (!d.ok()) return std::nullopt;
+  auto usage = client->Usage((*d)->gpu);
+  if (!usage.ok()) return ToResult(usage.status(), "cuDeviceTotalMem");
+  *bytes = std::min(usage->quota_bytes, (*d)->device_total);
+  return CUDA_SUCCESS;
+}
+
+std::optional<CUresult> MemoryManager::VmmCreate(CUmemGenericAllocationHandle* handle, size_t size,
+                                                 const CUmemAllocationProp* prop,
+                                                 unsigned long long flags) {
+  if (handle == nullptr || prop == nullptr || size == 0 || flags != 0) return std::nullopt;
+  // Host memory is not VRAM; other handle types and compression the daemon's blocks lack.
+  if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+      prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+      (prop->requestedHandleTypes & ~CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0 ||
+      prop->allocFlags.compressionType != 0) {
+    return std::nullopt;
+  }
+  if (Client() == nullptr) return Unmanaged("cuMemCreate");
+  CUdevice dev = 0;
+  if (api_.DeviceGet(&dev, prop->location.id) != CUDA_SUCCESS) return std::nullopt;
+  auto d = DeviceOf(dev);
+  if (!d.ok()) return std::nullopt;
+  if (size % (*d)->granularity != 0) return CUDA_ERROR_INVALID_VALUE;
+  auto leases = Lease(**d, /*single=*/true, size);
+  if (!leases.ok()) return ToResult(leases.status(), "cuMemCreate");
+  BlockLease& l = (*leases)[0];
+  CUmemGenericAllocationHandle h = 0;
+  CUresult r = api_.MemImportFromShareableHandle(
+      &h, reinterpret_cast<void*>(static_cast<uintptr_t>(l.fd)),
+      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  close(l.fd);
+  if (r != CUDA_SUCCESS) {
+    absl::MutexLock lock(&(*d)->mu);
+    (*d)->pending_free.push_back(l.id);
+    leased_bytes_ -= l.bytes;
+    return r;
+  }
+  {
+    absl::MutexLock lock(&vmm_mu_);
+    vmm_[h] = VmmHandle{(*d)->gpu, l.id, l.bytes};
+    vmm_devices_[h] = (*d)->ordinal;
+  }
+  allocations_.fetch_add(1, std::memory_order_relaxed);
+  *handle = h;
+  return CUDA_SUCCESS;
+}
+
+void MemoryManager::MaybeReturnVmm(CUmemGenericAllocationHandle handle) {
+  VmmHandle v;
+  int ordinal = 0;
+  {
+    absl::MutexLock lock(&vmm_mu_);
+    auto it = vmm_.find(handle);
+    if (it == vmm_.end() || it->second.refs > 0 || it->second.mappings > 0) return;
+    v = it->second;
+    ordinal = vmm_devices_[handle];
+    vmm_.erase(it);
+    vmm_devices_.erase(handle);
+  }
+  Device* d = nullptr;
+  {
+    absl::MutexLock lock(&devices_mu_);
+    auto it = devices_.find(ordinal);
+    if (it == devices_.end()) return;
+    d = it->second.get();
+  }
+  {
+    absl::MutexLock lock(&d->mu);
+    d->pending_free.push_back(v.block);
+    leased_bytes_ -= v.bytes;
+  }
+  FlushFrees(*d, /*force=*/false);
+}
+
+std::optional<CUresult> MemoryManager::VmmRelease(CUmemGenericAllocationHandle handle) {
+  {
+    absl::MutexLock lock(&vmm_mu_);
+    auto it = vmm_.find(handle);
+    if (it == vmm_.end()) return std::nullopt;
+  }
+  CUresult r = api_.MemRelease(handle);
+  if (r != CUDA_SUCCESS) return r;
+  {
+    absl::MutexLock lock(&vmm_mu_);
+    auto it = vmm_.find(handle);
+    if (it != vmm_.end()) --it->second.refs;
+  }
+  MaybeReturnVmm(handle);
+  return CUDA_SUCCESS;
+}
+
+void MemoryManager::VmmRetained(CUmemGenericAllocationHandle handle) {
+  absl::MutexLock lock(&vmm_mu_);
+  auto it = vmm_.find(handle);
+  if (it != vmm_.end()) ++it->second.refs;
+}
+
+void MemoryManager::VmmMapped(CUdeviceptr ptr, size_t size, CUmemGenericAllocationHandle handle) {
+  absl::MutexLock lock(&vmm_mu_);
+  auto it = vmm_.find(handle);
+  if (it == vmm_.end()) return;
+  ++it->second.mappings;
+  vmm_maps_[ptr] = {handle, size};
+}
+
+void MemoryManager::VmmUnmapped(CUdeviceptr ptr, size_t size) {
+  std::vector<CUmemGenericAllocationHandle> touched;
+  {
+    absl::MutexLock lock(&vmm_mu_);
+    for (auto it = vmm_maps_.lower_bound(ptr); it != vmm_maps_.end() && it->first < ptr + size;) {
+      auto h = vmm_.find(it->second.first);
+      if (h != vmm_.end()) {
+        --h->second.mappings;
+        touched.push_back(it->second.first);
+      }
+      it = vmm_maps_.erase(it);
+    }
+  }
+  for (auto h : touched) MaybeReturnVmm(h);
+}
+
+}  // namespace missile::shim

@@ -1,0 +1,135 @@
+// The shim's GPU memory: device allocations served from VRAM blocks that missiled owns.
+//
+// Every device allocation the program makes (cuMemAlloc, pitch, stream-ordered and its own VMM
+// handles) is backed by blocks leased from the daemon within the tenant's quota. Large
+// allocations map whole 2 MiB blocks into an address range the shim reserved per GPU; small ones
+// (up to 1 MiB) are carved from blocks the shim already holds, with no round trip. Frees return
+// blocks to the daemon in batches. Capacity queries report the tenant's quota and use, and
+// pointer-range queries answer for Missile's allocations (the driver only knows the 2 MiB
+// mappings behind them).
+//
+// Each method returns std::nullopt when the call is not Missile's to serve (the hook then
+// passes it to the driver): memory Missile did not allocate, host memory, calls made while
+// a stream is being captured into a CUDA graph, or every call when the daemon cannot be reached
+// and MISSILE_NO_DAEMON=passthrough.
+// Thread-safety: every method may be called from any thread.
+#ifndef MISSILE_LIBINTERCEPT_MEMORY_H_
+#define MISSILE_LIBINTERCEPT_MEMORY_H_
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "allocation_table.h"
+#include "config.h"
+#include "daemon_client.h"
+#include "driver_api.h"
+#include "spdlog/logger.h"
+
+namespace missile::shim {
+
+class MemoryManager {
+ public:
+  MemoryManager(const Config& config, const DriverApi& api, spdlog::logger* log);
+  ~MemoryManager();
+
+  std::optional<CUresult> Alloc(CUdeviceptr* dptr, size_t bytes);
+  std::optional<CUresult> AllocPitch(CUdeviceptr* dptr, size_t* pitch, size_t width_bytes,
+                                     size_t height, unsigned element_bytes);
+  std::optional<CUresult> Free(CUdeviceptr dptr);
+  std::optional<CUresult> AllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream stream, bool ptsz);
+  std::optional<CUresult> FreeAsync(CUdeviceptr dptr, CUstream stream, bool ptsz);
+
+  std::optional<CUresult> GetInfo(size_t* free_bytes, size_t* total_bytes);
+  std::optional<CUresult> TotalMem(size_t* bytes, CUdevice dev);
+  // The allocation containing `ptr`, if Missile made it.
+  std::optional<AllocationTable::Entry> Find(CUdeviceptr ptr) const { return table_.Find(ptr); }
+
+  // The program's own VMM calls (PyTorch's expandable segments).
+  std::optional<CUresult> VmmCreate(CUmemGenericAllocationHandle* handle, size_t size,
+                                    const CUmemAllocationProp* prop, unsigned long long flags);
+  std::optional<CUresult> VmmRelease(CUmemGenericAllocationHandle handle);
+  void VmmRetained(CUmemGenericAllocationHandle handle);
+  void VmmMapped(CUdeviceptr ptr, size_t size, CUmemGenericAllocationHandle handle);
+  void VmmUnmapped(CUdeviceptr ptr, size_t size);
+
+  // For the exit report: bytes Missile holds from the daemon now, and allocations served.
+  uint64_t leased_bytes() const { return leased_bytes_.load(std::memory_order_relaxed); }
+  uint64_t allocations() const { return allocations_.load(std::memory_order_relaxed); }
+  bool connected() const;
+
+ private:
+  struct Device;
+  struct DeferredFree {
+    CUevent event;
+    CUdeviceptr ptr;
+    CUcontext ctx;
+  };
+  struct VmmHandle {
+    uint32_t gpu;
+    uint64_t block;
+    uint64_t bytes;
+    int refs = 1;      // handle references: create + retains - releases
+    int mappings = 0;  // live cuMemMap ranges
+  };
+
+  // The daemon session, connected on first use; nullptr when unreachable (see refuse_).
+  DaemonClient* Client();
+  // The GPU of the calling thread's current context, or the given device.
+  absl::StatusOr<Device*> CurrentDevice();
+  absl::StatusOr<Device*> DeviceOf(CUdevice dev);
+  std::optional<CUresult> Unmanaged(const char* what);
+
+  absl::StatusOr<CUdeviceptr> AllocLarge(Device& d, uint64_t bytes);
+  absl::StatusOr<CUdeviceptr> AllocSmall(Device& d, uint64_t bytes);
+  absl::Status MapBlocks(Device& d, CUdeviceptr va, std::vector<BlockLease>& leases);
+  absl::StatusOr<std::vector<BlockLease>> Lease(Device& d, bool single, uint64_t bytes);
+  // Unmaps the mapping at `va` and queues its blocks for return. The caller holds d.mu.
+  void ReleaseRange(Device& d, CUdeviceptr va);
+  void FlushFrees(Device& d, bool force);
+  absl::Status FreeManaged(CUdeviceptr dptr, const AllocationTable::Entry& entry, bool sync);
+  void ReapDeferred(bool wait);
+  // Returns a program VMM handle's block once it is released and unmapped everywhere.
+  void MaybeReturnVmm(CUmemGenericAllocationHandle handle);
+  CUresult ToResult(const absl::Status& s, const char* what);
+
+  const Config& config_;
+  const DriverApi& api_;
+  spdlog::logger* log_;
+  AllocationTable table_;
+
+  absl::Mutex client_mu_;
+  std::unique_ptr<DaemonClient> client_ ABSL_GUARDED_BY(client_mu_);
+  bool client_tried_ ABSL_GUARDED_BY(client_mu_) = false;
+  std::atomic<DaemonClient*> client_ptr_{nullptr};
+
+  absl::Mutex devices_mu_;
+  absl::flat_hash_map<int, std::unique_ptr<Device>> devices_ ABSL_GUARDED_BY(devices_mu_);
+
+  absl::Mutex deferred_mu_;
+  std::vector<DeferredFree> deferred_ ABSL_GUARDED_BY(deferred_mu_);
+  absl::flat_hash_map<CUdeviceptr, AllocationTable::Entry> deferred_entries_
+      ABSL_GUARDED_BY(deferred_mu_);
+
+  absl::Mutex vmm_mu_;
+  absl::flat_hash_map<CUmemGenericAllocationHandle, VmmHandle> vmm_ ABSL_GUARDED_BY(vmm_mu_);
+  absl::flat_hash_map<CUmemGenericAllocationHandle, int> vmm_devices_ ABSL_GUARDED_BY(vmm_mu_);
+  absl::btree_map<CUdeviceptr, std::pair<CUmemGenericAllocationHandle, size_t>> vmm_maps_
+      ABSL_GUARDED_BY(vmm_mu_);
+
+  std::atomic<uint64_t> leased_bytes_{0};
+  std::atomic<uint64_t> allocations_{0};
+};
+
+}  // namespace missile::shim
+
+#endif  // MISSILE_LIBINTERCEPT_MEMORY_H_

@@ -1,0 +1,277 @@
+#include "streams.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "fake_state.h"
+
+namespace fakecuda {
+namespace {
+
+// The calling thread's per-thread default streams, one per context; ended with the thread.
+struct PerThreadStreams {
+  std::unordered_map<Context*, std::shared_ptr<Stream>> by_context;
+  ~PerThreadStreams() {
+    for (auto& [ctx, stream] : by_context) stream->Close();
+  }
+};
+thread_local PerThreadStreams t_streams;
+
+constexpr int kGreatestPriority = -5;  // cuCtxGetStreamPriorityRange on Hopper: [-5, 0]
+constexpr int kLeastPriority = 0;
+
+}  // namespace
+
+Stream::Stream(Context* ctx, unsigned flags, int priority)
+    : ctx_(ctx), flags_(flags), priority_(priority) {}
+
+void Stream::Start() {
+  std::thread([self = shared_from_this()] { self->Run(); }).detach();
+}
+
+void Stream::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    work_cv_.wait(lock, [this] { return !queue_.empty() || closing_; });
+    if (queue_.empty()) break;  // closing and drained
+    Op op = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    op();
+    op = nullptr;  // release captures before reporting completion
+    lock.lock();
+    ++completed_;
+    done_cv_.notify_all();
+  }
+}
+
+uint64_t Stream::Enqueue(Op op) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closing_) return completed_;  // nothing to wait for
+  queue_.push_back(std::move(op));
+  work_cv_.notify_one();
+  return ++enqueued_;
+}
+
+void Stream::WaitFor(uint64_t seq) {
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return completed_ >= seq; });
+}
+
+void Stream::Synchronize() {
+  uint64_t target = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    target = enqueued_;
+  }
+  WaitFor(target);
+}
+
+bool Stream::Idle() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return completed_ == enqueued_;
+}
+
+void Stream::Close() {
+  std::lock_guard<std::mutex> lock(mu_);
+  closing_ = true;
+  work_cv_.notify_one();
+}
+
+bool Stream::closed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return closing_;
+}
+
+uint64_t Event::BeginRecord() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ++recorded_;
+}
+
+void Event::Complete(uint64_t generation, uint64_t time_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (generation <= completed_) return;  // a later record already completed
+  completed_ = generation;
+  time_ns_ = time_ns;
+  cv_.notify_all();
+}
+
+CUresult Event::Query() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return completed_ >= recorded_ ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+void Event::Synchronize() const { WaitFor(LatestRecord()); }
+
+uint64_t Event::LatestRecord() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return recorded_;
+}
+
+void Event::WaitFor(uint64_t generation) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return completed_ >= generation; });
+}
+
+CUresult Event::ElapsedMs(const Event& end, float* ms) const {
+  if ((flags_ & CU_EVENT_DISABLE_TIMING) != 0 || (end.flags_ & CU_EVENT_DISABLE_TIMING) != 0) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (recorded_ == 0) return CUDA_ERROR_INVALID_HANDLE;
+    if (completed_ < recorded_) return CUDA_ERROR_NOT_READY;
+    start_ns = time_ns_;
+  }
+  {
+    std::lock_guard<std::mutex> lock(end.mu_);
+    if (end.recorded_ == 0) return CUDA_ERROR_INVALID_HANDLE;
+    if (end.completed_ < end.recorded_) return CUDA_ERROR_NOT_READY;
+    end_ns = end.time_ns_;
+  }
+  *ms = static_cast<float>((static_cast<double>(end_ns) - static_cast<double>(start_ns)) / 1e6);
+  return CUDA_SUCCESS;
+}
+
+StreamManager::StreamManager(FakeState* state) : state_(state) {}
+
+void StreamManager::ResetThreadAfterFork() {
+  // The parent's workers do not exist in the child; leak the objects instead of closing them.
+  new std::unordered_map<Context*, std::shared_ptr<Stream>>(std::move(t_streams.by_context));
+  t_streams.by_context.clear();
+}
+
+CUresult StreamManager::Create(Context* ctx, unsigned flags, int priority, CUstream* out) {
+  if (out == nullptr || (flags & ~static_cast<unsigned>(CU_STREAM_NON_BLOCKING)) != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  priority = std::clamp(priority, kGreatestPriority, kLeastPriority);
+  auto stream = std::make_shared<Stream>(ctx, flags, priority);
+  stream->Start();
+  std::lock_guard<std::mutex> lock(mu_);
+  streams_[stream->handle()] = stream;
+  *out = stream->handle();
+  return CUDA_SUCCESS;
+}
+
+CUresult StreamManager::Destroy(CUstream handle) {
+  std::shared_ptr<Stream> stream;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = streams_.find(handle);
+    if (it == streams_.end()) return CUDA_ERROR_INVALID_HANDLE;
+    stream = std::move(it->second);
+    streams_.erase(it);
+  }
+  stream->Close();
+  return CUDA_SUCCESS;
+}
+
+std::shared_ptr<Stream> StreamManager::PerThreadStream(Context* ctx) {
+  std::shared_ptr<Stream>& slot = t_streams.by_context[ctx];
+  if (slot == nullptr || slot->closed()) {
+    slot = std::make_shared<Stream>(ctx, 0, kLeastPriority);
+    slot->Start();
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::weak_ptr<Stream>>& list = per_thread_[ctx];
+    std::erase_if(list, [](const std::weak_ptr<Stream>& w) { return w.expired(); });
+    list.push_back(slot);
+  }
+  return slot;
+}
+
+CUresult StreamManager::Resolve(CUstream handle, DefaultStream mode, std::shared_ptr<Stream>* out) {
+  const bool is_default =
+      handle == nullptr || handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD;
+  if (!is_default) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = streams_.find(handle);
+    if (it == streams_.end()) return CUDA_ERROR_INVALID_HANDLE;
+    *out = it->second;
+    return CUDA_SUCCESS;
+  }
+  Context* ctx = nullptr;
+  if (CUresult r = state_->contexts().Current(&ctx); r != CUDA_SUCCESS) return r;
+  const bool per_thread =
+      handle == CU_STREAM_PER_THREAD || (handle == nullptr && mode == DefaultStream::kPerThread);
+  if (per_thread) {
+    *out = PerThreadStream(ctx);
+    return CUDA_SUCCESS;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<Stream>& slot = legacy_[ctx];
+  if (slot == nullptr || slot->closed()) {
+    slot = std::make_shared<Stream>(ctx, 0, kLeastPriority);
+    slot->Start();
+  }
+  *out = slot;
+  return CUDA_SUCCESS;
+}
+
+std::vector<std::shared_ptr<Stream>> StreamManager::StreamsOf(Context* ctx) {
+  std::vector<std::shared_ptr<Stream>> result;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [handle, stream] : streams_) {
+    if (stream->ctx() == ctx) result.push_back(stream);
+  }
+  if (auto it = legacy_.find(ctx); it != legacy_.end() && it->second) {
+    result.push_back(it->second);
+  }
+  if (auto it = per_thread_.find(ctx); it != per_thread_.end()) {
+    for (const std::weak_ptr<Stream>& w : it->second) {
+      if (std::shared_ptr<Stream> s = w.lock()) result.push_back(std::move(s));
+    }
+  }
+  return result;
+}
+
+void StreamManager::SynchronizeContext(Context* ctx) {
+  for (const std::shared_ptr<Stream>& s : StreamsOf(ctx)) s->Synchronize();
+}
+
+void StreamManager::ReleaseContext(Context* ctx) {
+  std::vector<std::shared_ptr<Stream>> streams = StreamsOf(ctx);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::erase_if(streams_, [ctx](const auto& entry) { return entry.second->ctx() == ctx; });
+    legacy_.erase(ctx);
+    per_thread_.erase(ctx);
+  }
+  for (const std::shared_ptr<Stream>& s : streams) {
+    s->Synchronize();
+    s->Close();
+  }
+}
+
+CUresult StreamManager::CreateEvent(Context* ctx, unsigned flags, CUevent* out) {
+  constexpr unsigned kValid =
+      CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+  if (out == nullptr || (flags & ~kValid) != 0) return CUDA_ERROR_INVALID_VALUE;
+  if ((flags & CU_EVENT_INTERPROCESS) != 0 && (flags & CU_EVENT_DISABLE_TIMING) == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  auto event = std::make_shared<Event>(ctx, flags);
+  const auto handle = reinterpret_cast<CUevent>(event.get());
+  std::lock_guard<std::mutex> lock(mu_);
+  events_[handle] = std::move(event);
+  *out = handle;
+  return CUDA_SUCCESS;
+}
+
+CUresult StreamManager::DestroyEvent(CUevent handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Pending records keep the Event alive through their shared_ptr.
+  return events_.erase(handle) != 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult StreamManager::LookupEvent(CUevent handle, std::shared_ptr<Event>* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = events_.find(handle);
+  if (it == events_.end()) return CUDA_ERROR_INVALID_HANDLE;
+  *out = it->second;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace fakecuda

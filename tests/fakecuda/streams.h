@@ -1,0 +1,152 @@
+// Streams and events.
+//
+// Every stream runs its operations in FIFO order on its own worker thread, so asynchronous calls
+// return at once and really overlap with the host and with other streams. Stream 0 and
+// CU_STREAM_LEGACY are one default stream per context; CU_STREAM_PER_THREAD, and stream 0 in the
+// _ptds/_ptsz entry points, are one default stream per (host thread, context), ended when the
+// thread exits. The legacy default stream's implicit synchronisation with other blocking streams
+// is NOT modelled: it is an ordinary stream here.
+//
+// A CUstream handle is the address of its Stream, a CUevent the address of its Event; both are
+// looked up in a registry, so unknown or destroyed handles give CUDA_ERROR_INVALID_HANDLE.
+// Destroying a stream returns at once; its queued work still runs, then the worker exits.
+// Thread-safe. Operations run on a worker must not call back into the blocking parts of the
+// driver for their own stream (the real driver forbids CUDA calls in host functions too).
+
+#ifndef MISSILE_TESTS_FAKECUDA_STREAMS_H_
+#define MISSILE_TESTS_FAKECUDA_STREAMS_H_
+
+#include <cuda.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "thread_annotations.h"
+
+namespace fakecuda {
+
+class FakeState;
+struct Context;
+
+class Stream : public std::enable_shared_from_this<Stream> {
+ public:
+  using Op = std::function<void()>;
+
+  Stream(Context* ctx, unsigned flags, int priority);
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  // Starts the worker thread. It keeps the stream alive until Close() and the queue drained.
+  void Start();
+  // Appends an operation; returns its sequence number (1-based).
+  uint64_t Enqueue(Op op) FAKECUDA_LOCKS_EXCLUDED(mu_);
+  // Blocks until operation `seq` has run.
+  void WaitFor(uint64_t seq) FAKECUDA_LOCKS_EXCLUDED(mu_);
+  // Blocks until everything enqueued before the call has run.
+  void Synchronize() FAKECUDA_LOCKS_EXCLUDED(mu_);
+  // Appends `op` and waits for it (how synchronous calls keep stream order).
+  void RunAndWait(Op op) { WaitFor(Enqueue(std::move(op))); }
+  bool Idle() const FAKECUDA_LOCKS_EXCLUDED(mu_);
+  // The worker exits once the queue is drained; later Enqueue calls are dropped.
+  void Close() FAKECUDA_LOCKS_EXCLUDED(mu_);
+  bool closed() const FAKECUDA_LOCKS_EXCLUDED(mu_);
+
+  Context* ctx() const { return ctx_; }
+  unsigned flags() const { return flags_; }
+  int priority() const { return priority_; }
+  CUstream handle() { return reinterpret_cast<CUstream>(this); }
+
+ private:
+  void Run();
+
+  Context* const ctx_;
+  const unsigned flags_;
+  const int priority_;
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;
+  mutable std::condition_variable done_cv_;
+  std::deque<Op> queue_ FAKECUDA_GUARDED_BY(mu_);
+  uint64_t enqueued_ FAKECUDA_GUARDED_BY(mu_) = 0;
+  uint64_t completed_ FAKECUDA_GUARDED_BY(mu_) = 0;
+  bool closing_ FAKECUDA_GUARDED_BY(mu_) = false;
+};
+
+class Event {
+ public:
+  explicit Event(Context* ctx, unsigned flags) : ctx_(ctx), flags_(flags) {}
+
+  // Starts a record: returns the generation the recording stream completes with Complete().
+  uint64_t BeginRecord();
+  void Complete(uint64_t generation, uint64_t time_ns);
+  // CUDA_SUCCESS when the latest record completed (or there was none), CUDA_ERROR_NOT_READY.
+  CUresult Query() const;
+  void Synchronize() const;
+  // The generation of the latest record (0: never recorded).
+  uint64_t LatestRecord() const;
+  void WaitFor(uint64_t generation) const;
+  // Milliseconds from this event's completion to `end`'s.
+  CUresult ElapsedMs(const Event& end, float* ms) const;
+
+  Context* ctx() const { return ctx_; }
+  unsigned flags() const { return flags_; }
+
+ private:
+  Context* const ctx_;
+  const unsigned flags_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  uint64_t recorded_ FAKECUDA_GUARDED_BY(mu_) = 0;
+  uint64_t completed_ FAKECUDA_GUARDED_BY(mu_) = 0;
+  uint64_t time_ns_ FAKECUDA_GUARDED_BY(mu_) = 0;
+};
+
+// What stream handle 0 means for an entry point: the context's legacy default stream, or the
+// calling thread's per-thread default stream (the _ptds/_ptsz variants).
+enum class DefaultStream { kLegacy, kPerThread };
+
+class StreamManager {
+ public:
+  explicit StreamManager(FakeState* state);
+  StreamManager(const StreamManager&) = delete;
+  StreamManager& operator=(const StreamManager&) = delete;
+
+  CUresult Create(Context* ctx, unsigned flags, int priority, CUstream* out);
+  CUresult Destroy(CUstream handle);
+  // The stream `handle` names (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or a created stream).
+  // Default streams belong to the calling thread's current context.
+  CUresult Resolve(CUstream handle, DefaultStream mode, std::shared_ptr<Stream>* out);
+
+  // Waits for all work of every stream of the context.
+  void SynchronizeContext(Context* ctx);
+  // Drains and ends every stream of the context.
+  void ReleaseContext(Context* ctx);
+
+  CUresult CreateEvent(Context* ctx, unsigned flags, CUevent* out);
+  CUresult DestroyEvent(CUevent handle);
+  CUresult LookupEvent(CUevent handle, std::shared_ptr<Event>* out);
+
+  // In a forked child: drops the calling thread's per-thread streams (their workers do not exist).
+  static void ResetThreadAfterFork();
+
+ private:
+  std::vector<std::shared_ptr<Stream>> StreamsOf(Context* ctx) FAKECUDA_LOCKS_EXCLUDED(mu_);
+  std::shared_ptr<Stream> PerThreadStream(Context* ctx) FAKECUDA_LOCKS_EXCLUDED(mu_);
+
+  FakeState* state_;
+  std::mutex mu_;
+  std::unordered_map<CUstream, std::shared_ptr<Stream>> streams_ FAKECUDA_GUARDED_BY(mu_);
+  std::unordered_map<Context*, std::shared_ptr<Stream>> legacy_ FAKECUDA_GUARDED_BY(mu_);
+  std::unordered_map<Context*, std::vector<std::weak_ptr<Stream>>> per_thread_
+      FAKECUDA_GUARDED_BY(mu_);
+  std::unordered_map<CUevent, std::shared_ptr<Event>> events_ FAKECUDA_GUARDED_BY(mu_);
+};
+
+}  // namespace fakecuda
+
+#endif  // MISSILE_TESTS_FAKECUDA_STREAMS_H_
