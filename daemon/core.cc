@@ -77,8 +77,15 @@ absl::Status DaemonCore::Start(unsigned socket_mode, std::optional<unsigned> soc
   return absl::OkStatus();
 }
 
+void DaemonCore::BeginShutdown() {
+  stopping_ = true;
+  absl::MutexLock lock(&mu_);
+  changed_.SignalAll();
+}
+
 void DaemonCore::Stop() {
-  if (stopping_.exchange(true)) return;
+  if (stopped_.exchange(true)) return;
+  BeginShutdown();
   if (side_listen_fd_ >= 0) shutdown(side_listen_fd_, SHUT_RDWR);
   if (side_acceptor_.joinable()) side_acceptor_.join();
   {

@@ -91,6 +91,8 @@ class DaemonCore {
 
   // Starts the side-channel listener and the process watcher.
   absl::Status Start(unsigned socket_mode, std::optional<unsigned> socket_gid);
+  // Wakes every waiting Watch call so the RPC server can drain quickly; then Stop.
+  void BeginShutdown();
   void Stop();
 
   const std::vector<Gpu>& gpus() const { return gpus_; }
@@ -141,6 +143,7 @@ class DaemonCore {
   absl::CondVar changed_;
 
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> stopped_{false};
   int epoll_fd_ = -1;
   int side_listen_fd_ = -1;
   std::thread process_watcher_;

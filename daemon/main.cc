@@ -262,6 +262,7 @@ int Run(int argc, char** argv) {
   log->info("received {}: shutting down", strsignal(sig));
   SdNotify("STOPPING=1");
   done = true;
+  core.BeginShutdown();
   server.Shutdown();
   core.Stop();
   if (watchdog.joinable()) watchdog.join();

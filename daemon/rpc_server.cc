@@ -320,7 +320,8 @@ void RpcServer::AcceptLoop() {
   getrlimit(RLIMIT_NOFILE, &lim);
   const int top = static_cast<int>(std::min<rlim_t>(lim.rlim_cur, 1 << 20)) - 64;
   while (!stopping_) {
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    // gRPC drives the connection with its event engine: the descriptor must be non-blocking.
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno == EMFILE || errno == ENFILE) {

@@ -68,6 +68,7 @@ MemoryManager::~MemoryManager() = default;
 
 DaemonClient* MemoryManager::Client() {
   if (DaemonClient* c = client_ptr_.load(std::memory_order_acquire)) return c;
+  if (client_failed_.load(std::memory_order_acquire)) return nullptr;
   absl::MutexLock lock(&client_mu_);
   if (client_tried_) return client_.get();
   client_tried_ = true;
@@ -90,6 +91,7 @@ DaemonClient* MemoryManager::Client() {
       log_->warn("cannot reach missiled ({}); the program uses the GPU directly, without quotas "
                  "(MISSILE_NO_DAEMON=passthrough)", std::string(c.status().message()));
     }
+    client_failed_.store(true, std::memory_order_release);
     return nullptr;
   }
   client_ = std::move(*c);
@@ -306,10 +308,8 @@ std::optional<CUresult> MemoryManager::Alloc(CUdeviceptr* dptr, size_t bytes) {
   if (Client() == nullptr) return Unmanaged("cuMemAlloc");
   ReapDeferred(/*wait=*/false);
   auto d = CurrentDevice();
-  if (!d.ok()) {
-    if (d.status().code() == absl::StatusCode::kNotFound) return std::nullopt;  // not managed
-    return ToResult(d.status(), "cuMemAlloc");
-  }
+  // No current context, or a GPU the daemon does not manage: the driver answers for itself.
+  if (!d.ok()) return std::nullopt;
   bool small = bytes <= (*d)->small_max;
   auto ptr = small ? AllocSmall(**d, bytes) : AllocLarge(**d, bytes);
   if (!ptr.ok()) return ToResult(ptr.status(), "cuMemAlloc");

@@ -111,6 +111,7 @@ class MemoryManager {
   std::unique_ptr<DaemonClient> client_ ABSL_GUARDED_BY(client_mu_);
   bool client_tried_ ABSL_GUARDED_BY(client_mu_) = false;
   std::atomic<DaemonClient*> client_ptr_{nullptr};
+  std::atomic<bool> client_failed_{false};  // the one connection attempt failed
 
   absl::Mutex devices_mu_;
   absl::flat_hash_map<int, std::unique_ptr<Device>> devices_ ABSL_GUARDED_BY(devices_mu_);

@@ -203,6 +203,15 @@ TEST_F(CopyTest, HostDeviceCopiesUseTheLinkDeviceCopiesDoNot) {
   EXPECT_GT(fakecudaLinkBusyUntilNs(0, FAKECUDA_LINK_D2H), before);
   EXPECT_EQ(fakecudaLinkBusyUntilNs(0, FAKECUDA_LINK_H2D), h2d1);
   EXPECT_EQ(fakecudaLinkBusyUntilNs(5, FAKECUDA_LINK_H2D), 0u);
+  // Host to host through cuMemcpy is a plain copy.
+  std::vector<unsigned char> other(1 << 20, 9);
+  const uint64_t h2d2 = fakecudaLinkBusyUntilNs(0, FAKECUDA_LINK_H2D);
+  const uint64_t d2h2 = fakecudaLinkBusyUntilNs(0, FAKECUDA_LINK_D2H);
+  CU_ASSERT(cuMemcpy(reinterpret_cast<CUdeviceptr>(host.data()),
+                     reinterpret_cast<CUdeviceptr>(other.data()), other.size()));
+  EXPECT_EQ(host, other);
+  EXPECT_EQ(fakecudaLinkBusyUntilNs(0, FAKECUDA_LINK_H2D), h2d2);
+  EXPECT_EQ(fakecudaLinkBusyUntilNs(0, FAKECUDA_LINK_D2H), d2h2);
   CU_ASSERT(cuMemFree(a));
   CU_ASSERT(cuMemFree(b));
 }

@@ -147,6 +147,7 @@ CUresult VmmManager::Create(CUmemGenericAllocationHandle* handle, size_t size,
   }
   chunk->inode = {st.st_dev, st.st_ino};
   std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(chunks_, [](const auto& entry) { return entry.second.expired(); });
   chunks_[chunk->inode] = chunk;
   *handle = AddHandleLocked(std::move(chunk), *prop);
   return CUDA_SUCCESS;

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 extern char** environ;
 
@@ -97,6 +98,121 @@ ProcessResult Run(const std::vector<std::string>& argv,
     result.signal = WTERMSIG(status);
   }
   return result;
+}
+
+namespace {
+
+std::vector<std::string> MergeEnv(const std::map<std::string, std::string>& env) {
+  std::map<std::string, std::string> merged;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv(*e);
+    size_t eq = kv.find('=');
+    if (eq != std::string::npos) merged[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (const auto& [k, v] : env) {
+    if (v == "<unset>") {
+      merged.erase(k);
+    } else {
+      merged[k] = v;
+    }
+  }
+  std::vector<std::string> out;
+  for (const auto& [k, v] : merged) out.push_back(k + "=" + v);
+  return out;
+}
+
+}  // namespace
+
+Child::~Child() {
+  if (running()) {
+    Kill(SIGKILL);
+    Wait(5);
+  }
+  if (in_ >= 0) close(in_);
+  if (out_fd_ >= 0) close(out_fd_);
+}
+
+bool Child::Start(const std::vector<std::string>& argv,
+                  const std::map<std::string, std::string>& env) {
+  std::vector<std::string> env_strings = MergeEnv(env);
+  std::vector<char*> envp, args;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_copy = argv;
+  for (auto& s : argv_copy) args.push_back(s.data());
+  args.push_back(nullptr);
+  int in_pipe[2], out_pipe[2];
+  if (pipe2(in_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0) return false;
+  pid_ = fork();
+  if (pid_ == 0) {
+    dup2(in_pipe[0], 0);
+    dup2(out_pipe[1], 1);
+    execve(args[0], args.data(), envp.data());
+    _exit(127);
+  }
+  close(in_pipe[0]);
+  close(out_pipe[1]);
+  in_ = in_pipe[1];
+  out_fd_ = out_pipe[0];
+  return pid_ > 0;
+}
+
+std::string Child::WaitForLine(const std::string& prefix, double timeout_s) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (true) {
+    size_t nl;
+    while ((nl = out_.find('\n', consumed_)) != std::string::npos) {
+      std::string line = out_.substr(consumed_, nl - consumed_);
+      consumed_ = nl + 1;
+      if (line.rfind(prefix, 0) == 0) return line;
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0 || out_fd_ < 0) return "";
+    pollfd p{out_fd_, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    char buf[4096];
+    ssize_t n = read(out_fd_, buf, sizeof(buf));
+    if (n <= 0) {
+      close(out_fd_);
+      out_fd_ = -1;
+    } else {
+      out_.append(buf, n);
+    }
+  }
+}
+
+void Child::CloseStdin() {
+  if (in_ >= 0) close(in_);
+  in_ = -1;
+}
+
+void Child::Kill(int sig) {
+  if (running()) kill(pid_, sig);
+}
+
+int Child::Wait(double timeout_s) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (!reaped_) {
+    int status = 0;
+    pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      reaped_ = true;
+      status_ = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+      break;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid_, SIGKILL);
+      deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (out_fd_ >= 0) {
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(out_fd_, buf, sizeof(buf))) > 0) out_.append(buf, n);
+  }
+  return status_;
 }
 
 TempDir::TempDir() {

@@ -24,6 +24,38 @@ struct ProcessResult {
 ProcessResult Run(const std::vector<std::string>& argv,
                   const std::map<std::string, std::string>& env = {}, double timeout_s = 60);
 
+// A child process that keeps running while the test talks to it: stdin is a pipe the test can
+// close, stdout is read line by line, stderr is collected. The destructor kills it (SIGKILL)
+// if it still runs.
+class Child {
+ public:
+  Child() = default;
+  ~Child();
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  bool Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env);
+  // Reads stdout lines until one starts with `prefix`; returns it, or "" after `timeout_s`.
+  std::string WaitForLine(const std::string& prefix, double timeout_s = 20);
+  // Everything read from stdout so far.
+  const std::string& out() const { return out_; }
+  void CloseStdin();
+  void Kill(int sig);
+  // Waits for the exit; the exit status, or -signal. Collects the rest of stdout.
+  int Wait(double timeout_s = 20);
+  int pid() const { return pid_; }
+  bool running() const { return pid_ > 0 && !reaped_; }
+
+ private:
+  int pid_ = -1;
+  int in_ = -1;
+  int out_fd_ = -1;
+  bool reaped_ = false;
+  int status_ = 0;
+  std::string out_;
+  size_t consumed_ = 0;
+};
+
 // A fresh, empty directory under TMPDIR (or /tmp), removed by the destructor.
 class TempDir {
  public:

@@ -1,0 +1,377 @@
+// Multi-process tests of missiled with real tenants: the daemon and the tenant programs run as
+// separate processes over the real Unix sockets, on the driver test double (tests/fakecuda),
+// whose VMM chunks really share memory across processes.
+#include <grpcpp/grpcpp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "missile/common/fd_passing.h"
+#include "missile/v1/missile.grpc.pb.h"
+#include "subprocess.h"
+
+namespace missile {
+namespace {
+
+namespace v1 = ::missile::v1;
+using testing::Child;
+using testing::ProcessResult;
+using testing::TempDir;
+
+constexpr uint64_t kMiB = 1 << 20;
+
+std::set<std::string> PhysOf(const std::string& line) {
+  std::set<std::string> out;
+  size_t pos = line.find("phys=");
+  if (pos == std::string::npos) return out;
+  std::stringstream ss(line.substr(pos + 5));
+  std::string item;
+  while (std::getline(ss, item, ',')) out.insert(item);
+  return out;
+}
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    chmod(dir_.path().c_str(), 0755);  // tenants running as another user must reach the socket
+    shm_ = "/fakecuda-daemontest-" + std::to_string(getpid()) + "-" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    socket_ = dir_.path() + "/missiled.sock";
+  }
+  void TearDown() override {
+    StopDaemon();
+    unlink(("/dev/shm" + shm_).c_str());
+  }
+
+  std::map<std::string, std::string> FakeEnv() const {
+    return {{"FAKECUDA_SHM", shm_}, {"FAKECUDA_TOTAL_MEM", "1G"},
+            {"FAKECUDA_PCIE_BYTES_PER_US", "100000"}, {"LD_PRELOAD", "<unset>"}};
+  }
+
+  // Writes the config (extra TOML appended to the defaults here) and starts missiled.
+  void StartDaemon(const std::string& extra = "") {
+    std::string config = dir_.path() + "/missiled.toml";
+    std::ofstream(config) << "[daemon]\nsocket = \"" << socket_ << "\"\n"
+                          << "log_level = \"debug\"\n" << extra_daemon_ << "\n"
+                          << "[gpu]\nprofile_dir = \"" << dir_.path() << "/profiles\"\n"
+                          << extra;
+    chmod(config.c_str(), 0644);
+    auto env = FakeEnv();
+    env["LD_LIBRARY_PATH"] = FAKECUDA_DIR;
+    ASSERT_TRUE(daemon_.Start({MISSILED, "--config", config}, env));
+    for (int i = 0; i < 500 && access(socket_.c_str(), F_OK) != 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_EQ(access(socket_.c_str(), F_OK), 0) << "missiled did not create " << socket_;
+    channel_ = grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials());
+    admin_ = v1::Admin::NewStub(channel_);
+    tenant_ = v1::Tenant::NewStub(channel_);
+  }
+
+  void StopDaemon() {
+    if (daemon_.running()) {
+      daemon_.Kill(SIGTERM);
+      daemon_exit_ = daemon_.Wait(10);
+    }
+  }
+
+  std::map<std::string, std::string> TenantEnv(const std::string& cls,
+                                               const std::string& name = "probe") const {
+    auto env = FakeEnv();
+    env["LD_PRELOAD"] = MISSILE_SHIM;
+    env["MISSILE_REAL_LIBCUDA"] = FAKECUDA_LIB;
+    env["MISSILE_SOCKET"] = socket_;
+    env["MISSILE_TENANT_CLASS"] = cls;
+    env["MISSILE_TENANT_NAME"] = name;
+    return env;
+  }
+
+  v1::StatusResponse Status() {
+    v1::StatusResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    grpc::Status s = admin_->Status(&ctx, v1::StatusRequest(), &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp;
+  }
+
+  uint64_t Leased() {
+    auto st = Status();
+    return st.pools_size() > 0 ? st.pools(0).leased_bytes() : ~0ull;
+  }
+
+  TempDir dir_;
+  std::string shm_;
+  std::string socket_;
+  std::string extra_daemon_;
+  Child daemon_;
+  int daemon_exit_ = 0;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Admin::Stub> admin_;
+  std::unique_ptr<v1::Tenant::Stub> tenant_;
+};
+
+TEST_F(DaemonTest, TwoTenantsShareNothingAndEachSeesItsOwnQuota) {
+  StartDaemon("[classes.be]\ntenant_quota = \"64MiB\"\n[classes.ls]\ntenant_quota = \"128MiB\"\n");
+  Child be, ls;
+  ASSERT_TRUE(be.Start({TENANT_PROBE, "info", "alloc:16", "hold", "check"}, TenantEnv("be", "batch")));
+  ASSERT_EQ(be.WaitForLine("ready"), "ready");
+  ASSERT_TRUE(ls.Start({TENANT_PROBE, "info", "alloc:16", "hold", "check"}, TenantEnv("ls", "web")));
+  ASSERT_EQ(ls.WaitForLine("ready"), "ready");
+  EXPECT_NE(be.out().find("total=67108864 devtotal=67108864"), std::string::npos) << be.out();
+  EXPECT_NE(ls.out().find("total=134217728 devtotal=134217728"), std::string::npos) << ls.out();
+  std::set<std::string> be_phys = PhysOf(be.out()), ls_phys = PhysOf(ls.out());
+  ASSERT_EQ(be_phys.size(), 8u) << be.out();
+  ASSERT_EQ(ls_phys.size(), 8u) << ls.out();
+  for (const auto& p : be_phys) EXPECT_EQ(ls_phys.count(p), 0u) << "shared block at " << p;
+  EXPECT_EQ(Leased(), 32 * kMiB);
+  be.CloseStdin();
+  ls.CloseStdin();
+  EXPECT_EQ(be.Wait(), 0);
+  EXPECT_EQ(ls.Wait(), 0);
+  EXPECT_NE(be.out().find("check ok"), std::string::npos) << be.out();
+  EXPECT_NE(ls.out().find("check ok"), std::string::npos) << ls.out();
+}
+
+TEST_F(DaemonTest, OverQuotaFailsCleanlyInOneTenantOnly) {
+  StartDaemon("[classes.be]\ntenant_quota = \"64MiB\"\n");
+  Child greedy, other;
+  ASSERT_TRUE(greedy.Start({TENANT_PROBE, "alloc:48", "alloc:32", "check", "hold"},
+                           TenantEnv("be", "greedy")));
+  ASSERT_EQ(greedy.WaitForLine("ready"), "ready");
+  EXPECT_NE(greedy.out().find("alloc 48 ok"), std::string::npos) << greedy.out();
+  EXPECT_NE(greedy.out().find("alloc 32 err 2"), std::string::npos) << greedy.out();  // OOM
+  EXPECT_NE(greedy.out().find("check ok"), std::string::npos) << greedy.out();
+  ASSERT_TRUE(other.Start({TENANT_PROBE, "alloc:48", "check"}, TenantEnv("be", "other")));
+  EXPECT_EQ(other.Wait(), 0);
+  EXPECT_NE(other.out().find("alloc 48 ok"), std::string::npos) << other.out();
+  EXPECT_NE(other.out().find("check ok"), std::string::npos) << other.out();
+  greedy.CloseStdin();
+  EXPECT_EQ(greedy.Wait(), 0);
+}
+
+TEST_F(DaemonTest, KilledTenantReturnsEverythingWithinASecond) {
+  StartDaemon();
+  Child victim;
+  ASSERT_TRUE(victim.Start({TENANT_PROBE, "alloc:32", "small:20", "vmm:4", "hold"},
+                           TenantEnv("be", "victim")));
+  ASSERT_EQ(victim.WaitForLine("ready"), "ready");
+  // 32 MiB, one block carved for the small allocations, and the 4 MiB VMM block: released by
+  // the program, but frees go back to the daemon in batches, so it is still held.
+  ASSERT_EQ(Leased(), 38 * kMiB);
+  ASSERT_EQ(Status().tenants(), 1u);
+  auto killed = std::chrono::steady_clock::now();
+  victim.Kill(SIGKILL);
+  victim.Wait();
+  uint64_t leased = ~0ull;
+  while (std::chrono::steady_clock::now() - killed < std::chrono::seconds(3)) {
+    leased = Leased();
+    if (leased == 0 && Status().tenants() == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  EXPECT_EQ(leased, 0u);
+  EXPECT_LT(seconds, 1.0);
+  // The blocks are usable by the next tenant.
+  Child next;
+  ASSERT_TRUE(next.Start({TENANT_PROBE, "alloc:32", "check"}, TenantEnv("be", "next")));
+  EXPECT_EQ(next.Wait(), 0);
+  EXPECT_NE(next.out().find("check ok"), std::string::npos) << next.out();
+}
+
+TEST_F(DaemonTest, SmallAllocationsAreCarvedFromHeldBlocks) {
+  StartDaemon();
+  Child t;
+  ASSERT_TRUE(t.Start({TENANT_PROBE, "small:200", "hold"}, TenantEnv("ls")));
+  ASSERT_EQ(t.WaitForLine("ready"), "ready");
+  EXPECT_NE(t.out().find("small 200 ok"), std::string::npos) << t.out();
+  EXPECT_EQ(Leased(), 2 * kMiB);  // 200 x 4 KiB fit in one block: one round trip, not 200
+  t.CloseStdin();
+  EXPECT_EQ(t.Wait(), 0);
+}
+
+TEST_F(DaemonTest, VmmStreamOrderedAndPointerQueriesWork) {
+  StartDaemon();
+  Child t;
+  ASSERT_TRUE(t.Start({TENANT_PROBE, "vmm:6", "async:8", "alloc:3", "range", "freeall", "info"},
+                      TenantEnv("be")));
+  EXPECT_EQ(t.Wait(), 0);
+  EXPECT_NE(t.out().find("vmm 6 ok"), std::string::npos) << t.out();
+  EXPECT_NE(t.out().find("async 8 ok"), std::string::npos) << t.out();
+  EXPECT_NE(t.out().find("range base_ok=1 size=3145728 rc=0"), std::string::npos) << t.out();
+  EXPECT_NE(t.out().find("freeall ok"), std::string::npos) << t.out();
+}
+
+TEST_F(DaemonTest, NonAdminCannotChangePolicy) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run missilectl as another user";
+  if (access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "needs setpriv (util-linux)";
+  extra_daemon_ = "socket_group = \"nogroup\"\n";
+  StartDaemon();
+  Child t;
+  ASSERT_TRUE(t.Start({TENANT_PROBE, "alloc:2", "hold"}, TenantEnv("be", "victim")));
+  ASSERT_EQ(t.WaitForLine("ready"), "ready");
+  ProcessResult denied = testing::Run(
+      {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", MISSILECTL,
+       "--socket", socket_, "set", "--name", "victim", "--priority", "-20"});
+  EXPECT_EQ(denied.exit_code, 1) << denied.out << denied.err;
+  EXPECT_NE(denied.err.find("PERMISSION_DENIED"), std::string::npos) << denied.err;
+  // A non-admin may still read.
+  ProcessResult read = testing::Run({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
+                                     "--clear-groups", MISSILECTL, "--socket", socket_, "tenants"});
+  EXPECT_EQ(read.exit_code, 0) << read.err;
+  EXPECT_NE(read.out.find("victim"), std::string::npos) << read.out;
+  ProcessResult allowed = testing::Run(
+      {MISSILECTL, "--socket", socket_, "set", "--name", "victim", "--priority", "-20"});
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.err;
+  ProcessResult json = testing::Run({MISSILECTL, "--socket", socket_, "--json", "tenants"});
+  EXPECT_NE(json.out.find("\"priority\":-20"), std::string::npos) << json.out;
+  t.CloseStdin();
+  t.Wait();
+}
+
+TEST_F(DaemonTest, MalformedAndOversizedRequestsGetClearErrorsAndChangeNothing) {
+  StartDaemon();
+  auto call = [](auto fn) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    return fn(&ctx);
+  };
+  v1::RegisterRequest reg;
+  v1::RegisterResponse reg_resp;
+  reg.set_name("");
+  reg.set_tenant_class(v1::BEST_EFFORT);
+  EXPECT_EQ(call([&](auto* c) { return tenant_->Register(c, reg, &reg_resp); }).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  reg.set_name("ok-name");
+  reg.set_tenant_class(v1::TENANT_CLASS_UNSPECIFIED);
+  EXPECT_EQ(call([&](auto* c) { return tenant_->Register(c, reg, &reg_resp); }).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  reg.set_name("bad name; rm -rf");
+  reg.set_tenant_class(v1::BEST_EFFORT);
+  EXPECT_EQ(call([&](auto* c) { return tenant_->Register(c, reg, &reg_resp); }).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  reg.set_name("tester");
+  ASSERT_TRUE(call([&](auto* c) { return tenant_->Register(c, reg, &reg_resp); }).ok());
+  uint64_t session = reg_resp.session_id();
+
+  auto allocate = [&](uint64_t sess, uint32_t gpu, v1::AllocateRequest::Shape shape, uint64_t bytes) {
+    v1::AllocateRequest req;
+    req.set_session_id(sess);
+    req.set_gpu_index(gpu);
+    req.set_shape(shape);
+    req.set_bytes(bytes);
+    v1::AllocateResponse resp;
+    return call([&](auto* c) { return tenant_->Allocate(c, req, &resp); }).error_code();
+  };
+  EXPECT_EQ(allocate(session, 0, v1::AllocateRequest::CHUNKS, 3 * kMiB), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(allocate(session, 0, v1::AllocateRequest::CHUNKS, 0), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(allocate(session, 0, v1::AllocateRequest::CHUNKS, uint64_t{1} << 62),
+            grpc::StatusCode::INVALID_ARGUMENT);  // larger than the whole pool
+  EXPECT_EQ(allocate(session, 0, v1::AllocateRequest::CHUNKS, 960 * kMiB),
+            grpc::StatusCode::OK);  // the pool (972 MiB) holds it: this one is real
+  EXPECT_EQ(allocate(session, 0, v1::AllocateRequest::CHUNKS, 64 * kMiB),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);  // but not 64 MiB more
+  EXPECT_EQ(allocate(session, 7, v1::AllocateRequest::CHUNKS, 2 * kMiB), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(allocate(session, 0, v1::AllocateRequest::SHAPE_UNSPECIFIED, 2 * kMiB),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(allocate(session + 1000, 0, v1::AllocateRequest::CHUNKS, 2 * kMiB),
+            grpc::StatusCode::NOT_FOUND);
+  v1::FreeRequest free_req;
+  free_req.set_session_id(session);
+  free_req.add_block_ids(123456);
+  v1::FreeResponse free_resp;
+  EXPECT_EQ(call([&](auto* c) { return tenant_->Free(c, free_req, &free_resp); }).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  free_req.clear_block_ids();
+  EXPECT_EQ(call([&](auto* c) { return tenant_->Free(c, free_req, &free_resp); }).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  // Another process cannot use this session: a tenant's blocks belong to its process.
+  Child other;
+  ASSERT_TRUE(other.Start({TENANT_PROBE, "alloc:2", "hold"}, TenantEnv("be", "other")));
+  ASSERT_EQ(other.WaitForLine("ready"), "ready");
+  uint64_t leased = Leased();
+  EXPECT_EQ(leased, 962 * kMiB);  // our 960 MiB and the other tenant's 2 MiB
+
+  // Garbage on the gRPC socket and a forged side-channel hello do not hurt anyone.
+  int sock = -1;
+  ASSERT_TRUE(fdpass::ConnectUnix(socket_, &sock).ok());
+  const char junk[] = "GET / HTTP/1.1\r\n\r\n\x00\xff\xfe garbage";
+  ASSERT_GT(write(sock, junk, sizeof(junk)), 0);
+  close(sock);
+  ASSERT_TRUE(fdpass::ConnectUnix(socket_ + ".fd", &sock).ok());
+  fdpass::Hello hello;
+  hello.session_id = session;  // our own session, but the wrong token
+  fdpass::Reply reply;
+  ASSERT_TRUE(fdpass::SendMessage(sock, &hello, sizeof(hello)).ok());
+  ASSERT_TRUE(fdpass::ReceiveMessage(sock, &reply, sizeof(reply)).ok());
+  EXPECT_EQ(reply.status, static_cast<uint32_t>(absl::StatusCode::kPermissionDenied));
+  close(sock);
+
+  EXPECT_EQ(Leased(), leased);  // nothing changed
+  other.CloseStdin();
+  EXPECT_EQ(other.Wait(), 0);
+  EXPECT_NE(other.out().find("alloc 2 ok"), std::string::npos) << other.out();
+}
+
+TEST_F(DaemonTest, WithoutADaemonTheShimPassesThroughOrRefusesAsConfigured) {
+  // No daemon started: the socket does not exist.
+  ProcessResult pass = testing::Run({TENANT_PROBE, "alloc:4", "check"}, TenantEnv("be"));
+  EXPECT_EQ(pass.exit_code, 0);
+  EXPECT_NE(pass.out.find("alloc 4 ok"), std::string::npos) << pass.out;
+  EXPECT_NE(pass.err.find("cannot reach missiled"), std::string::npos) << pass.err;
+  auto env = TenantEnv("be");
+  env["MISSILE_NO_DAEMON"] = "refuse";
+  ProcessResult refuse = testing::Run({TENANT_PROBE, "alloc:4"}, env);
+  EXPECT_NE(refuse.out.find("alloc 4 err 2"), std::string::npos) << refuse.out;
+  EXPECT_NE(refuse.err.find("MISSILE_NO_DAEMON=refuse"), std::string::npos) << refuse.err;
+}
+
+TEST_F(DaemonTest, TellsSystemdItIsReadyAndStopsCleanlyOnSigterm) {
+  std::string notify = dir_.path() + "/notify.sock";
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  strncpy(addr.sun_path, notify.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  setenv("NOTIFY_SOCKET", notify.c_str(), 1);
+  StartDaemon();
+  unsetenv("NOTIFY_SOCKET");
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  char buf[256] = {};
+  ssize_t n = recv(fd, buf, sizeof(buf) - 1, 0);
+  ASSERT_GT(n, 0);
+  EXPECT_NE(std::string(buf).find("READY=1"), std::string::npos) << buf;
+  StopDaemon();
+  EXPECT_EQ(daemon_exit_, 0);
+  n = recv(fd, buf, sizeof(buf) - 1, 0);
+  ASSERT_GT(n, 0);
+  buf[n] = 0;
+  EXPECT_NE(std::string(buf).find("STOPPING=1"), std::string::npos) << buf;
+  EXPECT_NE(access(socket_.c_str(), F_OK), 0) << "socket left behind";
+  close(fd);
+}
+
+TEST_F(DaemonTest, BadConfigurationIsRejectedNamingTheKey) {
+  std::string config = dir_.path() + "/bad.toml";
+  std::ofstream(config) << "[daemon]\nsockt = \"/tmp/x\"\n";
+  chmod(config.c_str(), 0644);
+  auto env = FakeEnv();
+  env["LD_LIBRARY_PATH"] = FAKECUDA_DIR;
+  ProcessResult r = testing::Run({MISSILED, "--config", config}, env);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("daemon.sockt"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace missile

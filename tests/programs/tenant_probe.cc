@@ -1,0 +1,199 @@
+// tenant_probe: a driver API program that plays a tenant in the daemon tests. It runs the
+// steps given as arguments, in order, and prints one line per step:
+//   info                 "info free=<bytes> total=<bytes> devtotal=<bytes>" (cuMemGetInfo,
+//                        cuDeviceTotalMem)
+//   alloc:<MiB>          allocate, fill with a pattern unique to this process, read it back:
+//                        "alloc <MiB> ok phys=<physical address of each 2 MiB, comma-separated>"
+//                        or "alloc <MiB> err <code>"
+//   small:<count>        <count> allocations of 4 KiB each, kept: "small <count> ok|err <code>"
+//   vmm:<MiB>            cuMemCreate + cuMemAddressReserve + cuMemMap + cuMemSetAccess, write,
+//                        read, unmap, release: "vmm <MiB> ok|err <code>"
+//   async:<MiB>          cuMemAllocAsync + write + cuMemFreeAsync + synchronize: "async ..."
+//   range                cuMemGetAddressRange of an interior pointer of the last allocation:
+//                        "range base_ok=<0|1> size=<bytes>"
+//   check                re-reads every allocation still held: "check ok|corrupt"
+//   freeall              frees every allocation: "freeall ok|err <code>"
+//   hold                 prints "ready" and waits until stdin closes (or the process is killed)
+// Physical addresses come from the driver test double when it is the driver (fakecuda's
+// fakecudaPointerPhysAddr); on a real driver they print as 0.
+#include <cuda.h>
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Held {
+  CUdeviceptr ptr;
+  size_t bytes;
+  unsigned char pattern;
+};
+
+std::vector<Held> held;
+
+unsigned long long PhysAddr(CUdeviceptr p) {
+  // The shim loads the real driver privately; find the test double by the path it was given.
+  const char* path = getenv("MISSILE_REAL_LIBCUDA");
+  void* h = path != nullptr ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  if (h == nullptr) return 0;
+  using Fn = CUresult (*)(CUdeviceptr, unsigned long long*);
+  auto fn = reinterpret_cast<Fn>(dlsym(h, "fakecudaPointerPhysAddr"));
+  unsigned long long phys = 0;
+  if (fn == nullptr || fn(p, &phys) != CUDA_SUCCESS) phys = 0;
+  dlclose(h);
+  return phys;
+}
+
+bool FillAndCheck(CUdeviceptr p, size_t bytes, unsigned char pattern) {
+  if (cuMemsetD8_v2(p, pattern, bytes) != CUDA_SUCCESS) return false;
+  std::vector<unsigned char> back(bytes);
+  if (cuMemcpyDtoH_v2(back.data(), p, bytes) != CUDA_SUCCESS) return false;
+  for (unsigned char c : back) {
+    if (c != pattern) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  CUdevice dev;
+  CUcontext ctx;
+  if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
+      cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
+    printf("init failed\n");
+    return 1;
+  }
+  const unsigned char pattern = static_cast<unsigned char>(getpid() % 251 + 1);
+  for (int i = 1; i < argc; ++i) {
+    std::string step = argv[i];
+    std::string arg = step.find(':') != std::string::npos ? step.substr(step.find(':') + 1) : "";
+    size_t mib = arg.empty() ? 0 : strtoull(arg.c_str(), nullptr, 10);
+    if (step == "info") {
+      size_t f = 0, t = 0, dt = 0;
+      CUresult r1 = cuMemGetInfo_v2(&f, &t);
+      CUresult r2 = cuDeviceTotalMem_v2(&dt, dev);
+      printf("info free=%zu total=%zu devtotal=%zu rc=%d,%d\n", f, t, dt, r1, r2);
+    } else if (step.rfind("alloc:", 0) == 0) {
+      CUdeviceptr p = 0;
+      size_t bytes = mib << 20;
+      CUresult r = cuMemAlloc_v2(&p, bytes);
+      if (r != CUDA_SUCCESS) {
+        printf("alloc %zu err %d\n", mib, r);
+        continue;
+      }
+      bool ok = FillAndCheck(p, bytes, pattern);
+      held.push_back({p, bytes, pattern});
+      std::string phys;
+      for (size_t off = 0; off < bytes; off += size_t{2} << 20) {
+        phys += (phys.empty() ? "" : ",") + std::to_string(PhysAddr(p + off));
+      }
+      printf("alloc %zu %s phys=%s\n", mib, ok ? "ok" : "corrupt", phys.c_str());
+    } else if (step.rfind("small:", 0) == 0) {
+      size_t count = mib;
+      CUresult r = CUDA_SUCCESS;
+      for (size_t k = 0; k < count && r == CUDA_SUCCESS; ++k) {
+        CUdeviceptr p = 0;
+        r = cuMemAlloc_v2(&p, 4096);
+        if (r == CUDA_SUCCESS) {
+          if (!FillAndCheck(p, 4096, pattern)) r = CUDA_ERROR_UNKNOWN;
+          held.push_back({p, 4096, pattern});
+        }
+      }
+      if (r == CUDA_SUCCESS) {
+        printf("small %zu ok\n", count);
+      } else {
+        printf("small %zu err %d\n", count, r);
+      }
+    } else if (step.rfind("vmm:", 0) == 0) {
+      size_t bytes = mib << 20;
+      CUmemAllocationProp prop{};
+      prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+      prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      prop.location.id = 0;
+      CUmemGenericAllocationHandle h = 0;
+      CUdeviceptr va = 0;
+      CUresult r = cuMemCreate(&h, bytes, &prop, 0);
+      if (r == CUDA_SUCCESS) r = cuMemAddressReserve(&va, bytes, 0, 0, 0);
+      if (r == CUDA_SUCCESS) r = cuMemMap(va, bytes, 0, h, 0);
+      CUmemAccessDesc access{};
+      access.location = prop.location;
+      access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+      if (r == CUDA_SUCCESS) r = cuMemSetAccess(va, bytes, &access, 1);
+      if (r == CUDA_SUCCESS && !FillAndCheck(va, bytes, pattern)) r = CUDA_ERROR_UNKNOWN;
+      // Release before unmapping, as many programs do: the memory must stay until the unmap.
+      if (h != 0) cuMemRelease(h);
+      if (r == CUDA_SUCCESS && !FillAndCheck(va, bytes, pattern ^ 0xff)) r = CUDA_ERROR_UNKNOWN;
+      if (va != 0) {
+        cuMemUnmap(va, bytes);
+        cuMemAddressFree(va, bytes);
+      }
+      if (r == CUDA_SUCCESS) {
+        printf("vmm %zu ok\n", mib);
+      } else {
+        printf("vmm %zu err %d\n", mib, r);
+      }
+    } else if (step.rfind("async:", 0) == 0) {
+      size_t bytes = mib << 20;
+      CUstream s;
+      cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+      CUdeviceptr p = 0;
+      CUresult r = cuMemAllocAsync(&p, bytes, s);
+      if (r == CUDA_SUCCESS) r = cuMemsetD8Async(p, pattern, bytes, s);
+      if (r == CUDA_SUCCESS) r = cuMemFreeAsync(p, s);
+      if (r == CUDA_SUCCESS) r = cuStreamSynchronize(s);
+      cuStreamDestroy_v2(s);
+      if (r == CUDA_SUCCESS) {
+        printf("async %zu ok\n", mib);
+      } else {
+        printf("async %zu err %d\n", mib, r);
+      }
+    } else if (step == "range") {
+      if (held.empty()) {
+        printf("range none\n");
+        continue;
+      }
+      const Held& last = held.back();
+      CUdeviceptr base = 0;
+      size_t size = 0;
+      CUresult r = cuMemGetAddressRange_v2(&base, &size, last.ptr + last.bytes / 2);
+      printf("range base_ok=%d size=%zu rc=%d\n", base == last.ptr, size, r);
+    } else if (step == "check") {
+      bool ok = true;
+      for (const Held& h : held) {
+        std::vector<unsigned char> back(h.bytes);
+        if (cuMemcpyDtoH_v2(back.data(), h.ptr, h.bytes) != CUDA_SUCCESS) ok = false;
+        for (unsigned char c : back) ok = ok && c == h.pattern;
+      }
+      printf("check %s\n", ok ? "ok" : "corrupt");
+    } else if (step == "freeall") {
+      CUresult r = CUDA_SUCCESS;
+      for (const Held& h : held) {
+        CUresult f = cuMemFree_v2(h.ptr);
+        if (f != CUDA_SUCCESS) r = f;
+      }
+      held.clear();
+      if (r == CUDA_SUCCESS) {
+        printf("freeall ok\n");
+      } else {
+        printf("freeall err %d\n", r);
+      }
+    } else if (step == "hold") {
+      printf("ready\n");
+      char buf[64];
+      while (read(0, buf, sizeof(buf)) > 0) {
+      }
+    } else {
+      printf("unknown step %s\n", step.c_str());
+      return 2;
+    }
+  }
+  return 0;
+}
