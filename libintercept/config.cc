@@ -76,6 +76,17 @@ Config ParseConfig(const GetEnvFn& getenv_fn) {
                                 "; using the class default");
     }
   }
+  if (const char* v = getenv_fn("MISSILE_BLOCKS"); v != nullptr && *v != '\0') {
+    std::string_view s(v);
+    if (s == "single") {
+      config.blocks = Config::Blocks::kSingle;
+    } else if (s == "chunks") {
+      config.blocks = Config::Blocks::kChunks;
+    } else if (s != "auto") {
+      config.warnings.push_back("MISSILE_BLOCKS='" + std::string(s) +
+                                "' is not auto, single or chunks; using auto");
+    }
+  }
   if (const char* v = getenv_fn("MISSILE_NO_DAEMON"); v != nullptr && *v != '\0') {
     std::string_view s(v);
     if (s == "refuse") {

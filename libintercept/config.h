@@ -9,6 +9,10 @@
 //   MISSILE_TENANT_NAME=NAME   the tenant's name (default: the program's name)
 //   MISSILE_TENANT_CLASS=C     ls (latency-sensitive) or be (best-effort, the default)
 //   MISSILE_QUOTA=SIZE         ask for this VRAM quota per GPU (e.g. 8GiB; default: the class's)
+//   MISSILE_BLOCKS=SHAPE       how a large allocation is backed: "single" (one daemon block of
+//                              the whole size: one import and one map), "chunks" (one 2 MiB
+//                              block per granule, each placed by colour), or "auto" (default:
+//                              chunks where the GPU has several colours, single elsewhere)
 //   MISSILE_NO_DAEMON=MODE     when missiled cannot be reached: "passthrough" (default; the
 //                              program uses the GPU directly, with a warning) or "refuse"
 //                              (every device allocation fails with CUDA_ERROR_OUT_OF_MEMORY)
@@ -37,6 +41,8 @@ struct Config {
   bool latency_sensitive = false;
   uint64_t quota_bytes = 0;      // 0: the class default
   bool refuse_without_daemon = false;
+  enum class Blocks { kAuto, kSingle, kChunks };
+  Blocks blocks = Blocks::kAuto;
 
   // Warnings about values that were ignored, for the shim to log once it has a logger.
   std::vector<std::string> warnings;

@@ -54,6 +54,34 @@ TEST(ConfigTest, DisableAcceptsExplicitNo) {
   EXPECT_TRUE(Parse({{"MISSILE_DISABLE", "0"}}).warnings.empty());
 }
 
+TEST(ConfigTest, TenantSettings) {
+  Config c = Parse({{"MISSILE_SOCKET", "/tmp/s.sock"},
+                    {"MISSILE_TENANT_NAME", "web"},
+                    {"MISSILE_TENANT_CLASS", "ls"},
+                    {"MISSILE_QUOTA", "8GiB"},
+                    {"MISSILE_BLOCKS", "chunks"},
+                    {"MISSILE_NO_DAEMON", "refuse"}});
+  EXPECT_EQ(c.socket_path, "/tmp/s.sock");
+  EXPECT_EQ(c.tenant_name, "web");
+  EXPECT_TRUE(c.latency_sensitive);
+  EXPECT_EQ(c.quota_bytes, uint64_t{8} << 30);
+  EXPECT_EQ(c.blocks, Config::Blocks::kChunks);
+  EXPECT_TRUE(c.refuse_without_daemon);
+  EXPECT_TRUE(c.warnings.empty());
+}
+
+TEST(ConfigTest, BadTenantSettingsWarnAndKeepDefaults) {
+  Config c = Parse({{"MISSILE_TENANT_CLASS", "gold"},
+                    {"MISSILE_QUOTA", "lots"},
+                    {"MISSILE_BLOCKS", "huge"},
+                    {"MISSILE_NO_DAEMON", "maybe"}});
+  EXPECT_FALSE(c.latency_sensitive);
+  EXPECT_EQ(c.quota_bytes, 0u);
+  EXPECT_EQ(c.blocks, Config::Blocks::kAuto);
+  EXPECT_FALSE(c.refuse_without_daemon);
+  EXPECT_EQ(c.warnings.size(), 4u);
+}
+
 TEST(ConfigTest, ReportPathExpandsPid) {
   EXPECT_EQ(ExpandReportPath("/tmp/r-%p.txt", 42), "/tmp/r-42.txt");
   EXPECT_EQ(ExpandReportPath("/tmp/r.txt", 42), "/tmp/r.txt");

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cstring>
 
 #include "missile/common/fd_passing.h"
@@ -68,7 +69,8 @@ absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Connect(const Tenant
   }
   c->session_id_ = resp.session_id();
   for (const v1::GpuInfo& g : resp.gpus()) {
-    c->gpus_.push_back({g.index(), g.uuid(), g.total_bytes(), g.granularity_bytes()});
+    c->gpus_.push_back(
+        {g.index(), g.uuid(), g.total_bytes(), g.granularity_bytes(), std::max(1u, g.colours())});
   }
   if (resp.side_channel_token().size() != 16) {
     return absl::DataLossError("register: malformed side-channel token");

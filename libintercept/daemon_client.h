@@ -28,6 +28,7 @@ struct GpuLink {
   std::string uuid;
   uint64_t total_bytes = 0;
   uint64_t granularity = 0;
+  uint32_t colours = 1;  // distinguishable colours: with one, placement cannot isolate anyway
 };
 
 struct BlockLease {

@@ -47,6 +47,7 @@ struct MemoryManager::Device {
   int ordinal = 0;
   uint64_t granularity = 0;
   uint64_t small_max = 0;  // allocations up to this are carved from held blocks
+  bool single_blocks = true;  // back a large allocation with one block, not one per granule
   uint64_t device_total = 0;
   CUdeviceptr va_base = 0;
   uint64_t va_size = 0;
@@ -134,6 +135,8 @@ absl::StatusOr<MemoryManager::Device*> MemoryManager::DeviceOf(CUdevice dev) {
   d->dev = dev;
   d->ordinal = static_cast<int>(dev);
   d->granularity = link->granularity;
+  d->single_blocks = config_.blocks == Config::Blocks::kSingle ||
+                     (config_.blocks == Config::Blocks::kAuto && link->colours <= 1);
   d->device_total = link->total_bytes;
   // Twice the device's memory: room for fragmentation without ever running out of addresses.
   d->va_size = RoundUp(link->total_bytes * 2, link->granularity);
@@ -250,7 +253,9 @@ absl::StatusOr<CUdeviceptr> MemoryManager::AllocLarge(Device& d, uint64_t bytes)
     va = d.space->Allocate(rounded, d.granularity);
   }
   if (!va.ok()) return va.status();
-  auto leases = Lease(d, /*single=*/false, rounded);
+  // One block per granule costs one import and one map per 2 MiB (bench/vmm_cost); one block
+  // for the whole allocation costs one of each, but is placed by colour only as a whole.
+  auto leases = Lease(d, d.single_blocks && rounded > d.granularity, rounded);
   absl::Status s = leases.status();
   if (s.ok()) s = MapBlocks(d, *va, *leases);
   absl::MutexLock lock(&d.mu);

@@ -123,7 +123,9 @@ class DaemonTest : public ::testing::Test {
 TEST_F(DaemonTest, TwoTenantsShareNothingAndEachSeesItsOwnQuota) {
   StartDaemon("[classes.be]\ntenant_quota = \"64MiB\"\n[classes.ls]\ntenant_quota = \"128MiB\"\n");
   Child be, ls;
-  ASSERT_TRUE(be.Start({TENANT_PROBE, "info", "alloc:16", "hold", "check"}, TenantEnv("be", "batch")));
+  auto be_env = TenantEnv("be", "batch");
+  be_env["MISSILE_BLOCKS"] = "chunks";  // one 2 MiB block per granule; the LS tenant: one block
+  ASSERT_TRUE(be.Start({TENANT_PROBE, "info", "alloc:16", "hold", "check"}, be_env));
   ASSERT_EQ(be.WaitForLine("ready"), "ready");
   ASSERT_TRUE(ls.Start({TENANT_PROBE, "info", "alloc:16", "hold", "check"}, TenantEnv("ls", "web")));
   ASSERT_EQ(ls.WaitForLine("ready"), "ready");
