@@ -144,6 +144,7 @@ absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
 std::vector<std::string> ShimCandidates(std::string_view exe) {
   std::filesystem::path dir = std::filesystem::path(exe).parent_path();
   return {
+      (dir / ".." / "lib" / "missile" / "libmissile.so").lexically_normal().string(),  // installed
       (dir / ".." / "lib" / "libmissile.so").lexically_normal().string(),
       (dir / "libmissile.so").lexically_normal().string(),
       (dir / ".." / "libintercept" / "libmissile.so").lexically_normal().string(),

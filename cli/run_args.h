@@ -43,7 +43,8 @@ absl::Status ValidateTenantName(std::string_view name);
 absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args);
 
 // Where an installed or built missile-run looks for the shim, in order, for the binary at
-// `exe` (normally /proc/self/exe): DIR/../lib/libmissile.so, DIR/libmissile.so,
+// `exe` (normally /proc/self/exe): DIR/../lib/missile/libmissile.so (installed),
+// DIR/../lib/libmissile.so, DIR/libmissile.so,
 // DIR/../libintercept/libmissile.so.
 std::vector<std::string> ShimCandidates(std::string_view exe);
 

@@ -160,7 +160,8 @@ class ShimLookupTest : public ::testing::Test {
 
 TEST_F(ShimLookupTest, CandidatesInOrder) {
   EXPECT_THAT(ShimCandidates("/opt/missile/bin/missile-run"),
-              ElementsAre("/opt/missile/lib/libmissile.so", "/opt/missile/bin/libmissile.so",
+              ElementsAre("/opt/missile/lib/missile/libmissile.so", "/opt/missile/lib/libmissile.so",
+                          "/opt/missile/bin/libmissile.so",
                           "/opt/missile/libintercept/libmissile.so"));
 }
 

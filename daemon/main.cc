@@ -5,6 +5,7 @@
 //   missiled [--config PATH] [--socket PATH] [--log-level LEVEL] [--check-config]
 #include <grp.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -163,6 +164,13 @@ int Run(int argc, char** argv) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+
+  // One descriptor per VRAM block: raise the soft limit to the hard one.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
 
   auto log = std::make_shared<spdlog::logger>("missiled",
                                               std::make_shared<spdlog::sinks::stderr_sink_mt>());
