@@ -244,7 +244,10 @@ void DaemonCore::EndSession(uint64_t session, const std::string& reason) {
     changed_.SignalAll();
   }
   size_t returned = 0;
-  for (Gpu& gpu : gpus_) returned += gpu.pool->RemoveTenant(session).size();
+  for (Gpu& gpu : gpus_) {
+    if (gpu.arbiter) gpu.arbiter->CloseChannel(session);
+    returned += gpu.pool->RemoveTenant(session).size();
+  }
   Log()->info("session {} ('{}', pid {}) ended: {}; {} blocks returned to the pools", session,
               s->info.name, s->info.creds.pid, reason, returned);
 }
@@ -362,6 +365,11 @@ absl::StatusOr<uint32_t> DaemonCore::SetPolicy(const PeerCredentials& creds,
     if (change.priority) info.priority = *change.priority;
     if (change.priority || change.cls) info.weight = WeightOf(info.priority);
     if (change.weight) info.weight = *change.weight;
+    for (Gpu& gpu : gpus_) {
+      if (gpu.arbiter) {
+        gpu.arbiter->SetPolicy(info.id, info.cls == TenantClass::kLatencySensitive, info.weight);
+      }
+    }
     ++info.generation;
     Log()->info("session {} ('{}'): policy now {}, priority {}, weight {}", info.id, info.name,
                 ClassName(info.cls), info.priority, info.weight);
@@ -426,10 +434,28 @@ void DaemonCore::ServeSideChannel(int sock) {
     }
     std::vector<int> fds;
     absl::Status st = CheckGpu(req.gpu);
-    if (st.ok() && (req.count == 0 || req.count > fdpass::kMaxFdsPerMessage)) {
+    if (st.ok() && req.op == fdpass::kOpenCopyChannel) {
+      auto session = Authenticate(creds, session_id);
+      if (!session.ok()) {
+        st = session.status();
+      } else if (!gpus_[req.gpu].arbiter) {
+        st = absl::UnavailableError("no PCIe arbiter on this GPU");
+      } else {
+        SessionInfo info = (*session)->info;
+        auto pair = gpus_[req.gpu].arbiter->OpenChannel(
+            session_id, info.cls == TenantClass::kLatencySensitive, info.weight);
+        if (pair.ok()) {
+          fds = {pair->first, pair->second};
+        } else {
+          st = pair.status();
+        }
+      }
+    } else if (st.ok() && req.op != fdpass::kFetchBlocks) {
+      st = absl::InvalidArgumentError("unknown side-channel operation");
+    } else if (st.ok() && (req.count == 0 || req.count > fdpass::kMaxFdsPerMessage)) {
       st = absl::InvalidArgumentError("bad descriptor count");
     }
-    for (uint32_t i = 0; st.ok() && i < req.count; ++i) {
+    for (uint32_t i = 0; st.ok() && req.op == fdpass::kFetchBlocks && i < req.count; ++i) {
       absl::StatusOr<PhysicalBlock> block = gpus_[req.gpu].pool->Lookup(session_id, req.block_ids[i]);
       if (!block.ok()) {
         st = block.status();

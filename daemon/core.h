@@ -23,6 +23,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "copy_arbiter.h"
 #include "cuda_device.h"
 #include "missile/common/fd_passing.h"
 #include "vram_pool.h"
@@ -49,6 +50,7 @@ struct CoreOptions {
 struct Gpu {
   std::unique_ptr<CudaDevice> device;
   std::unique_ptr<VramPool> pool;
+  std::unique_ptr<CopyArbiter> arbiter;  // PCIe copies, both directions
   int colours = 1;
   std::string colour_note;
   QuotaPolicy quota[2];  // the pool's class quotas, indexed by ClassIndex

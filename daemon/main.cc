@@ -150,8 +150,17 @@ absl::StatusOr<Gpu> OpenGpu(int ordinal, const DaemonConfig& config, spdlog::log
            ordinal, info.name, info.uuid, info.total_bytes >> 20, info.granularity >> 10,
            options.capacity_bytes >> 20, prealloc >> 20);
   log.info("GPU {}: {}", ordinal, gpu.colour_note);
+  pcie::FairScheduler::Config sched;
+  sched.chunk_bytes = config.pcie.chunk;
+  sched.max_inflight_chunks_total = static_cast<uint32_t>(config.pcie.max_inflight_chunks);
+  sched.max_inflight_chunks_per_tenant = static_cast<uint32_t>(config.pcie.max_inflight_per_tenant);
+  sched.min_bypass_bytes = config.pcie.bypass_below;
+  sched.ls_first = config.pcie.ls_first;
+  auto arbiter = CopyArbiter::Create(sched);
+  if (!arbiter.ok()) return arbiter.status();
   gpu.device = std::move(*device);
   gpu.pool = std::move(*pool);
+  gpu.arbiter = std::move(*arbiter);
   return gpu;
 }
 

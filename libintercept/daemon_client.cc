@@ -117,6 +117,7 @@ absl::Status DaemonClient::FetchDescriptors(uint32_t gpu, std::vector<BlockLease
   if (side_fd_ < 0) return absl::UnavailableError("no side channel");
   for (size_t done = 0; done < leases->size();) {
     fdpass::FetchRequest req;
+    req.op = fdpass::kFetchBlocks;
     req.gpu = gpu;
     req.count = static_cast<uint32_t>(
         std::min<size_t>(fdpass::kMaxFdsPerMessage, leases->size() - done));
@@ -139,6 +140,27 @@ absl::Status DaemonClient::FetchDescriptors(uint32_t gpu, std::vector<BlockLease
     done += req.count;
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::pair<int, int>> DaemonClient::OpenCopyChannel(uint32_t gpu) {
+  absl::MutexLock lock(&side_mu_);
+  if (side_fd_ < 0) return absl::UnavailableError("no side channel");
+  fdpass::FetchRequest req;
+  req.op = fdpass::kOpenCopyChannel;
+  req.gpu = gpu;
+  fdpass::Reply reply;
+  std::vector<int> fds;
+  absl::Status s = fdpass::SendMessage(side_fd_, &req, sizeof(req));
+  if (s.ok()) s = fdpass::ReceiveMessage(side_fd_, &reply, sizeof(reply), &fds);
+  if (s.ok() && reply.status != 0) {
+    s = absl::Status(static_cast<absl::StatusCode>(reply.status), "opening the copy channel");
+  }
+  if (s.ok() && fds.size() != 2) s = absl::DataLossError("copy channel: expected 2 descriptors");
+  if (!s.ok()) {
+    for (int fd : fds) close(fd);
+    return s;
+  }
+  return std::make_pair(fds[0], fds[1]);
 }
 
 absl::StatusOr<std::vector<BlockLease>> DaemonClient::Allocate(uint32_t gpu, bool single,

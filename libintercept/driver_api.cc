@@ -36,6 +36,13 @@ void DriverApi::Resolve(void* h) {
   Load(h, "cuEventQuery", &EventQuery);
   Load(h, "cuEventSynchronize", &EventSynchronize);
   Load(h, "cuEventDestroy_v2", &EventDestroy);
+  Load(h, "cuMemHostAlloc", &MemHostAlloc);
+  Load(h, "cuMemHostGetDevicePointer_v2", &MemHostGetDevicePointer);
+  Load(h, "cuPointerGetAttribute", &PointerGetAttribute);
+  Load(h, "cuStreamWaitValue32_v2", &StreamWaitValue32);
+  Load(h, "cuStreamWaitValue32_v2_ptsz", &StreamWaitValue32Ptsz);
+  Load(h, "cuStreamWriteValue32_v2", &StreamWriteValue32);
+  Load(h, "cuStreamWriteValue32_v2_ptsz", &StreamWriteValue32Ptsz);
 }
 
 }  // namespace missile::shim

@@ -40,6 +40,15 @@ struct DriverApi {
   PFN_cuEventSynchronize_v2000 EventSynchronize = nullptr;
   PFN_cuEventDestroy_v4000 EventDestroy = nullptr;
 
+  // For the copy gate: device-visible host flags and stream memory operations.
+  PFN_cuMemHostAlloc_v2020 MemHostAlloc = nullptr;
+  PFN_cuMemHostGetDevicePointer_v3020 MemHostGetDevicePointer = nullptr;
+  PFN_cuPointerGetAttribute_v4000 PointerGetAttribute = nullptr;
+  PFN_cuStreamWaitValue32_v11070 StreamWaitValue32 = nullptr;
+  PFN_cuStreamWaitValue32_v11070_ptsz StreamWaitValue32Ptsz = nullptr;
+  PFN_cuStreamWriteValue32_v11070 StreamWriteValue32 = nullptr;
+  PFN_cuStreamWriteValue32_v11070_ptsz StreamWriteValue32Ptsz = nullptr;
+
   // Fills every pointer from the real driver's handle (dlsym).
   void Resolve(void* driver_handle);
 };

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "entry_table.h"
+#include "copy_policy.h"
 #include "fmt/format.h"
 #include "memory_policy.h"
 #include "policy.h"

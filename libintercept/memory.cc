@@ -166,6 +166,12 @@ absl::StatusOr<MemoryManager::Device*> MemoryManager::DeviceOf(CUdevice dev) {
   return it->second.get();
 }
 
+std::optional<uint32_t> MemoryManager::GpuIndex(CUdevice dev) {
+  auto d = DeviceOf(dev);
+  if (!d.ok()) return std::nullopt;
+  return (*d)->gpu;
+}
+
 absl::StatusOr<MemoryManager::Device*> MemoryManager::CurrentDevice() {
   CUdevice dev = 0;
   if (CUresult r = api_.CtxGetDevice(&dev); r != CUDA_SUCCESS) {

@@ -67,6 +67,11 @@ class MemoryManager {
   uint64_t allocations() const { return allocations_.load(std::memory_order_relaxed); }
   bool connected() const;
 
+  // The daemon session, connected on first use; nullptr when unreachable.
+  DaemonClient* Client();
+  // The daemon's index for a device, if the daemon manages it.
+  std::optional<uint32_t> GpuIndex(CUdevice dev);
+
  private:
   struct Device;
   struct DeferredFree {
@@ -82,8 +87,6 @@ class MemoryManager {
     int mappings = 0;  // live cuMemMap ranges
   };
 
-  // The daemon session, connected on first use; nullptr when unreachable (see refuse_).
-  DaemonClient* Client();
   // The GPU of the calling thread's current context, or the given device.
   absl::StatusOr<Device*> CurrentDevice();
   absl::StatusOr<Device*> DeviceOf(CUdevice dev);

@@ -10,6 +10,7 @@
 
 #include "entry_table.h"
 #include "fmt/format.h"
+#include "copy.h"
 #include "memory.h"
 #include "real_driver.h"
 #include "spdlog/sinks/stdout_sinks.h"
@@ -92,7 +93,10 @@ void Shim::ResolveOnce() {
     if (real_[i] != nullptr) hook_by_real_.emplace(real_[i], static_cast<HookId>(i));
   }
   api_.Resolve(driver_);
-  if (!config_.disabled) memory_ = std::make_unique<MemoryManager>(config_, api_, log_.get());
+  if (!config_.disabled) {
+    memory_ = std::make_unique<MemoryManager>(config_, api_, log_.get());
+    copies_ = std::make_unique<CopyManager>(api_, memory_.get(), log_.get());
+  }
   if (config_.disabled) {
     // Plain pass-through: trampolines jump straight into the driver.
     for (size_t i = 0; i < kHookCount; ++i) {
@@ -181,6 +185,10 @@ void Shim::WriteReport() {
     text += fmt::format("# missiled: {}; {} allocations served from daemon blocks, {} bytes held at exit\n",
                         memory_->connected() ? "connected" : "not connected",
                         memory_->allocations(), memory_->leased_bytes());
+  }
+  if (copies_ != nullptr) {
+    text += fmt::format("# {} host-device copies went through the PCIe scheduler\n",
+                        copies_->scheduled());
   }
   {
     std::lock_guard<std::mutex> lock(unmatched_mu_);

@@ -71,6 +71,8 @@ class Shim {
 
   // The GPU memory served by missiled; null when disabled or before the driver is resolved.
   class MemoryManager* memory() const { return memory_.get(); }
+  // Host-device copies through missiled's PCIe scheduler; null when disabled or unresolved.
+  class CopyManager* copies() const { return copies_.get(); }
 
   // Writes the per-hook counters to MISSILE_REPORT's destination (called at exit).
   void WriteReport();
@@ -94,6 +96,7 @@ class Shim {
 
   DriverApi api_;
   std::unique_ptr<class MemoryManager> memory_;
+  std::unique_ptr<class CopyManager> copies_;
   void* real_[kHookCount] = {};
   void* hook_fn_[kHookCount] = {};
   std::atomic<uint64_t> counts_[kHookCount] = {};

@@ -54,7 +54,7 @@ class DaemonTest : public ::testing::Test {
 
   std::map<std::string, std::string> FakeEnv() const {
     return {{"FAKECUDA_SHM", shm_}, {"FAKECUDA_TOTAL_MEM", "1G"},
-            {"FAKECUDA_PCIE_BYTES_PER_US", "100000"}, {"LD_PRELOAD", "<unset>"}};
+            {"FAKECUDA_PCIE_BYTES_PER_US", link_rate_}, {"LD_PRELOAD", "<unset>"}};
   }
 
   // Writes the config (extra TOML appended to the defaults here) and starts missiled.
@@ -113,6 +113,7 @@ class DaemonTest : public ::testing::Test {
   std::string shm_;
   std::string socket_;
   std::string extra_daemon_;
+  std::string link_rate_ = "100000";  // simulated PCIe bytes per microsecond
   Child daemon_;
   int daemon_exit_ = 0;
   std::shared_ptr<grpc::Channel> channel_;
@@ -362,6 +363,57 @@ TEST_F(DaemonTest, TellsSystemdItIsReadyAndStopsCleanlyOnSigterm) {
   EXPECT_NE(std::string(buf).find("STOPPING=1"), std::string::npos) << buf;
   EXPECT_NE(access(socket_.c_str(), F_OK), 0) << "socket left behind";
   close(fd);
+}
+
+double Field(const std::string& out, const std::string& key) {
+  size_t pos = out.find(key + "=");
+  return pos == std::string::npos ? -1 : atof(out.c_str() + pos + key.size() + 1);
+}
+
+// The PCIe scheduler, end to end on the test double's simulated link (one FIFO DMA queue per
+// direction shared by all processes, like the hardware): an LS tenant's 4 MiB copies while a
+// BE tenant streams 256 MiB copies. At 1000 bytes/us a 1 MiB chunk takes 1 ms.
+TEST_F(DaemonTest, PcieSchedulerKeepsAnLsCopyFastUnderBulkCopies) {
+  link_rate_ = "1000";
+  StartDaemon("[pcie]\nchunk = \"1MiB\"\nmax_inflight_chunks = 1\nmax_inflight_per_tenant = 1\n");
+  auto plain = FakeEnv();
+  plain["LD_LIBRARY_PATH"] = FAKECUDA_DIR;
+  auto measure_ls = [&](const std::map<std::string, std::string>& env) {
+    ProcessResult r = testing::Run({COPY_PROBE, "lat", "4", "8", "20"}, env, 120);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("data ok"), std::string::npos) << r.out;
+    return Field(r.out, "p50_us");
+  };
+  double alone = measure_ls(plain);
+  ASSERT_GT(alone, 0);
+
+  double unmanaged = 0;
+  {
+    Child be;
+    ASSERT_TRUE(be.Start({COPY_PROBE, "bulk", "256", "4", "-", "async"}, plain));
+    ASSERT_EQ(be.WaitForLine("ready"), "ready");
+    unmanaged = measure_ls(plain);
+    EXPECT_EQ(be.Wait(60), 0);
+  }
+  double managed = 0;
+  std::string be_out;
+  {
+    Child be;
+    ASSERT_TRUE(be.Start({COPY_PROBE, "bulk", "256", "4", "-", "async"}, TenantEnv("be", "bulk")));
+    ASSERT_EQ(be.WaitForLine("ready"), "ready");
+    managed = measure_ls(TenantEnv("ls", "web"));
+    EXPECT_EQ(be.Wait(60), 0);
+    be_out = be.out();
+  }
+  printf("LS 4 MiB copy p50: alone %.0f us, next to BE bulk copies %.0f us unmanaged, %.0f us "
+         "with Missile; BE: %s\n", alone, unmanaged, managed, be_out.c_str());
+  RecordProperty("ls_alone_p50_us", std::to_string(alone));
+  RecordProperty("ls_unmanaged_p50_us", std::to_string(unmanaged));
+  RecordProperty("ls_missile_p50_us", std::to_string(managed));
+  EXPECT_GE(unmanaged, 10 * alone) << "alone " << alone << " us, unmanaged " << unmanaged;
+  EXPECT_LE(managed, 1.5 * alone) << "alone " << alone << " us, with Missile " << managed;
+  EXPECT_GT(Field(be_out, "copies"), 0) << be_out;  // the BE tenant still moved data
+  EXPECT_NE(be_out.find("data ok"), std::string::npos) << be_out;
 }
 
 TEST_F(DaemonTest, BadConfigurationIsRejectedNamingTheKey) {

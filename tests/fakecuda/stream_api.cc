@@ -35,6 +35,15 @@ CUresult StreamQuery(CUstream h, DefaultStream mode) {
   return s->Idle() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
+// The test double does not model graph capture: no stream is ever capturing.
+CUresult StreamIsCapturing(CUstream h, CUstreamCaptureStatus* status, DefaultStream mode) {
+  if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  StreamPtr s;
+  if (CUresult r = ResolveStream(h, mode, &s); r != CUDA_SUCCESS) return r;
+  *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+
 CUresult StreamWaitEvent(CUstream h, CUevent e, unsigned flags, DefaultStream mode) {
   if (flags != CU_EVENT_WAIT_DEFAULT && flags != CU_EVENT_WAIT_EXTERNAL) {
     return CUDA_ERROR_INVALID_VALUE;
@@ -184,6 +193,16 @@ CUresult cuStreamQuery(CUstream hStream) {
 CUresult cuStreamQuery_ptsz(CUstream hStream) {
   FAKECUDA_ENTER(cuStreamQuery_ptsz);
   return fakecuda::StreamQuery(hStream, kPerThread);
+}
+
+CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus* captureStatus) {
+  FAKECUDA_ENTER(cuStreamIsCapturing);
+  return fakecuda::StreamIsCapturing(hStream, captureStatus, kLegacy);
+}
+
+CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus* captureStatus) {
+  FAKECUDA_ENTER(cuStreamIsCapturing_ptsz);
+  return fakecuda::StreamIsCapturing(hStream, captureStatus, kPerThread);
 }
 
 CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {

@@ -4,8 +4,11 @@
 // sendmsg/recvmsg helpers. The protocol:
 //   client -> daemon  Hello{magic, version, session_id, token}
 //   daemon -> client  Reply{status, count = 0}
-//   client -> daemon  FetchRequest{gpu, count, block ids}        (count <= kMaxFdsPerMessage)
+//   client -> daemon  FetchRequest{kFetchBlocks, gpu, count, block ids} (count <= kMaxFdsPerMessage)
 //   daemon -> client  Reply{status, count} + `count` descriptors, in the order of the ids
+//   client -> daemon  FetchRequest{kOpenCopyChannel, gpu}
+//   daemon -> client  Reply{status, 2} + the copy channel's memfd and its doorbell eventfd
+//                     (see copy_channel.h)
 // A status other than 0 is an absl::StatusCode; the message then carries no descriptors.
 // Thread-safety: the helpers are reentrant; one socket must not be used by two threads at once.
 #ifndef MISSILE_COMMON_FD_PASSING_H_
@@ -21,7 +24,7 @@
 namespace missile::fdpass {
 
 inline constexpr uint32_t kMagic = 0x4d534c31;  // "MSL1"
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;
 // Under the kernel's SCM_MAX_FD (253), and small enough that a tenant never holds many
 // unimported descriptors at once.
 inline constexpr uint32_t kMaxFdsPerMessage = 128;
@@ -33,9 +36,13 @@ struct Hello {
   uint8_t token[16] = {};
 };
 
+enum Op : uint32_t { kFetchBlocks = 1, kOpenCopyChannel = 2 };
+
 struct FetchRequest {
+  uint32_t op = kFetchBlocks;
   uint32_t gpu = 0;
   uint32_t count = 0;
+  uint32_t reserved = 0;
   uint64_t block_ids[kMaxFdsPerMessage] = {};
 };
 

@@ -1,0 +1,13 @@
+// The PTX of kernels.cu (nvcc -ptx -arch=compute_90), embedded at build time by embed_ptx.cmake
+// into the generated kernels_ptx.cc. NUL-terminated text, loaded with cuModuleLoadDataEx.
+
+#ifndef MISSILE_COLORER_CALIBRATE_KERNELS_PTX_H_
+#define MISSILE_COLORER_CALIBRATE_KERNELS_PTX_H_
+
+namespace missile::calibrate {
+
+extern const char kKernelsPtx[];
+
+}  // namespace missile::calibrate
+
+#endif  // MISSILE_COLORER_CALIBRATE_KERNELS_PTX_H_

@@ -1,0 +1,80 @@
+#include "copy.h"
+
+#include <unistd.h>
+
+namespace missile::shim {
+
+CopyGate* CopyManager::GateFor(uint64_t bytes) {
+  if (bytes < bypass_below_.load(std::memory_order_relaxed)) return nullptr;
+  CUdevice dev = 0;
+  if (api_.CtxGetDevice == nullptr || api_.CtxGetDevice(&dev) != CUDA_SUCCESS) return nullptr;
+  CopyGate* gate = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = gates_.find(static_cast<int>(dev));
+    if (it != gates_.end()) {
+      gate = it->second.get();
+    } else if (failed_.contains(static_cast<int>(dev))) {
+      return nullptr;
+    }
+  }
+  if (gate == nullptr) {
+    DaemonClient* client = memory_->Client();
+    std::optional<uint32_t> gpu = client ? memory_->GpuIndex(dev) : std::nullopt;
+    absl::StatusOr<std::unique_ptr<CopyGate>> opened = absl::UnavailableError("no daemon");
+    if (gpu.has_value()) {
+      auto fds = client->OpenCopyChannel(*gpu);
+      if (fds.ok()) {
+        opened = CopyGate::Open(fds->first, fds->second, api_, log_);
+        if (!opened.ok()) {
+          close(fds->first);
+          close(fds->second);
+        }
+      } else {
+        opened = fds.status();
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    if (!opened.ok()) {
+      if (client != nullptr) {
+        log_->warn("PCIe copies on device {} are not scheduled: {}", static_cast<int>(dev),
+                   std::string(opened.status().message()));
+      }
+      failed_[static_cast<int>(dev)] = true;
+      return nullptr;
+    }
+    auto [it, inserted] = gates_.emplace(static_cast<int>(dev), std::move(*opened));
+    gate = it->second.get();
+    bypass_below_.store(gate->bypass_bytes(), std::memory_order_relaxed);
+  }
+  if (bytes < gate->bypass_bytes() || gate->abandoned()) return nullptr;
+  return gate;
+}
+
+CopyGate* CopyManager::GateForAsync(uint64_t bytes, CUstream stream, bool ptsz) {
+  if (bytes < bypass_below_.load(std::memory_order_relaxed)) return nullptr;
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  auto is_capturing = ptsz ? api_.StreamIsCapturingPtsz : api_.StreamIsCapturing;
+  if (is_capturing == nullptr || is_capturing(stream, &capture) != CUDA_SUCCESS ||
+      capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+    return nullptr;  // a copy node in a graph: the driver replays it without asking anyone
+  }
+  return GateFor(bytes);
+}
+
+MemKind CopyManager::Classify(CUdeviceptr p) {
+  if (memory_->Find(p).has_value()) return MemKind::kDevice;
+  unsigned int type = 0;
+  CUresult r = api_.PointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p);
+  if (r != CUDA_SUCCESS) return MemKind::kPageableHost;  // the driver does not know it
+  unsigned int managed = 0;
+  if (api_.PointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p) == CUDA_SUCCESS &&
+      managed != 0) {
+    return MemKind::kOther;  // migrates on its own terms
+  }
+  if (type == CU_MEMORYTYPE_DEVICE) return MemKind::kDevice;
+  if (type == CU_MEMORYTYPE_HOST) return MemKind::kPinnedHost;
+  return MemKind::kOther;
+}
+
+}  // namespace missile::shim

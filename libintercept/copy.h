@@ -1,0 +1,59 @@
+// Which copies cross PCIe, and the copy gate of each GPU (copy_gate.h).
+//
+// A copy is scheduled when it moves between host and device memory, is at least the daemon's
+// bypass size, is not being captured into a CUDA graph, and the daemon is reachable. Device
+// memory is Missile's own allocations or whatever the driver reports as device memory; host
+// memory is pinned (the driver knows it) or pageable (it does not). Everything else passes
+// straight to the driver.
+// Thread-safety: every method may be called from any thread.
+#ifndef MISSILE_LIBINTERCEPT_COPY_H_
+#define MISSILE_LIBINTERCEPT_COPY_H_
+
+#include <cuda.h>
+
+#include <atomic>
+#include <memory>
+#include <optional>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "copy_gate.h"
+#include "driver_api.h"
+#include "memory.h"
+#include "spdlog/logger.h"
+
+namespace missile::shim {
+
+enum class MemKind { kDevice, kPinnedHost, kPageableHost, kOther };
+
+class CopyManager {
+ public:
+  CopyManager(const DriverApi& api, MemoryManager* memory, spdlog::logger* log)
+      : api_(api), memory_(memory), log_(log) {}
+
+  // The gate for a copy of `bytes` on the calling thread's GPU, or null when the copy is not
+  // scheduled (too small, no daemon, stream being captured).
+  CopyGate* GateFor(uint64_t bytes);
+  CopyGate* GateForAsync(uint64_t bytes, CUstream stream, bool ptsz);
+
+  MemKind Classify(CUdeviceptr p);
+
+  uint64_t scheduled() const { return scheduled_.load(std::memory_order_relaxed); }
+  void CountScheduled() { scheduled_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  const DriverApi& api_;
+  MemoryManager* memory_;
+  spdlog::logger* log_;
+  // Copies below this never need a gate; 0 until the first gate tells the daemon's setting.
+  std::atomic<uint64_t> bypass_below_{0};
+  absl::Mutex mu_;
+  absl::flat_hash_map<int, std::unique_ptr<CopyGate>> gates_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int, bool> failed_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> scheduled_{0};
+};
+
+}  // namespace missile::shim
+
+#endif  // MISSILE_LIBINTERCEPT_COPY_H_
