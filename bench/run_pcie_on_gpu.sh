@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# bench/pcie on the GPU machine, in one run: unmanaged vs Missile for
+#  (a) LS 4 MiB host-to-device latency while a BE tenant streams 1 GiB copies,
+#  (b) one BE tenant alone through Missile vs the raw link,
+#  (c) two BE tenants with weights 1:3,
+#  (d) both directions at once (BE host-to-device + BE device-to-host, LS host-to-device),
+#  (e) ResNet-50 LS end to end (input copy + CUDA graph + output copy) next to a BE copying 1 GiB,
+# for two scheduler settings (chunks in flight 2 and 1). Tenants are PyTorch processes run by
+# missile-run. usage: bench/run_pcie_on_gpu.sh RUNTIME_DIR OUT_DIR
+set -uo pipefail
+rt=$(cd "$1" && pwd); out=$2
+here=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$out/pcie" /tmp/missile/profiles
+export LD_LIBRARY_PATH="$rt/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export MISSILE_SOCKET=/tmp/missile/missiled.sock
+T="python3 $here/bench/pcie/pcie_tenant.py"
+R="python3 $here/bench/pcie/pcie_resnet.py"
+run() { "$rt/missile-run" --shim "$rt/libmissile.so" --socket "$MISSILE_SOCKET" "$@"; }
+ctl() { "$rt/missilectl" --socket "$MISSILE_SOCKET" "$@"; }
+# Starts a background tenant, waits for its "ready" line. Its output goes to $out/pcie/$1.
+bg() { local name=$1; shift; "$@" > "$out/pcie/$name" 2>&1 & local pid=$!;
+       for _ in $(seq 1 300); do grep -q ready "$out/pcie/$name" 2>/dev/null && break; sleep 0.1; done; echo $pid; }
+S=5
+{
+  bash "$here/bench/gpu_header.sh" "bench/run_pcie_on_gpu.sh"
+  echo "== unmanaged (no Missile)"
+  $T lat --seconds $S --tag alone
+  $T bulk --mib 1024 --seconds $S --tag be-alone
+  $T bulk --mib 1024 --seconds $S --dir d2h --tag be-alone-d2h
+  pid=$(bg u-be $T bulk --mib 1024 --seconds $((S + 4)) --tag be-next-to-ls)
+  $T lat --seconds $S --tag unmanaged
+  wait $pid; grep RESULT "$out/pcie/u-be"
+  $R --seconds $S --tag resnet-alone
+  pid=$(bg u-rbe $T bulk --mib 1024 --seconds $((S + 8)) --tag be-next-to-resnet)
+  $R --seconds $S --tag resnet-unmanaged
+  wait $pid; grep RESULT "$out/pcie/u-rbe"
+  for inflight in 2 1; do
+    cat > /tmp/missile/missiled.toml <<TOML
+[daemon]
+socket = "$MISSILE_SOCKET"
+[gpu]
+prealloc = "8GiB"
+cache_limit = "16GiB"
+profile_dir = "/tmp/missile/profiles"
+[pcie]
+chunk = "2MiB"
+max_inflight_chunks = $inflight
+max_inflight_per_tenant = $inflight
+TOML
+    chmod 644 /tmp/missile/missiled.toml
+    "$rt/missiled" --config /tmp/missile/missiled.toml > "$out/pcie/missiled-$inflight.log" 2>&1 &
+    daemon=$!
+    for _ in $(seq 1 100); do [ -S "$MISSILE_SOCKET" ] && break; sleep 0.1; done
+    m="missile-inflight$inflight"
+    echo "== Missile, 2 MiB chunks, $inflight in flight"
+    run --name ls --class ls -- $T lat --seconds $S --tag $m-ls-alone
+    run --name be --class be -- $T bulk --mib 1024 --seconds $S --tag $m-be-alone
+    pid=$(bg m-be-$inflight run --name be --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --tag $m-be-next-to-ls)
+    run --name ls --class ls -- $T lat --seconds $S --tag $m-ls-under-be
+    ctl tenants
+    wait $pid; grep RESULT "$out/pcie/m-be-$inflight"
+    # (c) weights 1:3, both best-effort
+    p1=$(bg m-w1-$inflight run --name be1 --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --tag $m-weight1)
+    p3=$(bg m-w3-$inflight run --name be3 --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --tag $m-weight3)
+    ctl set --name be1 --weight 1024 && ctl set --name be3 --weight 3072
+    sleep 2; ctl tenants
+    wait $p1 $p3; grep RESULT "$out/pcie/m-w1-$inflight" "$out/pcie/m-w3-$inflight"
+    # (d) both directions
+    ph=$(bg m-h-$inflight run --name beh --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --tag $m-both-h2d)
+    pd=$(bg m-d-$inflight run --name bed --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --dir d2h --tag $m-both-d2h)
+    run --name ls --class ls -- $T lat --seconds $S --tag $m-ls-under-both
+    wait $ph $pd; grep RESULT "$out/pcie/m-h-$inflight" "$out/pcie/m-d-$inflight"
+    # (e) ResNet-50 end to end
+    run --name web --class ls -- $R --seconds $S --tag $m-resnet-alone
+    pid=$(bg m-rbe-$inflight run --name be --class be -- $T bulk --mib 1024 --seconds $((S + 8)) --tag $m-be-next-to-resnet)
+    run --name web --class ls -- $R --seconds $S --tag $m-resnet-under-be
+    wait $pid; grep RESULT "$out/pcie/m-rbe-$inflight"
+    kill -TERM $daemon; wait $daemon
+  done
+  echo "== summary"
+} 2>&1 | tee "$out/pcie_on_gpu.log"
+grep RESULT "$out/pcie_on_gpu.log" | sort -u > "$out/pcie_summary.txt"
+tar -C "$out" -czf "$out/pcie_results.tgz" pcie && rm -rf "$out/pcie"
+# Colour calibration (the colourer's evidence), after the PCIe runs.
+{
+  echo "== missile-calibrate"
+  timeout 300 "$rt/missile-calibrate" --out "$out/profiles"
+  echo "missile-calibrate exit: $?"
+  cat "$out"/profiles/*.toml
+} 2>&1 | tee "$out/calibrate_on_gpu.log"
+rm -rf "$out/profiles"
