@@ -13,25 +13,24 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out/pcie" /tmp/missile/profiles
 export LD_LIBRARY_PATH="$rt/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export MISSILE_SOCKET=/tmp/missile/missiled.sock
-T="python3 $here/bench/pcie/pcie_tenant.py"
-R="python3 $here/bench/pcie/pcie_resnet.py"
-run() { "$rt/missile-run" --shim "$rt/libmissile.so" --socket "$MISSILE_SOCKET" "$@"; }
+T="timeout 60 python3 $here/bench/pcie/pcie_tenant.py"
+R="timeout 60 python3 $here/bench/pcie/pcie_resnet.py"
+run() { timeout 60 "$rt/missile-run" --shim "$rt/libmissile.so" --socket "$MISSILE_SOCKET" "$@"; }
 ctl() { "$rt/missilectl" --socket "$MISSILE_SOCKET" "$@"; }
-# Starts a background tenant, waits for its "ready" line. Its output goes to $out/pcie/$1.
-bg() { local name=$1; shift; "$@" > "$out/pcie/$name" 2>&1 & local pid=$!;
-       for _ in $(seq 1 300); do grep -q ready "$out/pcie/$name" 2>/dev/null && break; sleep 0.1; done; echo $pid; }
-S=5
+# Waits for a background tenant's "ready" line (its output goes to $out/pcie/NAME).
+ready() { for _ in $(seq 1 300); do grep -q ready "$out/pcie/$1" 2>/dev/null && return; sleep 0.1; done; }
+S=4
 {
   bash "$here/bench/gpu_header.sh" "bench/run_pcie_on_gpu.sh"
   echo "== unmanaged (no Missile)"
   $T lat --seconds $S --tag alone
   $T bulk --mib 1024 --seconds $S --tag be-alone
   $T bulk --mib 1024 --seconds $S --dir d2h --tag be-alone-d2h
-  pid=$(bg u-be $T bulk --mib 1024 --seconds $((S + 4)) --tag be-next-to-ls)
+  $T bulk --mib 1024 --seconds $((S + 4)) --tag be-next-to-ls > "$out/pcie/u-be" 2>&1 & pid=$!; ready u-be
   $T lat --seconds $S --tag unmanaged
   wait $pid; grep RESULT "$out/pcie/u-be"
   $R --seconds $S --tag resnet-alone
-  pid=$(bg u-rbe $T bulk --mib 1024 --seconds $((S + 8)) --tag be-next-to-resnet)
+  $T bulk --mib 1024 --seconds $((S + 8)) --tag be-next-to-resnet > "$out/pcie/u-rbe" 2>&1 & pid=$!; ready u-rbe
   $R --seconds $S --tag resnet-unmanaged
   wait $pid; grep RESULT "$out/pcie/u-rbe"
   for inflight in 2 1; do
@@ -55,24 +54,24 @@ TOML
     echo "== Missile, 2 MiB chunks, $inflight in flight"
     run --name ls --class ls -- $T lat --seconds $S --tag $m-ls-alone
     run --name be --class be -- $T bulk --mib 1024 --seconds $S --tag $m-be-alone
-    pid=$(bg m-be-$inflight run --name be --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --tag $m-be-next-to-ls)
+    run --name be --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --tag $m-be-next-to-ls > "$out/pcie/m-be-$inflight" 2>&1 & pid=$!; ready m-be-$inflight
     run --name ls --class ls -- $T lat --seconds $S --tag $m-ls-under-be
     ctl tenants
     wait $pid; grep RESULT "$out/pcie/m-be-$inflight"
     # (c) weights 1:3, both best-effort
-    p1=$(bg m-w1-$inflight run --name be1 --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --tag $m-weight1)
-    p3=$(bg m-w3-$inflight run --name be3 --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --tag $m-weight3)
+    run --name be1 --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --tag $m-weight1 > "$out/pcie/m-w1-$inflight" 2>&1 & p1=$!; ready m-w1-$inflight
+    run --name be3 --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --tag $m-weight3 > "$out/pcie/m-w3-$inflight" 2>&1 & p3=$!; ready m-w3-$inflight
     ctl set --name be1 --weight 1024 && ctl set --name be3 --weight 3072
     sleep 2; ctl tenants
     wait $p1 $p3; grep RESULT "$out/pcie/m-w1-$inflight" "$out/pcie/m-w3-$inflight"
     # (d) both directions
-    ph=$(bg m-h-$inflight run --name beh --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --tag $m-both-h2d)
-    pd=$(bg m-d-$inflight run --name bed --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --dir d2h --tag $m-both-d2h)
+    run --name beh --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --tag $m-both-h2d > "$out/pcie/m-h-$inflight" 2>&1 & ph=$!; ready m-h-$inflight
+    run --name bed --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --dir d2h --tag $m-both-d2h > "$out/pcie/m-d-$inflight" 2>&1 & pd=$!; ready m-d-$inflight
     run --name ls --class ls -- $T lat --seconds $S --tag $m-ls-under-both
     wait $ph $pd; grep RESULT "$out/pcie/m-h-$inflight" "$out/pcie/m-d-$inflight"
     # (e) ResNet-50 end to end
     run --name web --class ls -- $R --seconds $S --tag $m-resnet-alone
-    pid=$(bg m-rbe-$inflight run --name be --class be -- $T bulk --mib 1024 --seconds $((S + 8)) --tag $m-be-next-to-resnet)
+    run --name be --class be -- $T bulk --mib 1024 --seconds $((S + 8)) --tag $m-be-next-to-resnet > "$out/pcie/m-rbe-$inflight" 2>&1 & pid=$!; ready m-rbe-$inflight
     run --name web --class ls -- $R --seconds $S --tag $m-resnet-under-be
     wait $pid; grep RESULT "$out/pcie/m-rbe-$inflight"
     kill -TERM $daemon; wait $daemon
@@ -81,11 +80,3 @@ TOML
 } 2>&1 | tee "$out/pcie_on_gpu.log"
 grep RESULT "$out/pcie_on_gpu.log" | sort -u > "$out/pcie_summary.txt"
 tar -C "$out" -czf "$out/pcie_results.tgz" pcie && rm -rf "$out/pcie"
-# Colour calibration (the colourer's evidence), after the PCIe runs.
-{
-  echo "== missile-calibrate"
-  timeout 300 "$rt/missile-calibrate" --out "$out/profiles"
-  echo "missile-calibrate exit: $?"
-  cat "$out"/profiles/*.toml
-} 2>&1 | tee "$out/calibrate_on_gpu.log"
-rm -rf "$out/profiles"

@@ -183,33 +183,37 @@ CUresult CopyGate::EnqueueAsync(copych::Direction dir, uint64_t bytes, CUstream 
   }
   auto wait = ptsz ? api_->StreamWaitValue32Ptsz : api_->StreamWaitValue32;
   auto write = ptsz ? api_->StreamWriteValue32Ptsz : api_->StreamWriteValue32;
-  CUresult r = CUDA_SUCCESS;
-  size_t enqueued = 0;
-  for (uint64_t i = 0; i < chunks && r == CUDA_SUCCESS; ++i) {
-    uint32_t s = slots[i];
+  for (uint32_t s : slots) {
     flags_[s] = 0;
     done_[s] = 0;
+  }
+  // Submit before enqueueing: a long copy fills the stream's command queue, and the driver
+  // then blocks the enqueue until the GPU drains it, which it can only do once chunks are
+  // granted. Grants that arrive before their wait is enqueued just set the flag early.
+  auto* p = new Pending();  // owned by the dispatcher from here; freed when the last chunk is done
+  p->async = true;
+  p->bytes = bytes;
+  p->slots = slots;
+  p->remaining = chunks;
+  Submit(dir, bytes, p);
+  CUresult r = CUDA_SUCCESS;
+  uint64_t i = 0;
+  for (; i < chunks && r == CUDA_SUCCESS; ++i) {
+    uint32_t s = slots[i];
     uint64_t off = i * chunk_bytes_;
     uint64_t len = std::min(chunk_bytes_, bytes - off);
     r = wait(stream, flags_dev_ + s * sizeof(uint32_t), 1, CU_STREAM_WAIT_VALUE_GEQ);
     if (r == CUDA_SUCCESS) r = copy(off, len, stream);
     if (r == CUDA_SUCCESS) r = write(stream, done_dev_ + s * sizeof(uint32_t), 1, 0);
-    if (r == CUDA_SUCCESS) ++enqueued;
   }
   if (r != CUDA_SUCCESS) {
-    // Nothing was submitted: release every wait already on the stream so it cannot hang.
+    // The chunks from the failed one on never reach the GPU: mark them done so the dispatcher
+    // completes their grants, and let any wait already queued through.
+    for (uint64_t k = i == 0 ? 0 : i - 1; k < chunks; ++k) done_[slots[k]] = 1;
     for (uint32_t s : slots) flags_[s] = 1;
-    log_->error("enqueueing a scheduled asynchronous copy failed ({}); its chunks run "
-                "unscheduled", static_cast<int>(r));
-    for (uint32_t s : slots) ReturnSlot(s);  // done flags are not awaited for these
+    log_->error("enqueueing a scheduled asynchronous copy failed ({})", static_cast<int>(r));
     return r;
   }
-  auto* p = new Pending();  // owned by the dispatcher from here; freed when the last chunk is done
-  p->async = true;
-  p->bytes = bytes;
-  p->slots = std::move(slots);
-  p->remaining = chunks;
-  Submit(dir, bytes, p);
   return CUDA_SUCCESS;
 }
 

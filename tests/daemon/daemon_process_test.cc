@@ -53,8 +53,11 @@ class DaemonTest : public ::testing::Test {
   }
 
   std::map<std::string, std::string> FakeEnv() const {
+    // A shallow stream queue (GPUs have a bounded command queue too) catches a shim that
+    // enqueues a long gated copy before the daemon can grant any of it.
     return {{"FAKECUDA_SHM", shm_}, {"FAKECUDA_TOTAL_MEM", "1G"},
-            {"FAKECUDA_PCIE_BYTES_PER_US", link_rate_}, {"LD_PRELOAD", "<unset>"}};
+            {"FAKECUDA_PCIE_BYTES_PER_US", link_rate_}, {"FAKECUDA_STREAM_DEPTH", "64"},
+            {"LD_PRELOAD", "<unset>"}};
   }
 
   // Writes the config (extra TOML appended to the defaults here) and starts missiled.

@@ -1,6 +1,7 @@
 #include "streams.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 
 #include "fake_state.h"
@@ -46,7 +47,15 @@ void Stream::Run() {
 }
 
 uint64_t Stream::Enqueue(Op op) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  // Like a GPU's command queue, a stream holds a bounded number of operations; past that the
+  // enqueueing thread waits for the stream to drain (FAKECUDA_STREAM_DEPTH, default 1024).
+  static const size_t depth = [] {
+    const char* v = getenv("FAKECUDA_STREAM_DEPTH");
+    long n = v != nullptr ? atol(v) : 0;
+    return n > 0 ? static_cast<size_t>(n) : size_t{1024};
+  }();
+  done_cv_.wait(lock, [&] { return queue_.size() < depth || closing_; });
   if (closing_) return completed_;  // nothing to wait for
   queue_.push_back(std::move(op));
   work_cv_.notify_one();
