@@ -104,16 +104,24 @@ std::string FormatTenants(const v1::ListTenantsResponse& response) {
       tenants.begin(), tenants.end(),
       [](const v1::TenantInfo* a, const v1::TenantInfo* b) { return a->pid() < b->pid(); });
   std::vector<std::vector<std::string>> rows = {
-      {"PID", "NAME", "CLASS", "PRIO", "WEIGHT", "USED/QUOTA", "AGE"}};
+      {"PID", "NAME", "CLASS", "PRIO", "WEIGHT", "USED/QUOTA", "PCIE H2D / D2H (SHARE)", "AGE"}};
   for (const v1::TenantInfo* t : tenants) {
     std::vector<std::string> use;
     for (const v1::Usage& u : t->usage()) {
       use.push_back(absl::StrCat(u.gpu_index(), ": ", FormatSize(u.used_bytes()), " / ",
                                  FormatSize(u.quota_bytes())));
     }
+    std::vector<std::string> pcie;
+    for (const v1::PcieUse& p : t->pcie()) {
+      pcie.push_back(absl::StrCat(p.gpu_index(), ": ", FormatSize(p.h2d_bytes()), " (",
+                                  static_cast<int>(p.h2d_share() * 100 + 0.5), "%) / ",
+                                  FormatSize(p.d2h_bytes()), " (",
+                                  static_cast<int>(p.d2h_share() * 100 + 0.5), "%)"));
+    }
     rows.push_back({absl::StrCat(t->pid()), Printable(t->name()), ClassName(t->tenant_class()),
                     absl::StrCat(t->priority()), absl::StrCat(t->weight()),
                     use.empty() ? "-" : absl::StrJoin(use, ", "),
+                    pcie.empty() ? "-" : absl::StrJoin(pcie, ", "),
                     FormatDuration(t->connected_s())});
   }
   return FormatTable(rows);

@@ -145,22 +145,32 @@ v1::ListTenantsResponse Tenants() {
   u->set_gpu_index(0);
   u->set_used_bytes(512 * kMiB);
   u->set_quota_bytes(16 * kGiB);
+  v1::PcieUse* p = a->add_pcie();
+  p->set_gpu_index(0);
+  p->set_h2d_bytes(3 * kGiB);
+  p->set_d2h_bytes(64 * kMiB);
+  p->set_h2d_share(0.25);
+  p->set_d2h_share(1.0);
   return r;
 }
 
 TEST(FormatTenantsTest, OneRowPerTenantSortedByPid) {
   EXPECT_EQ(
       FormatTenants(Tenants()),
-      "PID   NAME         CLASS  PRIO  WEIGHT  USED/QUOTA                              AGE\n"
-      "77    infer        ls     -5    3121    0: 512.0 MiB / 16.0 GiB                 1m05s\n"
-      "4321  batch-train  be     10    110     0: 1.2 GiB / 8.0 GiB, 1: 0 B / 8.0 GiB  2d01h\n");
+      "PID   NAME         CLASS  PRIO  WEIGHT  USED/QUOTA                              "
+      "PCIE H2D / D2H (SHARE)              AGE\n"
+      "77    infer        ls     -5    3121    0: 512.0 MiB / 16.0 GiB                 "
+      "0: 3.0 GiB (25%) / 64.0 MiB (100%)  1m05s\n"
+      "4321  batch-train  be     10    110     0: 1.2 GiB / 8.0 GiB, 1: 0 B / 8.0 GiB  "
+      "-                                   2d01h\n");
 }
 
 TEST(FormatTenantsTest, NoTenantsAndNoUsage) {
   EXPECT_EQ(FormatTenants(v1::ListTenantsResponse()), "no tenants\n");
   v1::ListTenantsResponse r;
   r.add_tenants()->set_pid(5);
-  EXPECT_THAT(FormatTenants(r), HasSubstr("\n5          ?      0     0       -           0s\n"));
+  EXPECT_THAT(FormatTenants(r),
+              HasSubstr("\n5          ?      0     0       -           -                       0s\n"));
 }
 
 TEST(FormatSetPolicyTest, Count) {

@@ -1,5 +1,5 @@
 // The daemon's domain logic: tenant sessions, their VRAM on every GPU, and the admin
-// operations, with no gRPC in sight (services.cc translates protobuf to these calls).
+// operations, with no gRPC in sight (rpc_server.cc translates protobuf to these calls).
 //
 // A session belongs to one process, identified by the kernel-reported credentials of its
 // connection. It ends when the process exits (a pidfd per session, watched by one thread), when

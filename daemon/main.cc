@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -132,7 +133,10 @@ absl::StatusOr<Gpu> OpenGpu(int ordinal, const DaemonConfig& config, spdlog::log
   PoolOptions options;
   options.granularity = info.granularity;
   options.capacity_bytes = config.gpu.PoolLimitBytes(info.total_bytes) / info.granularity * info.granularity;
-  options.cache_limit_bytes = config.gpu.cache_limit;
+  // Preallocated blocks are there to be kept warm: never trim the cache below them.
+  options.cache_limit_bytes = std::max<uint64_t>(
+      config.gpu.cache_limit,
+      config.gpu.PreallocBytes(info.total_bytes) / info.granularity * info.granularity);
   options.scrub_on_release = config.gpu.scrub_on_release;
   ClassQuotaBytes ls = config.classes.ls.ResolveQuotas(options.capacity_bytes);
   ClassQuotaBytes be = config.classes.be.ResolveQuotas(options.capacity_bytes);
@@ -200,6 +204,11 @@ int Run(int argc, char** argv) {
   if (!flags->socket.empty()) config->daemon.socket = flags->socket;
   if (!flags->log_level.empty()) config->daemon.log_level = flags->log_level;
   spdlog::level::level_enum level = spdlog::level::from_str(config->daemon.log_level);
+  if (level == spdlog::level::off && config->daemon.log_level != "off") {
+    fprintf(stderr, "missiled: --log-level: '%s' is not one of trace, debug, info, warn, error, off\n",
+            config->daemon.log_level.c_str());
+    return 2;
+  }
   log->set_level(level);
   if (flags->check_only) {
     printf("%s", DescribeConfig(*config).c_str());

@@ -216,6 +216,10 @@ class AdminService final : public v1::Admin::Service {
   grpc::Status ListTenants(grpc::ServerContext* ctx, const v1::ListTenantsRequest*,
                            v1::ListTenantsResponse* resp) override {
     auto now = std::chrono::steady_clock::now();
+    std::vector<std::vector<PcieUse>> pcie;
+    for (const Gpu& gpu : core_->gpus()) {
+      pcie.push_back(gpu.arbiter ? gpu.arbiter->Usage() : std::vector<PcieUse>());
+    }
     for (const SessionInfo& s : core_->ListSessions()) {
       v1::TenantInfo* t = resp->add_tenants();
       t->set_session_id(s.id);
@@ -229,6 +233,15 @@ class AdminService final : public v1::Admin::Service {
       for (size_t g = 0; g < core_->gpus().size(); ++g) {
         auto usage = core_->gpus()[g].pool->GetUsage(s.id);
         if (usage.ok()) FillUsage(static_cast<uint32_t>(g), *usage, t->add_usage());
+        for (const PcieUse& u : pcie[g]) {
+          if (u.session != s.id) continue;
+          v1::PcieUse* p = t->add_pcie();
+          p->set_gpu_index(static_cast<uint32_t>(g));
+          p->set_h2d_bytes(u.bytes[0]);
+          p->set_d2h_bytes(u.bytes[1]);
+          p->set_h2d_share(u.share[0]);
+          p->set_d2h_share(u.share[1]);
+        }
       }
     }
     (void)ctx;

@@ -130,7 +130,7 @@ def main():
     exports_lines = header + ["// MISSILE_EXPORT_<kind>(index, exported symbol)"]
     asm = [line.replace("//", "#") for line in header] + [
         "# One trampoline per driver entry point: r11 = index, then jump through the entry table.",
-        "# The table starts with hooks, special wrappers or the lazy forwarder (entry_table.cc).",
+        "# The table starts with hooks, special wrappers or the lazy forwarder (hooks.cc).",
         "#if !defined(__x86_64__)", "#error libmissile trampolines are written for x86-64", "#endif",
         "        .text", "        .hidden missile_entry_table"]
     for idx, sym in enumerate(exports):
