@@ -45,6 +45,8 @@ class CudaDevice : public BlockSource {
   ~CudaDevice() override;
 
   const DeviceInfo& info() const { return info_; }
+  // Replaces the colour function; call before the first Create.
+  void set_colours(ColourFn colours) { colours_ = std::move(colours); }
 
   absl::StatusOr<PhysicalBlock> Create(uint64_t bytes) override;
   void Destroy(const PhysicalBlock& block) override;

@@ -3,6 +3,7 @@
 // in the foreground.
 //
 //   missiled [--config PATH] [--socket PATH] [--log-level LEVEL] [--check-config]
+#include <dlfcn.h>
 #include <grp.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -109,26 +110,52 @@ absl::StatusOr<Gpu> OpenGpu(int ordinal, const DaemonConfig& config, spdlog::log
     }
     profile = *loaded;
   }
-  // The daemon cannot see the physical addresses of the blocks it creates on a stock driver,
-  // so it can place by colour only where every block has the same colours: one colour.
+  // Placing by colour needs each block's physical address, which a stock driver does not give
+  // user space. The driver test double does (fakecudaChunkPhysAddr), so the colour machinery
+  // runs end to end in tests; on a real GPU the daemon places with one colour.
+  using PhysFn = int (*)(unsigned long long handle, unsigned long long* phys);
+  auto phys_fn = reinterpret_cast<PhysFn>(dlsym(RTLD_DEFAULT, "fakecudaChunkPhysAddr"));
+  std::optional<colour::ColourScheme> scheme;
   if (profile.is_default) {
     gpu.colour_note = "no colour profile for this GPU (" + path +
                       "): assuming one colour, no channel isolation";
   } else if (profile.colours <= 1) {
     gpu.colour_note = "one colour: calibration found no channel isolation at " +
                       std::to_string(profile.granularity_bytes >> 20) + " MiB on this GPU";
-  } else {
+  } else if (phys_fn == nullptr) {
     gpu.colour_note = "profile reports " + std::to_string(profile.colours) +
                       " colours, but block physical addresses are not visible to user space on "
                       "this driver: placing with one colour";
+  } else {
+    auto s = colour::SchemeFromProfile(profile);
+    if (!s.ok()) return s.status();
+    scheme = std::move(*s);
+    gpu.colour_note = std::to_string(profile.colours) +
+                      " colours from the profile; block physical addresses from the driver test double";
   }
-  auto map = colour::UniformChannelMap::Create(1);
-  if (!map.ok()) return map.status();
-  auto scheme = colour::ColourScheme::EvenSplit(std::shared_ptr<const colour::ChannelMap>(std::move(*map)), 1);
-  if (!scheme.ok()) return scheme.status();
-  auto policy = colour::ColourPolicy::Create(*scheme);
+  if (!scheme.has_value()) {
+    auto map = colour::UniformChannelMap::Create(1);
+    if (!map.ok()) return map.status();
+    auto s = colour::ColourScheme::EvenSplit(std::shared_ptr<const colour::ChannelMap>(std::move(*map)), 1);
+    if (!s.ok()) return s.status();
+    scheme = std::move(*s);
+  } else {
+    auto shared = std::make_shared<colour::ColourScheme>(*scheme);
+    (*device)->set_colours([shared, phys_fn](uint64_t handle, uint64_t bytes) {
+      unsigned long long phys = 0;
+      if (phys_fn(handle, &phys) != 0) return colour::ColourSet();  // rejected by the pool
+      return shared->ColoursOf(phys, bytes);
+    });
+  }
+  colour::ColourPolicyOptions policy_options;
+  if (scheme->colour_count() > 1 && config.gpu.ls_colours > 0) {
+    policy_options.ls_colours = config.gpu.ls_colours;
+  } else if (scheme->colour_count() > 1) {
+    policy_options.ls_fraction = 0.5;
+  }
+  auto policy = colour::ColourPolicy::Create(*scheme, policy_options);
   if (!policy.ok()) return policy.status();
-  gpu.colours = 1;
+  gpu.colours = scheme->colour_count();
 
   PoolOptions options;
   options.granularity = info.granularity;

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "missile/colorer/profile.h"
 #include "missile/common/fd_passing.h"
 #include "missile/v1/missile.grpc.pb.h"
 #include "subprocess.h"
@@ -417,6 +418,62 @@ TEST_F(DaemonTest, PcieSchedulerKeepsAnLsCopyFastUnderBulkCopies) {
   EXPECT_LE(managed, 1.5 * alone) << "alone " << alone << " us, with Missile " << managed;
   EXPECT_GT(Field(be_out, "copies"), 0) << be_out;  // the BE tenant still moved data
   EXPECT_NE(be_out.find("data ok"), std::string::npos) << be_out;
+}
+
+// Colour placement end to end: a profile for the test double's GPU with a one-bit XOR channel
+// hash (2 MiB chunks alternate between two channels), blocks whose synthetic physical
+// addresses the test double reports, and an LS and a BE tenant that must land on disjoint
+// channels.
+TEST_F(DaemonTest, ColourPlacementPutsLsAndBeOnDisjointChannels) {
+  constexpr uint64_t kMask = uint64_t{1} << 21;
+  colour::GpuColourProfile profile;
+  profile.gpu_name = "Fake GPU (missile test double)";
+  profile.uuid = "GPU-66616b65-6375-6461-2d67-707500000000";  // the test double's device 0
+  profile.driver_version = "test double";
+  profile.tool_version = "test";
+  profile.date = "2026-11-29T00:00:00Z";
+  profile.granularity_bytes = 2 * kMiB;
+  profile.colours = 2;
+  profile.channel_map.kind = colour::ChannelMapSpec::Kind::kXor;
+  profile.channel_map.masks = {kMask};
+  mkdir((dir_.path() + "/profiles").c_str(), 0755);
+  ASSERT_TRUE(colour::SaveProfile(profile, dir_.path() + "/profiles/" + profile.uuid + ".toml").ok());
+  StartDaemon();
+  Child ls, be;
+  ASSERT_TRUE(ls.Start({TENANT_PROBE, "alloc:16", "hold", "check"}, TenantEnv("ls", "web")));
+  ASSERT_EQ(ls.WaitForLine("ready"), "ready");
+  ASSERT_TRUE(be.Start({TENANT_PROBE, "alloc:16", "hold", "check"}, TenantEnv("be", "batch")));
+  ASSERT_EQ(be.WaitForLine("ready"), "ready");
+  auto channels = [&](const std::string& out) {
+    std::set<int> set;
+    for (const std::string& p : PhysOf(out)) set.insert((std::stoull(p) & kMask) != 0);
+    return set;
+  };
+  std::set<int> ls_channels = channels(ls.out()), be_channels = channels(be.out());
+  ASSERT_EQ(PhysOf(ls.out()).size(), 8u) << ls.out();
+  ASSERT_EQ(PhysOf(be.out()).size(), 8u) << be.out();
+  EXPECT_EQ(ls_channels.size(), 1u) << ls.out();
+  EXPECT_EQ(be_channels.size(), 1u) << be.out();
+  EXPECT_NE(ls_channels, be_channels) << "LS and BE share a channel";
+  v1::StatusResponse st = Status();
+  ASSERT_EQ(st.pools_size(), 1);
+  const v1::PoolStatus& pool = st.pools(0);
+  EXPECT_EQ(pool.gpu().colours(), 2u);
+  ASSERT_EQ(pool.colours_size(), 2);
+  uint64_t capacity = 0, used = 0;
+  for (const v1::ColourUse& c : pool.colours()) {
+    capacity += c.capacity_bytes();
+    used += c.used_bytes();
+  }
+  EXPECT_EQ(capacity, pool.created_bytes());  // capacity per colour adds up
+  EXPECT_EQ(used, pool.leased_bytes());
+  EXPECT_EQ(used, 32 * kMiB);
+  ls.CloseStdin();
+  be.CloseStdin();
+  EXPECT_EQ(ls.Wait(), 0);
+  EXPECT_EQ(be.Wait(), 0);
+  EXPECT_NE(ls.out().find("check ok"), std::string::npos);
+  EXPECT_NE(be.out().find("check ok"), std::string::npos);
 }
 
 TEST_F(DaemonTest, BadConfigurationIsRejectedNamingTheKey) {
