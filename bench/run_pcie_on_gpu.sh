@@ -58,9 +58,10 @@ TOML
     run --name ls --class ls -- $T lat --seconds $S --tag $m-ls-under-be
     ctl tenants
     wait $pid; grep RESULT "$out/pcie/m-be-$inflight"
-    # (c) weights 1:3, both best-effort
-    run --name be1 --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --tag $m-weight1 > "$out/pcie/m-w1-$inflight" 2>&1 & p1=$!; ready m-w1-$inflight
-    run --name be3 --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --tag $m-weight3 > "$out/pcie/m-w3-$inflight" 2>&1 & p3=$!; ready m-w3-$inflight
+    # (c) weights 1:3, both best-effort, measured over the same window
+    at=$(( $(date +%s) + 12 ))
+    run --name be1 --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --tag $m-weight1 --start-at $at > "$out/pcie/m-w1-$inflight" 2>&1 & p1=$!; ready m-w1-$inflight
+    run --name be3 --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --tag $m-weight3 --start-at $at > "$out/pcie/m-w3-$inflight" 2>&1 & p3=$!; ready m-w3-$inflight
     ctl set --name be1 --weight 1024 && ctl set --name be3 --weight 3072
     sleep 2; ctl tenants
     wait $p1 $p3; grep RESULT "$out/pcie/m-w1-$inflight" "$out/pcie/m-w3-$inflight"

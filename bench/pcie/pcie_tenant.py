@@ -19,6 +19,9 @@ def main():
     p.add_argument("--gap-ms", type=float, default=5)
     p.add_argument("--dir", choices=["h2d", "d2h"], default="h2d")
     p.add_argument("--tag", default="")
+    p.add_argument("--start-at", type=float, default=0,
+                   help="wall-clock time (seconds since the epoch) to start measuring at, so "
+                        "that several tenants measure the same window")
     a = p.parse_args()
     n = a.mib << 20
     host = torch.empty(n, dtype=torch.uint8).pin_memory()
@@ -36,6 +39,12 @@ def main():
     for _ in range(3):
         copy()
     print("ready", flush=True)
+    if a.start_at:
+        if a.mode == "bulk":
+            while time.time() < a.start_at:  # keep the link busy until the window opens
+                copy()
+        else:
+            time.sleep(max(0.0, a.start_at - time.time()))
     end = time.perf_counter() + a.seconds
     if a.mode == "lat":
         samples = []

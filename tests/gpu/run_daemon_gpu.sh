@@ -24,7 +24,6 @@ grep -q "alloc 64 ok" "$out/probe.txt" && grep -q "small 100 ok" "$out/probe.txt
 
 for model in resnet50 bert; do
   for conf in default expandable_segments:True backend:cudaMallocAsync; do
-    [ "$model" = bert ] && [ "$conf" = backend:cudaMallocAsync ] && continue
     tag=$model-${conf%%:*}
     env_conf=()
     [ "$conf" != default ] && env_conf=(PYTORCH_CUDA_ALLOC_CONF=$conf)
