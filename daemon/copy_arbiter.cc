@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "absl/container/flat_hash_set.h"
 #include "spdlog/spdlog.h"
 
 namespace missile::daemon {
@@ -19,6 +20,10 @@ using copych::Region;
 using copych::Ring;
 
 constexpr uint64_t kMaxCopyBytes = uint64_t{1} << 40;
+// A chunk takes tens of microseconds on the link (2 MiB at 55 GB/s: 38 us, shared/device/H200.md);
+// a grant outstanding this long belongs to a tenant that is stopped or stuck. It stops counting
+// against the in-flight limit, so one tenant cannot hold the link for everyone.
+constexpr uint64_t kGrantTimeoutNs = 500'000'000;
 
 uint64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -42,7 +47,8 @@ struct CopyArbiter::Channel {
   uint64_t grant_head[2] = {0, 0};
   // Scheduler request id -> the tenant's request id, and the grants in flight.
   absl::flat_hash_map<pcie::RequestId, uint64_t> requests[2];
-  absl::flat_hash_map<pcie::GrantId, uint64_t> inflight[2];
+  absl::flat_hash_map<pcie::GrantId, uint64_t> inflight[2];  // grant -> when granted
+  absl::flat_hash_set<pcie::GrantId> expired[2];             // timed out; completion optional
   uint64_t outstanding[2] = {0, 0};  // requests not yet done
   uint64_t bytes[2] = {0, 0};
 
@@ -187,6 +193,7 @@ bool CopyArbiter::Poll() {
       head = r.completion_head.load(std::memory_order_acquire);
       for (; c.completion_tail[d] < head; ++c.completion_tail[d]) {
         uint64_t g = r.completions[c.completion_tail[d] % kRingSlots];
+        if (c.expired[d].erase(g)) continue;  // already written off: a late completion
         if (!c.inflight[d].erase(g)) {
           bad.push_back(session);
           break;
@@ -201,6 +208,27 @@ bool CopyArbiter::Poll() {
     }
   }
   for (uint64_t s : bad) DropLocked(s, "malformed entry in its rings");
+  // Write off grants that have been out far too long.
+  for (auto& [session, cp] : channels_) {
+    for (int d = 0; d < 2; ++d) {
+      for (auto it = cp->inflight[d].begin(); it != cp->inflight[d].end();) {
+        if (now - it->second < kGrantTimeoutNs) {
+          ++it;
+          continue;
+        }
+        spdlog::warn("session {}: grant {} not completed after {} ms; no longer waiting for it",
+                     session, it->first, kGrantTimeoutNs / 1000000);
+        auto done = sched_[d]->Complete(it->first, now);
+        if (done.ok() && done->has_value()) {
+          cp->requests[d].erase((*done)->request);
+          --cp->outstanding[d];
+        }
+        cp->expired[d].insert(it->first);
+        cp->inflight[d].erase(it++);
+        moved = true;
+      }
+    }
+  }
   // Hand out what the schedulers decide, and wake the tenants that got something.
   std::vector<Channel*> woken;
   for (int d = 0; d < 2; ++d) {
@@ -215,7 +243,7 @@ bool CopyArbiter::Poll() {
       e.length = g->length;
       e.grant = g->id;
       r.grant_head.store(++c.grant_head[d], std::memory_order_release);
-      c.inflight[d][g->id] = g->length;
+      c.inflight[d][g->id] = now;
       c.bytes[d] += g->length;
       woken.push_back(&c);
       moved = true;

@@ -25,7 +25,8 @@ CopyGate* CopyManager::GateFor(uint64_t bytes) {
     if (gpu.has_value()) {
       auto fds = client->OpenCopyChannel(*gpu);
       if (fds.ok()) {
-        opened = CopyGate::Open(fds->first, fds->second, api_, log_);
+        opened = CopyGate::Open(fds->first, fds->second, api_, log_,
+                                [client] { return client->connected(); });
         if (!opened.ok()) {
           close(fds->first);
           close(fds->second);

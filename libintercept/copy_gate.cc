@@ -31,8 +31,10 @@ struct CopyGate::Pending {
 
 absl::StatusOr<std::unique_ptr<CopyGate>> CopyGate::Open(int memfd, int doorbell,
                                                          const DriverApi& api,
-                                                         spdlog::logger* log) {
+                                                         spdlog::logger* log,
+                                                         std::function<bool()> daemon_alive) {
   std::unique_ptr<CopyGate> g(new CopyGate());
+  g->daemon_alive_ = std::move(daemon_alive);
   g->api_ = &api;
   g->log_ = log;
   g->memfd_ = memfd;
@@ -288,9 +290,16 @@ void CopyGate::Dispatch(int d) {
         ++i;
       }
     }
-    if (region_->closed.load(std::memory_order_acquire) != 0 && !abandoned()) {
-      log_->warn("missiled closed the copy channel; copies now run unscheduled");
-      Abandon();
+    if (!abandoned()) {
+      if (region_->closed.load(std::memory_order_acquire) != 0) {
+        log_->warn("missiled closed the copy channel; copies now run unscheduled");
+        Abandon();
+      } else if (daemon_alive_ && !daemon_alive_()) {
+        // The daemon died without closing the channel (killed, crashed): nobody will grant
+        // anything any more. Let every waiting chunk go rather than hang the program.
+        log_->warn("missiled is gone; copies now run unscheduled");
+        Abandon();
+      }
     }
     if (!inflight.empty()) {
       // Nothing tells the host when the GPU writes a done flag: look again shortly. A 2 MiB

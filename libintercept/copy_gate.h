@@ -38,10 +38,12 @@ class CopyGate {
   using Chunk = std::function<CUresult(uint64_t offset, uint64_t length)>;
   using AsyncChunk = std::function<CUresult(uint64_t offset, uint64_t length, CUstream stream)>;
 
-  // Takes ownership of the region's memfd and the doorbell eventfd.
+  // Takes ownership of the region's memfd and the doorbell eventfd. `daemon_alive` is polled
+  // by the dispatchers (at least every 100 ms): once it says false, the gate opens for good.
   static absl::StatusOr<std::unique_ptr<CopyGate>> Open(int memfd, int doorbell,
                                                         const DriverApi& api,
-                                                        spdlog::logger* log);
+                                                        spdlog::logger* log,
+                                                        std::function<bool()> daemon_alive);
   ~CopyGate();
 
   uint64_t bypass_bytes() const { return bypass_bytes_; }
@@ -91,6 +93,7 @@ class CopyGate {
   absl::flat_hash_map<uint64_t, Pending*> pending_ ABSL_GUARDED_BY(pending_mu_);
   std::atomic<uint64_t> next_request_{1};
 
+  std::function<bool()> daemon_alive_;
   std::atomic<bool> abandoned_{false};
   std::atomic<bool> stop_{false};
   std::thread dispatchers_[2];

@@ -420,6 +420,26 @@ TEST_F(DaemonTest, PcieSchedulerKeepsAnLsCopyFastUnderBulkCopies) {
   EXPECT_NE(be_out.find("data ok"), std::string::npos) << be_out;
 }
 
+// A daemon that dies without warning (SIGKILL) must not hang the tenants' scheduled copies:
+// the shim notices the session is gone and lets every waiting chunk through.
+TEST_F(DaemonTest, KilledDaemonDoesNotHangScheduledCopies) {
+  link_rate_ = "1000";
+  StartDaemon("[pcie]\nchunk = \"1MiB\"\nmax_inflight_chunks = 1\nmax_inflight_per_tenant = 1\n");
+  Child bulk, lat;
+  ASSERT_TRUE(bulk.Start({COPY_PROBE, "bulk", "64", "3", "-", "async"}, TenantEnv("be", "bulk")));
+  ASSERT_TRUE(lat.Start({COPY_PROBE, "lat", "4", "200", "5"}, TenantEnv("ls", "web")));
+  ASSERT_EQ(bulk.WaitForLine("ready"), "ready");
+  ASSERT_EQ(lat.WaitForLine("ready"), "ready");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  daemon_.Kill(SIGKILL);
+  daemon_.Wait();
+  EXPECT_EQ(bulk.Wait(30), 0) << bulk.out();
+  EXPECT_EQ(lat.Wait(30), 0) << lat.out();
+  EXPECT_NE(bulk.out().find("data ok"), std::string::npos) << bulk.out();
+  EXPECT_NE(lat.out().find("data ok"), std::string::npos) << lat.out();
+  EXPECT_GT(Field(bulk.out(), "copies"), 0) << bulk.out();
+}
+
 // Colour placement end to end: a profile for the test double's GPU with a one-bit XOR channel
 // hash (2 MiB chunks alternate between two channels), blocks whose synthetic physical
 // addresses the test double reports, and an LS and a BE tenant that must land on disjoint
