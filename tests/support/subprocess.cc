@@ -18,9 +18,9 @@ extern char** environ;
 
 namespace missile::testing {
 
-ProcessResult Run(const std::vector<std::string>& argv,
-                  const std::map<std::string, std::string>& env, double timeout_s) {
-  ProcessResult result;
+namespace {
+
+std::vector<std::string> MergeEnv(const std::map<std::string, std::string>& env) {
   std::map<std::string, std::string> merged;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string kv(*e);
@@ -34,8 +34,17 @@ ProcessResult Run(const std::vector<std::string>& argv,
       merged[k] = v;
     }
   }
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : merged) env_strings.push_back(k + "=" + v);
+  std::vector<std::string> out;
+  for (const auto& [k, v] : merged) out.push_back(k + "=" + v);
+  return out;
+}
+
+}  // namespace
+
+ProcessResult Run(const std::vector<std::string>& argv,
+                  const std::map<std::string, std::string>& env, double timeout_s) {
+  ProcessResult result;
+  std::vector<std::string> env_strings = MergeEnv(env);
   std::vector<char*> envp, args;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -100,28 +109,6 @@ ProcessResult Run(const std::vector<std::string>& argv,
   return result;
 }
 
-namespace {
-
-std::vector<std::string> MergeEnv(const std::map<std::string, std::string>& env) {
-  std::map<std::string, std::string> merged;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string kv(*e);
-    size_t eq = kv.find('=');
-    if (eq != std::string::npos) merged[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  for (const auto& [k, v] : env) {
-    if (v == "<unset>") {
-      merged.erase(k);
-    } else {
-      merged[k] = v;
-    }
-  }
-  std::vector<std::string> out;
-  for (const auto& [k, v] : merged) out.push_back(k + "=" + v);
-  return out;
-}
-
-}  // namespace
 
 Child::~Child() {
   if (running()) {
