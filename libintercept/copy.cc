@@ -6,6 +6,7 @@ namespace missile::shim {
 
 CopyGate* CopyManager::GateFor(uint64_t bytes) {
   if (bytes < bypass_below_.load(std::memory_order_relaxed)) return nullptr;
+  if (memory_->Client() == nullptr) return nullptr;  // no daemon: nothing to ask (one atomic load)
   CUdevice dev = 0;
   if (api_.CtxGetDevice == nullptr || api_.CtxGetDevice(&dev) != CUDA_SUCCESS) return nullptr;
   CopyGate* gate = nullptr;
@@ -54,6 +55,7 @@ CopyGate* CopyManager::GateFor(uint64_t bytes) {
 
 CopyGate* CopyManager::GateForAsync(uint64_t bytes, CUstream stream, bool ptsz) {
   if (bytes < bypass_below_.load(std::memory_order_relaxed)) return nullptr;
+  if (memory_->Client() == nullptr) return nullptr;  // no daemon: nothing to ask (one atomic load)
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   auto is_capturing = ptsz ? api_.StreamIsCapturingPtsz : api_.StreamIsCapturing;
   if (is_capturing == nullptr || is_capturing(stream, &capture) != CUDA_SUCCESS ||
