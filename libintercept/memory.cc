@@ -251,17 +251,14 @@ absl::Status MemoryManager::MapBlocks(Device& d, CUdeviceptr va, std::vector<Blo
   return status;
 }
 
-absl::StatusOr<CUdeviceptr> MemoryManager::AllocLarge(Device& d, uint64_t bytes) {
-  uint64_t rounded = RoundUp(bytes, d.granularity);
+absl::StatusOr<CUdeviceptr> MemoryManager::MapNew(Device& d, uint64_t bytes, bool single) {
   absl::StatusOr<uint64_t> va;
   {
     absl::MutexLock lock(&d.mu);
-    va = d.space->Allocate(rounded, d.granularity);
+    va = d.space->Allocate(bytes, d.granularity);
   }
   if (!va.ok()) return va.status();
-  // One block per granule costs one import and one map per 2 MiB (bench/vmm_cost); one block
-  // for the whole allocation costs one of each, but is placed by colour only as a whole.
-  auto leases = Lease(d, d.single_blocks && rounded > d.granularity, rounded);
+  auto leases = Lease(d, single, bytes);
   absl::Status s = leases.status();
   if (s.ok()) s = MapBlocks(d, *va, *leases);
   absl::MutexLock lock(&d.mu);
@@ -275,10 +272,17 @@ absl::StatusOr<CUdeviceptr> MemoryManager::AllocLarge(Device& d, uint64_t bytes)
     }
     return s;
   }
-  Device::Mapping m{rounded, {}};
+  Device::Mapping m{bytes, {}};
   for (const BlockLease& l : *leases) m.blocks.push_back(l.id);
   d.mappings[*va] = std::move(m);
   return *va;
+}
+
+absl::StatusOr<CUdeviceptr> MemoryManager::AllocLarge(Device& d, uint64_t bytes) {
+  uint64_t rounded = RoundUp(bytes, d.granularity);
+  // One block per granule costs one import and one map per 2 MiB (bench/vmm_cost); one block
+  // for the whole allocation costs one of each, but is placed by colour only as a whole.
+  return MapNew(d, rounded, d.single_blocks && rounded > d.granularity);
 }
 
 absl::StatusOr<CUdeviceptr> MemoryManager::AllocSmall(Device& d, uint64_t bytes) {
@@ -286,30 +290,9 @@ absl::StatusOr<CUdeviceptr> MemoryManager::AllocSmall(Device& d, uint64_t bytes)
   if (!fast.ok()) return fast.status();
   if (fast->has_value()) return (*fast)->address;
   // No room in the blocks held: lease one more, outside the allocator's lock.
-  absl::StatusOr<uint64_t> va;
-  {
-    absl::MutexLock lock(&d.mu);
-    va = d.space->Allocate(d.granularity, d.granularity);
-  }
-  if (!va.ok()) return va.status();
-  auto leases = Lease(d, /*single=*/false, d.granularity);
-  absl::Status s = leases.status();
-  if (s.ok()) s = MapBlocks(d, *va, *leases);
-  {
-    absl::MutexLock lock(&d.mu);
-    if (!s.ok()) {
-      d.space->Free(*va).IgnoreError();
-      if (leases.ok()) {
-        for (const BlockLease& l : *leases) {
-          d.pending_free.push_back(l.id);
-          leased_bytes_ -= l.bytes;
-        }
-      }
-      return s;
-    }
-    d.mappings[*va] = Device::Mapping{d.granularity, {(*leases)[0].id}};
-  }
-  auto got = d.small->AddChunkAndAllocate(*va, d.granularity, bytes, kAlignment);
+  absl::StatusOr<CUdeviceptr> chunk = MapNew(d, d.granularity, /*single=*/false);
+  if (!chunk.ok()) return chunk.status();
+  auto got = d.small->AddChunkAndAllocate(*chunk, d.granularity, bytes, kAlignment);
   if (!got.ok()) return got.status();
   return got->address;
 }

@@ -92,6 +92,9 @@ class MemoryManager {
   absl::StatusOr<Device*> DeviceOf(CUdevice dev);
   std::optional<CUresult> Unmanaged(const char* what);
 
+  // Reserves addresses, leases `bytes` from the daemon (one block if `single`, else one per
+  // granule), maps them and records the mapping.
+  absl::StatusOr<CUdeviceptr> MapNew(Device& d, uint64_t bytes, bool single);
   absl::StatusOr<CUdeviceptr> AllocLarge(Device& d, uint64_t bytes);
   absl::StatusOr<CUdeviceptr> AllocSmall(Device& d, uint64_t bytes);
   absl::Status MapBlocks(Device& d, CUdeviceptr va, std::vector<BlockLease>& leases);
