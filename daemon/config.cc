@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "missile/common/quote.h"
 
 namespace missile::daemon {
 namespace {
@@ -40,38 +41,6 @@ constexpr size_t kMaxPathBytes = 4095;  // PATH_MAX less the NUL
 // Debian's Abseil has its own string_view: StrCat takes std::string_view only through this.
 absl::string_view AsAbsl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
-// A TOML basic string: double-quoted, with quotes, backslashes and control characters escaped.
-// For messages and DescribeConfig.
-std::string TomlString(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-          char escaped[8];
-          std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned char>(c));
-          out += escaped;
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-  return out;
-}
-
 // What a value is, for "got ..." in messages: `integer 25`, `string "x"`, `a table`.
 std::string Got(const toml::node& node) {
   std::ostringstream out;
@@ -83,7 +52,7 @@ std::string Got(const toml::node& node) {
       out << "float " << absl::StrCat(node.as_floating_point()->get());
       break;
     case toml::node_type::string:
-      out << "string " << TomlString(node.as_string()->get());
+      out << "string " << QuoteString(node.as_string()->get());
       break;
     case toml::node_type::boolean:
       out << "boolean " << *node.as_boolean();
@@ -343,13 +312,13 @@ void Parser::ParseSocketMode(const toml::node& node, const std::string& key) {
   const std::string& text = value->get();
   const bool octal = (text.size() == 3 || (text.size() == 4 && text[0] == '0')) &&
                      text.find_first_not_of("01234567") == std::string::npos;
-  if (!octal) return Fail(node, key, absl::StrCat(expect, ", got ", TomlString(text)));
+  if (!octal) return Fail(node, key, absl::StrCat(expect, ", got ", QuoteString(text)));
   const auto mode = static_cast<uint32_t>(std::stoul(text, nullptr, 8));
   if (mode & 0002) {
     return Fail(node, key,
                 absl::StrCat("must not let others write (o+w), or any local user could use the "
                              "GPUs, got ",
-                             TomlString(text)));
+                             QuoteString(text)));
   }
   c_->daemon.socket_mode = mode;
 }
@@ -360,7 +329,7 @@ void Parser::ParseLogLevel(const toml::node& node, const std::string& key) {
   if (std::find(std::begin(kLogLevels), std::end(kLogLevels), level) == std::end(kLogLevels)) {
     return Fail(node, key,
                 absl::StrCat("must be one of ", absl::StrJoin(kLogLevels, ", "), ", got ",
-                             TomlString(level)));
+                             QuoteString(level)));
   }
   c_->daemon.log_level = level;
 }
@@ -474,7 +443,7 @@ bool Parser::CheckAbsolutePath(const toml::node& node, const std::string& key,
   if (path.empty() || path[0] != '/') {
     Fail(node, key,
          absl::StrCat("must be an absolute path", allow_empty ? " or \"\"" : "", ", got ",
-                      TomlString(path)));
+                      QuoteString(path)));
     return false;
   }
   if (path.size() > max_bytes) {
@@ -496,7 +465,7 @@ bool Parser::CheckGroup(const toml::node& node, const std::string& key, const st
     Fail(node, key,
          absl::StrCat("must be a group name (no ':', control characters or surrounding "
                       "spaces) or \"\", got ",
-                      TomlString(group)));
+                      QuoteString(group)));
     return false;
   }
   return true;
@@ -659,10 +628,10 @@ std::string DescribeConfig(const DaemonConfig& config) {
   const DaemonSection& d = config.daemon;
   const GpuSection& g = config.gpu;
   const PcieSection& p = config.pcie;
-  auto quoted = [](std::string_view s) { return TomlString(s); };
+  auto quoted = [](std::string_view s) { return QuoteString(s); };
   auto boolean = [](bool b) { return b ? "true" : "false"; };
-  auto size = [](uint64_t bytes) { return TomlString(FormatSizeExact(bytes)); };
-  auto size_or_percent = [](const SizeOrFraction& v) { return TomlString(FormatSizeOrPercent(v)); };
+  auto size = [](uint64_t bytes) { return QuoteString(FormatSizeExact(bytes)); };
+  auto size_or_percent = [](const SizeOrFraction& v) { return QuoteString(FormatSizeOrPercent(v)); };
   std::string devices = "\"all\"";
   if (g.devices.has_value()) devices = absl::StrCat("[", absl::StrJoin(*g.devices, ", "), "]");
   std::vector<std::string> lines = {

@@ -10,36 +10,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "missile/common/quote.h"
 
 namespace missile::calibrate {
 namespace {
-
-std::string JsonString(absl::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += absl::StrFormat("\\u%04x", static_cast<unsigned char>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 std::string JsonNumber(double v) {
   return std::isfinite(v) ? absl::StrFormat("%.6g", v) : std::string("null");
@@ -165,20 +139,20 @@ std::string FormatTable(const colour::GpuColourProfile& p, const Verdict& verdic
 std::string SummaryJson(const colour::GpuColourProfile& p, const Verdict& verdict,
                         absl::string_view profile_path) {
   std::string out = "{";
-  absl::StrAppend(&out, "\"gpu_name\":", JsonString(p.gpu_name));
-  absl::StrAppend(&out, ",\"uuid\":", JsonString(p.uuid));
-  absl::StrAppend(&out, ",\"driver_version\":", JsonString(p.driver_version));
-  absl::StrAppend(&out, ",\"tool_version\":", JsonString(p.tool_version));
-  absl::StrAppend(&out, ",\"date\":", JsonString(p.date));
+  absl::StrAppend(&out, "\"gpu_name\":", QuoteString(p.gpu_name));
+  absl::StrAppend(&out, ",\"uuid\":", QuoteString(p.uuid));
+  absl::StrAppend(&out, ",\"driver_version\":", QuoteString(p.driver_version));
+  absl::StrAppend(&out, ",\"tool_version\":", QuoteString(p.tool_version));
+  absl::StrAppend(&out, ",\"date\":", QuoteString(p.date));
   absl::StrAppend(&out, ",\"granularity_bytes\":", p.granularity_bytes);
   absl::StrAppend(&out, ",\"colours\":", p.colours);
-  absl::StrAppend(&out, ",\"verdict\":", JsonString(verdict.reason));
-  absl::StrAppend(&out, ",\"profile_path\":", JsonString(profile_path));
+  absl::StrAppend(&out, ",\"verdict\":", QuoteString(verdict.reason));
+  absl::StrAppend(&out, ",\"profile_path\":", QuoteString(std::string_view(profile_path.data(), profile_path.size())));
   absl::StrAppend(&out, ",\"evidence\":[");
   for (size_t i = 0; i < p.evidence.size(); ++i) {
     const colour::EvidenceEntry& e = p.evidence[i];
-    absl::StrAppend(&out, i == 0 ? "" : ",", "{\"name\":", JsonString(e.name),
-                    ",\"value\":", JsonNumber(e.value), ",\"unit\":", JsonString(e.unit), "}");
+    absl::StrAppend(&out, i == 0 ? "" : ",", "{\"name\":", QuoteString(e.name),
+                    ",\"value\":", JsonNumber(e.value), ",\"unit\":", QuoteString(e.unit), "}");
   }
   out += "]}";
   return out;
