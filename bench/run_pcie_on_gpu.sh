@@ -5,7 +5,9 @@
 #  (c) two BE tenants with weights 1:3,
 #  (d) both directions at once (BE host-to-device + BE device-to-host, LS host-to-device),
 #  (e) ResNet-50 LS end to end (input copy + CUDA graph + output copy) next to a BE copying 1 GiB,
-# for two scheduler settings (chunks in flight 2 and 1). Tenants are PyTorch processes run by
+# for each scheduler setting in SETTINGS (chunk:max_inflight_chunks:max_inflight_per_tenant,
+# default "2MiB:2:2 4MiB:2:2 2MiB:3:3"), and checks that ResNet-50's outputs under missile-run
+# (copies scheduled) are bitwise identical to a plain run. Tenants are PyTorch processes run by
 # missile-run. usage: bench/run_pcie_on_gpu.sh RUNTIME_DIR OUT_DIR
 set -uo pipefail
 rt=$(cd "$1" && pwd); out=$2
@@ -33,7 +35,9 @@ S=4
   $T bulk --mib 1024 --seconds $((S + 8)) --tag be-next-to-resnet > "$out/pcie/u-rbe" 2>&1 & pid=$!; ready u-rbe
   $R --seconds $S --tag resnet-unmanaged
   wait $pid; grep RESULT "$out/pcie/u-rbe"
-  for inflight in 2 1; do
+  first=1
+  for setting in ${SETTINGS:-2MiB:2:2 4MiB:2:2 2MiB:3:3}; do
+    IFS=: read -r chunk inflight per_tenant <<< "$setting"
     cat > /tmp/missile/missiled.toml <<TOML
 [daemon]
 socket = "$MISSILE_SOCKET"
@@ -42,39 +46,50 @@ prealloc = "8GiB"
 cache_limit = "16GiB"
 profile_dir = "/tmp/missile/profiles"
 [pcie]
-chunk = "2MiB"
+chunk = "$chunk"
 max_inflight_chunks = $inflight
-max_inflight_per_tenant = $inflight
+max_inflight_per_tenant = $per_tenant
 TOML
     chmod 644 /tmp/missile/missiled.toml
-    "$rt/missiled" --config /tmp/missile/missiled.toml > "$out/pcie/missiled-$inflight.log" 2>&1 &
+    m="missile-$chunk-$inflight-$per_tenant"
+    "$rt/missiled" --config /tmp/missile/missiled.toml > "$out/pcie/missiled-$m.log" 2>&1 &
     daemon=$!
     for _ in $(seq 1 100); do [ -S "$MISSILE_SOCKET" ] && break; sleep 0.1; done
-    m="missile-inflight$inflight"
-    echo "== Missile, 2 MiB chunks, $inflight in flight"
+    echo "== Missile, $chunk chunks, $inflight in flight, $per_tenant per tenant"
+    if [ $first = 1 ]; then
+      first=0
+      python3 "$here/tests/gpu/torch_infer.py" "$out/pcie/plain.pt" --model resnet50 > /dev/null 2>&1
+      run --name ident --class ls --report "$out/pcie/ident.report" -- \
+        python3 "$here/tests/gpu/torch_infer.py" "$out/pcie/shim.pt" --model resnet50 > /dev/null 2>&1
+      python3 "$here/tests/gpu/compare_outputs.py" "$out/pcie/plain.pt" "$out/pcie/shim.pt" \
+        && echo "PASS resnet50 outputs bitwise identical under missile-run with copies scheduled" \
+        || echo "FAIL resnet50 outputs differ under missile-run"
+      grep -E "scheduled|missiled" "$out/pcie/ident.report"; rm -f "$out"/pcie/*.pt
+    fi
     run --name ls --class ls -- $T lat --seconds $S --tag $m-ls-alone
     run --name be --class be -- $T bulk --mib 1024 --seconds $S --tag $m-be-alone
-    run --name be --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --tag $m-be-next-to-ls > "$out/pcie/m-be-$inflight" 2>&1 & pid=$!; ready m-be-$inflight
+    run --name be --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --tag $m-be-next-to-ls > "$out/pcie/m-be-$m" 2>&1 & pid=$!; ready m-be-$m
     run --name ls --class ls -- $T lat --seconds $S --tag $m-ls-under-be
     ctl tenants
-    wait $pid; grep RESULT "$out/pcie/m-be-$inflight"
+    wait $pid; grep RESULT "$out/pcie/m-be-$m"
     # (c) weights 1:3, both best-effort, measured over the same window
     at=$(( $(date +%s) + 12 ))
-    run --name be1 --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --tag $m-weight1 --start-at $at > "$out/pcie/m-w1-$inflight" 2>&1 & p1=$!; ready m-w1-$inflight
-    run --name be3 --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --tag $m-weight3 --start-at $at > "$out/pcie/m-w3-$inflight" 2>&1 & p3=$!; ready m-w3-$inflight
+    run --name be1 --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --tag $m-weight1 --start-at $at > "$out/pcie/m-w1-$m" 2>&1 & p1=$!; ready m-w1-$m
+    run --name be3 --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --tag $m-weight3 --start-at $at > "$out/pcie/m-w3-$m" 2>&1 & p3=$!; ready m-w3-$m
     ctl set --name be1 --weight 1024 && ctl set --name be3 --weight 3072
     sleep 2; ctl tenants
-    wait $p1 $p3; grep RESULT "$out/pcie/m-w1-$inflight" "$out/pcie/m-w3-$inflight"
+    wait $p1 $p3; grep RESULT "$out/pcie/m-w1-$m" "$out/pcie/m-w3-$m"
     # (d) both directions
-    run --name beh --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --tag $m-both-h2d > "$out/pcie/m-h-$inflight" 2>&1 & ph=$!; ready m-h-$inflight
-    run --name bed --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --dir d2h --tag $m-both-d2h > "$out/pcie/m-d-$inflight" 2>&1 & pd=$!; ready m-d-$inflight
+    run --name beh --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --tag $m-both-h2d > "$out/pcie/m-h-$m" 2>&1 & ph=$!; ready m-h-$m
+    run --name bed --class be -- $T bulk --mib 1024 --seconds $((S + 4)) --dir d2h --tag $m-both-d2h > "$out/pcie/m-d-$m" 2>&1 & pd=$!; ready m-d-$m
     run --name ls --class ls -- $T lat --seconds $S --tag $m-ls-under-both
-    wait $ph $pd; grep RESULT "$out/pcie/m-h-$inflight" "$out/pcie/m-d-$inflight"
+    wait $ph $pd; grep RESULT "$out/pcie/m-h-$m" "$out/pcie/m-d-$m"
     # (e) ResNet-50 end to end
     run --name web --class ls -- $R --seconds $S --tag $m-resnet-alone
-    run --name be --class be -- $T bulk --mib 1024 --seconds $((S + 8)) --tag $m-be-next-to-resnet > "$out/pcie/m-rbe-$inflight" 2>&1 & pid=$!; ready m-rbe-$inflight
+    run --name be --class be -- $T bulk --mib 1024 --seconds $((S + 8)) --tag $m-be-next-to-resnet > "$out/pcie/m-rbe-$m" 2>&1 & pid=$!; ready m-rbe-$m
     run --name web --class ls -- $R --seconds $S --tag $m-resnet-under-be
-    wait $pid; grep RESULT "$out/pcie/m-rbe-$inflight"
+    wait $pid; grep RESULT "$out/pcie/m-rbe-$m"
+    echo "missiled CPU time (user+system, s) over this setting: $(awk '{print ($14 + $15) / 100}' /proc/$daemon/stat)"
     kill -TERM $daemon; wait $daemon
   done
   echo "== summary"

@@ -301,7 +301,8 @@ void Parser::ParsePcie(const toml::node& node, const std::string& path) {
          {"max_inflight_per_tenant",
           [&](Node n, Key k) { GetInt(n, k, 1, kMaxInflight, &p.max_inflight_per_tenant); }},
          {"bypass_below", [&](Node n, Key k) { GetSize(n, k, &p.bypass_below); }},
-         {"ls_first", [&](Node n, Key k) { GetBool(n, k, &p.ls_first); }}});
+         {"ls_first", [&](Node n, Key k) { GetBool(n, k, &p.ls_first); }},
+         {"spin_us", [&](Node n, Key k) { GetInt(n, k, 0, 100000, &p.spin_us); }}});
 }
 
 void Parser::ParseSocketMode(const toml::node& node, const std::string& key) {
@@ -668,6 +669,7 @@ std::string DescribeConfig(const DaemonConfig& config) {
   lines.push_back(absl::StrCat("pcie.max_inflight_per_tenant = ", p.max_inflight_per_tenant));
   lines.push_back(absl::StrCat("pcie.bypass_below = ", size(p.bypass_below)));
   lines.push_back(absl::StrCat("pcie.ls_first = ", boolean(p.ls_first)));
+  lines.push_back(absl::StrCat("pcie.spin_us = ", p.spin_us));
   return absl::StrJoin(lines, "\n");
 }
 

@@ -133,6 +133,9 @@ struct PcieSection {
   uint64_t bypass_below = 64 * kKiB;
   // LS tenants' chunks always go before BE tenants' chunks.
   bool ls_first = true;
+  // Microseconds the arbiter keeps polling after the last request, grant or completion, in
+  // [0, 100000]: the GPU reports finished chunks by writing host memory, which wakes nobody.
+  int spin_us = 200;
 
   bool operator==(const PcieSection&) const = default;
 };

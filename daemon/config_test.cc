@@ -87,6 +87,7 @@ TEST(ConfigTest, Defaults) {
   EXPECT_EQ(config.pcie.max_inflight_per_tenant, 2);
   EXPECT_EQ(config.pcie.bypass_below, 64 * kKiB);
   EXPECT_TRUE(config.pcie.ls_first);
+  EXPECT_EQ(config.pcie.spin_us, 200);
   // Empty tables change nothing.
   EXPECT_EQ(Parse("[daemon]\n[gpu]\n[classes]\n[classes.ls]\n[classes.be]\n[pcie]\n"),
             DaemonConfig{});
@@ -124,7 +125,7 @@ std::set<std::string> DescribedKeys(const DaemonConfig& config) {
 
 TEST(ConfigTest, ExampleFileAndDescribeConfigListEveryKey) {
   const std::set<std::string> keys = ExampleKeys();
-  EXPECT_EQ(keys.size(), 24u);
+  EXPECT_EQ(keys.size(), 25u);
   EXPECT_EQ(keys, DescribedKeys(DaemonConfig{}));
 }
 
@@ -159,6 +160,7 @@ max_inflight_chunks = 4
 max_inflight_per_tenant = 1
 bypass_below = 0
 ls_first = false
+spin_us = 0
 )");
   EXPECT_EQ(config.daemon.socket, "/tmp/m.sock");
   EXPECT_EQ(config.daemon.FdSocketPath(), "/tmp/m-fd.sock");
@@ -184,6 +186,7 @@ ls_first = false
   EXPECT_EQ(config.pcie.max_inflight_per_tenant, 1);
   EXPECT_EQ(config.pcie.bypass_below, 0u);
   EXPECT_FALSE(config.pcie.ls_first);
+  EXPECT_EQ(config.pcie.spin_us, 0);
 
   // DescribeConfig's text is TOML that reads back to the same settings.
   EXPECT_EQ(Parse(DescribeConfig(config)), config);
@@ -347,6 +350,7 @@ TEST(ConfigTest, EveryErrorNamesItsKey) {
        "pcie.max_inflight_per_tenant: must be an integer in [1, 64], got 0"},
       {"[pcie]\nbypass_below = \"1 KB\"\nchunk = [1]", "pcie.chunk: must be a size"},
       {"[pcie]\nls_first = 1", "pcie.ls_first: must be true or false, got integer 1"},
+      {"[pcie]\nspin_us = 100001", "pcie.spin_us: must be an integer in [0, 100000], got 100001"},
   };
   for (const Case& c : cases) {
     const std::string message = Error(c.toml);

@@ -1,21 +1,22 @@
 #include "copy_arbiter.h"
 
-#include <sys/eventfd.h>
-#include <sys/mman.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
+#include <string>
 
-#include "absl/container/flat_hash_set.h"
 #include "spdlog/spdlog.h"
 
 namespace missile::daemon {
 namespace {
 
-using copych::kRingSlots;
+using copych::kGates;
 using copych::Region;
 using copych::Ring;
 
@@ -24,11 +25,23 @@ constexpr uint64_t kMaxCopyBytes = uint64_t{1} << 40;
 // a grant outstanding this long belongs to a tenant that is stopped or stuck. It stops counting
 // against the in-flight limit, so one tenant cannot hold the link for everyone.
 constexpr uint64_t kGrantTimeoutNs = 500'000'000;
+// Polling steps once the spin window has passed: while requests are outstanding (a copy
+// waiting behind a kernel for its stream to reach it), and when nothing is.
+constexpr long kBusyNapNs = 20'000;
+constexpr long kIdleSleepNs = 10'000'000;
 
 uint64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
 }
 
 pcie::TenantClass Cls(bool ls) {
@@ -41,16 +54,24 @@ struct CopyArbiter::Channel {
   uint64_t session = 0;
   int memfd = -1;
   Region* region = nullptr;
-  // What the daemon has consumed of the tenant's rings (private: the tenant cannot move them).
-  uint64_t request_tail[2] = {0, 0};
-  uint64_t completion_tail[2] = {0, 0};
-  uint64_t grant_head[2] = {0, 0};
-  // Scheduler request id -> the tenant's request id, and the grants in flight.
-  absl::flat_hash_map<pcie::RequestId, uint64_t> requests[2];
-  absl::flat_hash_map<pcie::GrantId, uint64_t> inflight[2];  // grant -> when granted
-  absl::flat_hash_set<pcie::GrantId> expired[2];             // timed out; completion optional
-  uint64_t outstanding[2] = {0, 0};  // requests not yet done
-  uint64_t bytes[2] = {0, 0};
+  struct Request {
+    uint32_t first = 0;
+    uint64_t chunks = 0;
+  };
+  struct Flight {
+    uint64_t since_ns = 0;
+    uint32_t gate = 0;
+  };
+  // What the daemon knows of one direction (private: the tenant cannot change it).
+  struct Direction {
+    uint64_t request_tail = 0;
+    std::vector<copych::RequestEntry> waiting;  // read, not yet at the head of their streams
+    absl::flat_hash_map<pcie::RequestId, Request> queued;  // with the scheduler
+    absl::flat_hash_map<pcie::GrantId, Flight> inflight;
+    std::vector<uint32_t> expired;  // gates of written-off grants, counted when they finish
+    uint64_t outstanding_chunks = 0;  // of waiting and queued requests
+    uint64_t bytes = 0;
+  } dir[2];
 
   ~Channel() {
     if (region != nullptr) munmap(region, copych::kRegionBytes);
@@ -58,12 +79,11 @@ struct CopyArbiter::Channel {
   }
 };
 
-absl::StatusOr<std::unique_ptr<CopyArbiter>> CopyArbiter::Create(
-    const pcie::FairScheduler::Config& config) {
+absl::StatusOr<std::unique_ptr<CopyArbiter>> CopyArbiter::Create(const Options& options) {
   std::unique_ptr<CopyArbiter> a(new CopyArbiter());
-  a->config_ = config;
+  a->options_ = options;
   for (int d = 0; d < 2; ++d) {
-    auto s = pcie::FairScheduler::Create(config);
+    auto s = pcie::FairScheduler::Create(options.scheduler);
     if (!s.ok()) return s.status();
     absl::MutexLock lock(&a->mu_);
     a->sched_[d] = std::make_unique<pcie::FairScheduler>(std::move(*s));
@@ -80,6 +100,10 @@ CopyArbiter::~CopyArbiter() {
   uint64_t one = 1;
   if (doorbell_ >= 0) (void)!write(doorbell_, &one, sizeof(one));
   if (thread_.joinable()) thread_.join();
+  {
+    absl::MutexLock lock(&mu_);
+    while (!channels_.empty()) DropLocked(channels_.begin()->first, "session ended");
+  }
   if (doorbell_ >= 0) close(doorbell_);
 }
 
@@ -102,8 +126,8 @@ absl::StatusOr<std::pair<int, int>> CopyArbiter::OpenChannel(uint64_t session,
   c->region = new (p) Region();  // zero-filled by ftruncate; construct the atomics in place
   c->region->magic = copych::kMagic;
   c->region->version = copych::kVersion;
-  c->region->chunk_bytes = config_.chunk_bytes;
-  c->region->bypass_bytes = config_.min_bypass_bytes;
+  c->region->chunk_bytes = options_.scheduler.chunk_bytes;
+  c->region->bypass_bytes = options_.scheduler.min_bypass_bytes;
   for (int d = 0; d < 2; ++d) {
     if (absl::Status s = sched_[d]->AddTenant(session, Cls(latency_sensitive), weight); !s.ok()) {
       for (int u = 0; u < d; ++u) sched_[u]->RemoveTenant(session).IgnoreError();
@@ -121,10 +145,7 @@ void CopyArbiter::DropLocked(uint64_t session, const char* why) {
   if (it == channels_.end()) return;
   for (int d = 0; d < 2; ++d) sched_[d]->RemoveTenant(session).IgnoreError();
   it->second->region->closed.store(1, std::memory_order_release);
-  for (int d = 0; d < 2; ++d) {
-    it->second->region->ring[d].grant_futex.fetch_add(1);
-    copych::FutexWakeAll(&it->second->region->ring[d].grant_futex);
-  }
+  copych::FutexWakeAll(&it->second->region->closed);
   if (std::string(why) != "session ended") {
     spdlog::warn("copy channel of session {} dropped: {}", session, why);
   }
@@ -162,118 +183,140 @@ std::vector<PcieUse> CopyArbiter::Usage() {
   return out;
 }
 
-bool CopyArbiter::Poll() {
-  uint64_t now = NowNs();
+bool CopyArbiter::Poll(bool* busy) {
+  const uint64_t now = NowNs();
+  const uint64_t chunk = options_.scheduler.chunk_bytes;
   bool moved = false;
+  *busy = false;
   std::vector<uint64_t> bad;
   for (auto& [session, cp] : channels_) {
     Channel& c = *cp;
-    for (int d = 0; d < 2; ++d) {
+    for (int d = 0; d < 2 && (bad.empty() || bad.back() != session); ++d) {
       Ring& r = c.region->ring[d];
+      copych::Gates& gates = r.gates;
+      Channel::Direction& cd = c.dir[d];
+      // New requests: checked here, queued once they arrive.
       uint64_t head = r.request_head.load(std::memory_order_acquire);
-      if (head - c.request_tail[d] > kRingSlots) {
+      if (head - cd.request_tail > kGates) {
         bad.push_back(session);
         break;
       }
-      for (; c.request_tail[d] < head; ++c.request_tail[d]) {
-        copych::RequestEntry e = r.requests[c.request_tail[d] % kRingSlots];
-        if (e.id == 0 || e.bytes == 0 || e.bytes > kMaxCopyBytes || c.outstanding[d] >= kRingSlots) {
+      for (; cd.request_tail < head; ++cd.request_tail) {
+        copych::RequestEntry e = r.requests[cd.request_tail % kGates];
+        uint64_t chunks = e.bytes == 0 ? 0 : (e.bytes + chunk - 1) / chunk;
+        if (e.bytes == 0 || e.bytes > kMaxCopyBytes || e.first >= kGates ||
+            cd.outstanding_chunks + chunks > kGates) {
           bad.push_back(session);
           break;
+        }
+        cd.outstanding_chunks += chunks;
+        cd.waiting.push_back(e);
+        moved = true;
+      }
+      if (!bad.empty() && bad.back() == session) break;
+      for (size_t i = 0; i < cd.waiting.size();) {
+        const copych::RequestEntry& e = cd.waiting[i];
+        if (gates.arrived[e.first].load(std::memory_order_acquire) == 0) {
+          ++i;
+          continue;
         }
         auto id = sched_[d]->Submit(session, e.bytes, now);
         if (!id.ok()) {
           bad.push_back(session);
           break;
         }
-        c.requests[d][*id] = e.id;
-        ++c.outstanding[d];
+        cd.queued[*id] = {e.first, (e.bytes + chunk - 1) / chunk};
+        cd.waiting.erase(cd.waiting.begin() + static_cast<ptrdiff_t>(i));
         moved = true;
       }
-      head = r.completion_head.load(std::memory_order_acquire);
-      for (; c.completion_tail[d] < head; ++c.completion_tail[d]) {
-        uint64_t g = r.completions[c.completion_tail[d] % kRingSlots];
-        if (c.expired[d].erase(g)) continue;  // already written off: a late completion
-        if (!c.inflight[d].erase(g)) {
-          bad.push_back(session);
-          break;
+      // Chunks the GPU (or the copying thread) has finished.
+      for (auto it = cd.inflight.begin(); it != cd.inflight.end();) {
+        uint32_t gate = it->second.gate;
+        if (gates.done[gate].load(std::memory_order_acquire) != copych::kDoneCopied) {
+          if (now - it->second.since_ns >= kGrantTimeoutNs) {
+            spdlog::warn("session {}: chunk not finished after {} ms; no longer waiting for it",
+                         session, kGrantTimeoutNs / 1000000);
+            cd.expired.push_back(gate);
+          } else {
+            ++it;
+            continue;
+          }
+        } else {
+          gates.done[gate].store(copych::kDoneCounted, std::memory_order_release);
         }
-        auto done = sched_[d]->Complete(g, now);
-        if (done.ok() && done->has_value()) {
-          c.requests[d].erase((*done)->request);
-          --c.outstanding[d];
-        }
-        moved = true;
-      }
-    }
-  }
-  for (uint64_t s : bad) DropLocked(s, "malformed entry in its rings");
-  // Write off grants that have been out far too long.
-  for (auto& [session, cp] : channels_) {
-    for (int d = 0; d < 2; ++d) {
-      for (auto it = cp->inflight[d].begin(); it != cp->inflight[d].end();) {
-        if (now - it->second < kGrantTimeoutNs) {
-          ++it;
-          continue;
-        }
-        spdlog::warn("session {}: grant {} not completed after {} ms; no longer waiting for it",
-                     session, it->first, kGrantTimeoutNs / 1000000);
         auto done = sched_[d]->Complete(it->first, now);
         if (done.ok() && done->has_value()) {
-          cp->requests[d].erase((*done)->request);
-          --cp->outstanding[d];
+          auto q = cd.queued.find((*done)->request);
+          if (q != cd.queued.end()) {
+            cd.outstanding_chunks -= q->second.chunks;
+            cd.queued.erase(q);
+          }
         }
-        cp->expired[d].insert(it->first);
-        cp->inflight[d].erase(it++);
+        cd.inflight.erase(it++);
         moved = true;
       }
+      for (size_t i = 0; i < cd.expired.size();) {
+        uint32_t gate = cd.expired[i];
+        if (gates.done[gate].load(std::memory_order_acquire) == copych::kDoneCopied) {
+          gates.done[gate].store(copych::kDoneCounted, std::memory_order_release);
+          cd.expired[i] = cd.expired.back();
+          cd.expired.pop_back();
+        } else {
+          ++i;
+        }
+      }
+      if (!cd.waiting.empty() || !cd.queued.empty()) *busy = true;
     }
   }
-  // Hand out what the schedulers decide, and wake the tenants that got something.
-  std::vector<Channel*> woken;
+  for (uint64_t s : bad) DropLocked(s, "malformed request in its ring");
+  // Open the gates of what the schedulers grant.
   for (int d = 0; d < 2; ++d) {
     while (std::optional<pcie::Grant> g = sched_[d]->NextGrant(now)) {
       auto it = channels_.find(g->tenant);
       if (it == channels_.end()) continue;
       Channel& c = *it->second;
+      Channel::Direction& cd = c.dir[d];
+      auto q = cd.queued.find(g->request);
+      if (q == cd.queued.end()) continue;  // cannot happen: queued until its last chunk is done
+      uint32_t gate = copych::GateOf(q->second.first, g->offset / chunk);
       Ring& r = c.region->ring[d];
-      copych::GrantEntry& e = r.grants[c.grant_head[d] % kRingSlots];
-      e.request = c.requests[d][g->request];
-      e.offset = g->offset;
-      e.length = g->length;
-      e.grant = g->id;
-      r.grant_head.store(++c.grant_head[d], std::memory_order_release);
-      c.inflight[d][g->id] = now;
-      c.bytes[d] += g->length;
-      woken.push_back(&c);
+      r.gates.go[gate].store(1, std::memory_order_release);
+      if (r.sync_waiters.load(std::memory_order_seq_cst) != 0) {
+        copych::FutexWakeAll(&r.gates.go[gate]);
+      }
+      cd.inflight[g->id] = {now, gate};
+      cd.bytes += g->length;
       moved = true;
-    }
-  }
-  for (Channel* c : woken) {
-    for (int d = 0; d < 2; ++d) {
-      c->region->ring[d].grant_futex.fetch_add(1, std::memory_order_release);
-      copych::FutexWakeAll(&c->region->ring[d].grant_futex);
     }
   }
   return moved;
 }
 
 void CopyArbiter::Run() {
-  // Tenants ring the doorbell after every request and completion, so the thread can sleep on
-  // it even while chunks are in flight: a completion wakes it within microseconds. The timeout
-  // is a safety net for a tenant that wrote its ring and died before ringing.
+  prctl(PR_SET_TIMERSLACK, 1000UL);  // make the naps below as short as asked
+  uint64_t last_moved = NowNs();
   while (!stop_) {
     bool moved;
+    bool busy;
     {
       absl::MutexLock lock(&mu_);
-      moved = Poll();
+      moved = Poll(&busy);
     }
-    if (moved) continue;
+    uint64_t now = NowNs();
+    if (moved) {
+      last_moved = now;
+      continue;
+    }
+    if (now - last_moved < options_.spin_ns) {
+      for (int i = 0; i < 16; ++i) CpuRelax();
+      continue;
+    }
     pollfd p{doorbell_, POLLIN, 0};
-    timespec timeout{0, 10 * 1000 * 1000};
+    timespec timeout{0, busy ? kBusyNapNs : kIdleSleepNs};
     if (ppoll(&p, 1, &timeout, nullptr) > 0) {
       uint64_t v;
       (void)!read(doorbell_, &v, sizeof(v));
+      last_moved = NowNs();  // a tenant posted a request: its copy may arrive any moment
     }
   }
 }

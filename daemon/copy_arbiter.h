@@ -1,10 +1,15 @@
 // The PCIe arbiter of one GPU: a completely fair scheduler per direction (pcie_sched) fed by
 // the tenants' copy channels (common/copy_channel.h), on one thread.
 //
-// The thread reads new requests and completions from every channel, feeds them to the
-// schedulers, writes the grants they decide into the tenants' grant rings and wakes the
-// tenants; between passes it sleeps on the doorbell eventfd that tenants write after each
-// request or completion.
+// The thread reads new requests from every channel, queues each one with the scheduler once
+// its copy has reached the head of its stream (the request's first `arrived` gate), opens the
+// gates of the chunks the scheduler grants, and completes a chunk as soon as its `done` gate
+// says the copy finished. Nobody can wake a thread when the GPU writes a word into host
+// memory, so while copies are pending the thread polls: it spins for `spin_ns` after the last
+// thing that moved (a chunk takes tens of microseconds, so a busy link keeps it spinning and
+// hands the next chunk out within a microsecond or two), then naps in short steps while
+// requests are still outstanding, and sleeps on the doorbell eventfd (written by tenants after
+// each request) when nothing is.
 // Thread-safety: public methods may be called from any thread.
 #ifndef MISSILE_DAEMON_COPY_ARBITER_H_
 #define MISSILE_DAEMON_COPY_ARBITER_H_
@@ -32,7 +37,13 @@ struct PcieUse {
 
 class CopyArbiter {
  public:
-  static absl::StatusOr<std::unique_ptr<CopyArbiter>> Create(const pcie::FairScheduler::Config& config);
+  struct Options {
+    pcie::FairScheduler::Config scheduler;
+    // How long the thread keeps spinning after the last grant, completion or request.
+    uint64_t spin_ns = 200'000;
+  };
+  static absl::StatusOr<std::unique_ptr<CopyArbiter>> Create(const Options& options);
+  // Closes every channel (the tenants then copy unscheduled) and stops the thread.
   ~CopyArbiter();
 
   // A channel for the session; returns the region's memfd and the doorbell eventfd, both
@@ -47,11 +58,11 @@ class CopyArbiter {
   struct Channel;
   CopyArbiter() = default;
   void Run();
-  // One pass over every channel; true if anything moved.
-  bool Poll() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One pass over every channel; true if anything moved. `busy`: some request is outstanding.
+  bool Poll(bool* busy) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropLocked(uint64_t session, const char* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  pcie::FairScheduler::Config config_;
+  Options options_;
   absl::Mutex mu_;
   std::unique_ptr<pcie::FairScheduler> sched_[2] ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, std::unique_ptr<Channel>> channels_ ABSL_GUARDED_BY(mu_);

@@ -181,13 +181,15 @@ absl::StatusOr<Gpu> OpenGpu(int ordinal, const DaemonConfig& config, spdlog::log
            ordinal, info.name, info.uuid, info.total_bytes >> 20, info.granularity >> 10,
            options.capacity_bytes >> 20, prealloc >> 20);
   log.info("GPU {}: {}", ordinal, gpu.colour_note);
-  pcie::FairScheduler::Config sched;
+  CopyArbiter::Options copies;
+  pcie::FairScheduler::Config& sched = copies.scheduler;
   sched.chunk_bytes = config.pcie.chunk;
   sched.max_inflight_chunks_total = static_cast<uint32_t>(config.pcie.max_inflight_chunks);
   sched.max_inflight_chunks_per_tenant = static_cast<uint32_t>(config.pcie.max_inflight_per_tenant);
   sched.min_bypass_bytes = config.pcie.bypass_below;
   sched.ls_first = config.pcie.ls_first;
-  auto arbiter = CopyArbiter::Create(sched);
+  copies.spin_ns = static_cast<uint64_t>(config.pcie.spin_us) * 1000;
+  auto arbiter = CopyArbiter::Create(copies);
   if (!arbiter.ok()) return arbiter.status();
   gpu.device = std::move(*device);
   gpu.pool = std::move(*pool);

@@ -115,8 +115,15 @@ TEST(AllocationTableTest, ConcurrentReadersWithAWriter) {
       }
     });
   }
+  // On a loaded machine the readers may not run at all unless the writer waits for them: every
+  // 1000 steps, wait until they have looked something up since the last wait.
+  auto readers_ran = [&, seen = int64_t{0}]() mutable {
+    while (lookups.load() == seen) std::this_thread::yield();
+    seen = lookups.load();
+  };
   std::mt19937_64 rng(99);
   for (int step = 0; step < 20000; ++step) {
+    if (step % 1000 == 0) readers_ran();
     const int i = static_cast<int>(rng() % kStable);
     const uint64_t base = kBase + (2 * i + 1) * kSlot + (rng() % 16) * 4096;
     if (table.Find(base).has_value()) {

@@ -1,15 +1,21 @@
 // The shim's end of one GPU's copy channel (common/copy_channel.h): every host-device copy
 // that crosses PCIe waits, chunk by chunk, for missiled's fair scheduler to grant it.
 //
-// Synchronous copies run in the calling thread: each granted chunk is copied with the caller's
-// own synchronous entry point, so the call returns when the copy is done, as before.
-// Asynchronous copies from pinned memory stay asynchronous: for each chunk the shim enqueues on
-// the caller's stream a wait on a device-visible host flag (cuStreamWaitValue32), the chunk's
-// copy, and a write of a done flag (cuStreamWriteValue32), then returns. A dispatcher thread
-// per direction sets a chunk's flag when its grant arrives and reports the chunk complete when
-// the GPU has written its done flag. Stream order is kept because everything is on the stream.
-// If the daemon goes away, the gate opens: every waiting chunk is released and later copies
-// run unscheduled.
+// The channel's gates live in memory shared with the daemon and registered with the driver,
+// so the GPU reads and writes them directly and no thread of the tenant sits between a chunk
+// and its grant:
+// - Asynchronous copies stay asynchronous. The shim posts the request, then enqueues on the
+//   caller's stream a write of the request's `arrived` gate, and per chunk a wait for its `go`
+//   gate (cuStreamWaitValue32), the chunk's copy and a write of its `done` gate
+//   (cuStreamWriteValue32), and returns. The daemon queues the request when the stream reaches
+//   it, opens each chunk's gate when it grants the chunk, and sees it finish. Stream order is
+//   kept because everything is on the stream.
+// - Synchronous copies run in the calling thread: it marks the request arrived, waits for each
+//   chunk's gate (spinning briefly, then on a futex the daemon wakes), copies the chunk with the
+//   caller's own synchronous entry point and marks it done. The call returns when the copy is
+//   done, as before.
+// If the daemon goes away (it closes the channel, or its session dies), the gate opens: every
+// waiting chunk is let through and later copies run unscheduled.
 // Thread-safety: RunSync and EnqueueAsync may be called from any thread.
 #ifndef MISSILE_LIBINTERCEPT_COPY_GATE_H_
 #define MISSILE_LIBINTERCEPT_COPY_GATE_H_
@@ -20,11 +26,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <thread>
-#include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "driver_api.h"
@@ -39,7 +44,7 @@ class CopyGate {
   using AsyncChunk = std::function<CUresult(uint64_t offset, uint64_t length, CUstream stream)>;
 
   // Takes ownership of the region's memfd and the doorbell eventfd. `daemon_alive` is polled
-  // by the dispatchers (at least every 100 ms): once it says false, the gate opens for good.
+  // (every 20 ms): once it says false, the gate opens for good. Needs a current context.
   static absl::StatusOr<std::unique_ptr<CopyGate>> Open(int memfd, int doorbell,
                                                         const DriverApi& api,
                                                         spdlog::logger* log,
@@ -49,6 +54,8 @@ class CopyGate {
   uint64_t bypass_bytes() const { return bypass_bytes_; }
   uint64_t chunk_bytes() const { return chunk_bytes_; }
   bool abandoned() const { return abandoned_.load(std::memory_order_acquire); }
+  // Copies that found every gate taken and ran unscheduled.
+  uint64_t overflowed() const { return overflowed_.load(std::memory_order_relaxed); }
 
   CUresult RunSync(copych::Direction dir, uint64_t bytes, const Chunk& copy);
   CUresult EnqueueAsync(copych::Direction dir, uint64_t bytes, CUstream stream, bool ptsz,
@@ -58,45 +65,45 @@ class CopyGate {
   void Abandon();
 
  private:
-  struct Pending;
-  struct Slot;
   CopyGate() = default;
-  bool Submit(copych::Direction dir, uint64_t bytes, Pending* p);
-  void Complete(copych::Direction dir, uint64_t grant);
-  void Ring();
-  void Dispatch(int dir);
-  std::vector<uint32_t> TakeSlots(size_t n);
-  void ReturnSlot(uint32_t slot);
+  // Takes `chunks` consecutive gates, resets them and posts the request; the first gate, or
+  // nullopt when the gates are all taken or the gate was abandoned. `arrived`: the request is
+  // at the head of its stream already (a synchronous copy).
+  std::optional<uint32_t> Post(copych::Direction dir, uint64_t bytes, uint64_t chunks,
+                               bool arrived);
+  // Waits until the daemon opens the gate (true) or the gate is abandoned (false).
+  bool WaitGo(copych::Direction dir, uint32_t gate);
+  void Watch();
+  CUdeviceptr DeviceAddress(const std::atomic<uint32_t>* word) const {
+    return region_dev_ + static_cast<CUdeviceptr>(reinterpret_cast<const char*>(word) -
+                                                  reinterpret_cast<const char*>(region_));
+  }
+  CUresult Unscheduled(const Chunk& copy, uint64_t bytes);
 
   const DriverApi* api_ = nullptr;
   spdlog::logger* log_ = nullptr;
   int memfd_ = -1;
   int doorbell_ = -1;
   copych::Region* region_ = nullptr;
+  bool registered_ = false;
+  CUdeviceptr region_dev_ = 0;  // the region as the GPU sees it
   uint64_t chunk_bytes_ = 0;
   uint64_t bypass_bytes_ = 0;
 
-  // Device-visible host flags: flags_[i] = 1 lets chunk i start; done_[i] = 1 once copied.
-  volatile uint32_t* flags_ = nullptr;
-  volatile uint32_t* done_ = nullptr;
-  CUdeviceptr flags_dev_ = 0;
-  CUdeviceptr done_dev_ = 0;
-  absl::Mutex slot_mu_;
-  std::vector<uint32_t> free_slots_ ABSL_GUARDED_BY(slot_mu_);
-
-  absl::Mutex ring_mu_[2];  // writers of the request and completion rings
+  // Per direction: gates [tail_, head_) (counted modulo kGates) belong to posted requests;
+  // the tail moves on over gates the daemon has counted. request_head_ mirrors the ring's.
+  // Element d of each array is guarded by mu_[d].
+  absl::Mutex mu_[2];
+  uint64_t head_[2] = {0, 0};
+  uint64_t tail_[2] = {0, 0};
   uint64_t request_head_[2] = {0, 0};
-  uint64_t completion_head_[2] = {0, 0};
-  uint64_t grant_tail_[2] = {0, 0};  // where each dispatcher starts reading grants
-
-  absl::Mutex pending_mu_;
-  absl::flat_hash_map<uint64_t, Pending*> pending_ ABSL_GUARDED_BY(pending_mu_);
-  std::atomic<uint64_t> next_request_{1};
 
   std::function<bool()> daemon_alive_;
   std::atomic<bool> abandoned_{false};
   std::atomic<bool> stop_{false};
-  std::thread dispatchers_[2];
+  std::atomic<uint64_t> overflowed_{0};
+  std::atomic<bool> overflow_logged_{false};
+  std::thread watcher_;
 };
 
 }  // namespace missile::shim

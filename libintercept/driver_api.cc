@@ -36,7 +36,8 @@ void DriverApi::Resolve(void* h) {
   Load(h, "cuEventQuery", &EventQuery);
   Load(h, "cuEventSynchronize", &EventSynchronize);
   Load(h, "cuEventDestroy_v2", &EventDestroy);
-  Load(h, "cuMemHostAlloc", &MemHostAlloc);
+  Load(h, "cuMemHostRegister_v2", &MemHostRegister);
+  Load(h, "cuMemHostUnregister", &MemHostUnregister);
   Load(h, "cuMemHostGetDevicePointer_v2", &MemHostGetDevicePointer);
   Load(h, "cuPointerGetAttribute", &PointerGetAttribute);
   Load(h, "cuStreamWaitValue32_v2", &StreamWaitValue32);

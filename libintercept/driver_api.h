@@ -40,8 +40,10 @@ struct DriverApi {
   PFN_cuEventSynchronize_v2000 EventSynchronize = nullptr;
   PFN_cuEventDestroy_v4000 EventDestroy = nullptr;
 
-  // For the copy gate: device-visible host flags and stream memory operations.
-  PFN_cuMemHostAlloc_v2020 MemHostAlloc = nullptr;
+  // For the copy gate: the copy channel's gates registered for the GPU, and stream memory
+  // operations.
+  PFN_cuMemHostRegister_v6050 MemHostRegister = nullptr;
+  PFN_cuMemHostUnregister_v4000 MemHostUnregister = nullptr;
   PFN_cuMemHostGetDevicePointer_v3020 MemHostGetDevicePointer = nullptr;
   PFN_cuPointerGetAttribute_v4000 PointerGetAttribute = nullptr;
   PFN_cuStreamWaitValue32_v11070 StreamWaitValue32 = nullptr;

@@ -420,6 +420,34 @@ TEST_F(DaemonTest, PcieSchedulerKeepsAnLsCopyFastUnderBulkCopies) {
   EXPECT_NE(be_out.find("data ok"), std::string::npos) << be_out;
 }
 
+// A copy queued behind other work on its stream (here a host function that sleeps, as a long
+// kernel would) is not granted until its stream reaches it: it must not hold the only chunk in
+// flight while an LS tenant's copies wait.
+TEST_F(DaemonTest, PcieCopyWaitingOnItsStreamDoesNotHoldTheLink) {
+  link_rate_ = "1000";
+  StartDaemon("[pcie]\nchunk = \"1MiB\"\nmax_inflight_chunks = 1\nmax_inflight_per_tenant = 1\n");
+  auto measure_ls = [&]() {
+    ProcessResult r = testing::Run({COPY_PROBE, "lat", "4", "30", "10"}, TenantEnv("ls", "web"), 120);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("data ok"), std::string::npos) << r.out;
+    return Field(r.out, "p50_us");
+  };
+  double alone = measure_ls();
+  ASSERT_GT(alone, 0);
+  Child be;
+  ASSERT_TRUE(be.Start({COPY_PROBE, "bulk", "2", "3", "-", "async", "stall:100"},
+                       TenantEnv("be", "stalled")));
+  ASSERT_EQ(be.WaitForLine("ready"), "ready");
+  double next_to_stalled = measure_ls();
+  EXPECT_EQ(be.Wait(60), 0) << be.out();
+  printf("LS 4 MiB copy p50: alone %.0f us, next to a BE whose copies wait 100 ms on their stream "
+         "%.0f us; BE: %s\n", alone, next_to_stalled, be.out().c_str());
+  EXPECT_LE(next_to_stalled, 1.5 * alone) << "alone " << alone << " us, next to the stalled BE "
+                                          << next_to_stalled;
+  EXPECT_GT(Field(be.out(), "copies"), 0) << be.out();
+  EXPECT_NE(be.out().find("data ok"), std::string::npos) << be.out();
+}
+
 // A daemon that dies without warning (SIGKILL) must not hang the tenants' scheduled copies:
 // the shim notices the session is gone and lets every waiting chunk through.
 TEST_F(DaemonTest, KilledDaemonDoesNotHangScheduledCopies) {

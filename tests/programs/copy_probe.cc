@@ -4,6 +4,8 @@
 //                                               GAP_MS; prints "lat p50_us=.. p99_us=.. max_us=.."
 //   copy_probe bulk MIB SECONDS [async] [d2h]  copies of MIB MiB back to back for SECONDS;
 //                                               prints "bulk copies=.. bytes_per_s=.."
+//   option stall:MS (with async): each copy waits on its stream behind MS milliseconds of other
+//   work (a host function that sleeps), as a copy queued behind a long kernel does.
 // Prints "ready" once its memory is set up, and verifies the data of its last copy.
 #include <cuda.h>
 #include <unistd.h>
@@ -39,9 +41,12 @@ int main(int argc, char** argv) {
   std::string mode = argv[1];
   size_t bytes = strtoull(argv[2], nullptr, 10) << 20;
   bool async = false, d2h = false;
+  static long stall_ms = 0;
   for (int i = 5; i < argc; ++i) {
-    async |= std::string(argv[i]) == "async";
-    d2h |= std::string(argv[i]) == "d2h";
+    std::string arg = argv[i];
+    async |= arg == "async";
+    d2h |= arg == "d2h";
+    if (arg.rfind("stall:", 0) == 0) stall_ms = atol(arg.c_str() + 6);
   }
   CUdevice dev;
   CUcontext ctx;
@@ -57,6 +62,10 @@ int main(int argc, char** argv) {
   CUstream stream;
   Check(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   auto copy = [&] {
+    if (async && stall_ms > 0) {
+      CUhostFn busy = [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(stall_ms)); };
+      Check(cuLaunchHostFunc(stream, busy, nullptr), "cuLaunchHostFunc");
+    }
     if (d2h) {
       if (async) {
         Check(cuMemcpyDtoHAsync_v2(host, dptr, bytes, stream), "DtoHAsync");

@@ -1,19 +1,29 @@
 // The copy channel: the data plane between a tenant's shim and missiled's PCIe scheduler for
 // one GPU. gRPC is far too slow to sit between 2 MiB chunks that take 38 us each on the link
-// (shared/device/H200.md: 55 GB/s), so requests, grants and completions travel through a page
-// of shared memory (a memfd the daemon creates and passes on the side channel), with a futex
-// per ring for the tenant to sleep on and an eventfd doorbell for the daemon.
+// (shared/device/H200.md: 55 GB/s), and so is waking a thread per chunk: requests go through
+// a ring in shared memory (a memfd the daemon creates and passes on the side channel), and
+// every chunk has a gate, a few words in the same memory that the tenant also registers with
+// the driver, so that the GPU itself can wait on them and report to the daemon.
 //
-// Per direction (host-to-device, device-to-host) three single-producer rings:
-//   requests     tenant -> daemon  {tenant request id, bytes}
-//   completions  tenant -> daemon  {grant id}
-//   grants       daemon -> tenant  {tenant request id, offset, length, grant id}
-// Each ring has a producer head in shared memory; the consumer keeps its own tail privately.
-// The tenant keeps at most kRingSlots requests outstanding per direction; the daemon never has
-// more grants in flight than its scheduler allows (far below kRingSlots), so rings never
-// overflow. A tenant that writes garbage into its own region can only confuse its own copies:
-// the daemon validates every entry it reads (unknown ids, absurd sizes) and drops the tenant's
-// channel on the first bad one.
+// Per direction (host-to-device, device-to-host):
+//   requests  tenant -> daemon: {bytes, first gate}; chunk k of the copy (offset k * chunk_bytes)
+//             uses gate (first + k) % kGates.
+//   gates     per chunk:
+//     arrived  the copy has reached the head of its stream (written once per request, on the
+//              first gate: by the GPU for an asynchronous copy, by the calling thread for a
+//              synchronous one). Only then does the daemon queue the request: a copy that waits
+//              behind a kernel must not hold the link it is not using.
+//     go       written by the daemon when it grants the chunk; the GPU's stream waits for it
+//              (cuStreamWaitValue32), or the calling thread does.
+//     done     1 when the chunk's copy has finished (written by the GPU, or the calling
+//              thread); 2 once the daemon has counted it, after which the tenant may reuse it.
+// The request ring has a producer head in shared memory; the daemon keeps its tail privately.
+// A tenant never has more than kGates chunks outstanding per direction, so neither the ring
+// nor the gates overflow.
+//
+// A tenant that writes garbage into its own region can only confuse its own copies: the daemon
+// reads gates only of chunks it granted, validates every request (absurd sizes, gates out of
+// range) and drops the tenant's channel on the first bad one.
 #ifndef MISSILE_COMMON_COPY_CHANNEL_H_
 #define MISSILE_COMMON_COPY_CHANNEL_H_
 
@@ -24,46 +34,53 @@
 namespace missile::copych {
 
 inline constexpr uint32_t kMagic = 0x4d43484e;  // "MCHN"
-inline constexpr uint32_t kVersion = 1;
-inline constexpr uint32_t kRingSlots = 256;
+inline constexpr uint32_t kVersion = 2;
+inline constexpr uint32_t kGates = 4096;  // chunks outstanding per direction (8 GiB at 2 MiB)
 
 enum Direction : uint32_t { kHostToDevice = 0, kDeviceToHost = 1 };
 
+// Values of Gates::done.
+inline constexpr uint32_t kDoneCopied = 1;
+inline constexpr uint32_t kDoneCounted = 2;
+
 struct RequestEntry {
-  uint64_t id;     // the tenant's request id (nonzero)
   uint64_t bytes;  // total bytes of the copy
+  uint32_t first;  // the gate of its first chunk
+  uint32_t reserved;
 };
 
-struct GrantEntry {
-  uint64_t request;  // the tenant's request id
-  uint64_t offset;   // bytes into the copy
-  uint64_t length;
-  uint64_t grant;    // the daemon's grant id, echoed in the completion
+struct alignas(64) Gates {
+  std::atomic<uint32_t> arrived[kGates];
+  std::atomic<uint32_t> go[kGates];
+  std::atomic<uint32_t> done[kGates];
 };
 
 struct alignas(64) Ring {
-  std::atomic<uint64_t> request_head;     // written by the tenant
-  alignas(64) std::atomic<uint64_t> completion_head;  // written by the tenant
-  alignas(64) std::atomic<uint64_t> grant_head;       // written by the daemon
-  alignas(64) std::atomic<uint32_t> grant_futex;      // bumped by the daemon with each grant batch
-  alignas(64) RequestEntry requests[kRingSlots];
-  uint64_t completions[kRingSlots];
-  GrantEntry grants[kRingSlots];
+  std::atomic<uint64_t> request_head;          // written by the tenant
+  alignas(64) std::atomic<uint32_t> sync_waiters;  // tenant threads asleep on a go word
+  alignas(64) RequestEntry requests[kGates];
+  Gates gates;
 };
 
 struct Region {
   uint32_t magic;
   uint32_t version;
-  uint64_t chunk_bytes;   // the scheduler's chunk size, for the tenant's information
+  uint64_t chunk_bytes;   // the scheduler's chunk size: how the tenant cuts copies
   uint64_t bypass_bytes;  // copies smaller than this skip the scheduler
-  std::atomic<uint32_t> closed;  // set by the daemon when it drops the channel
+  std::atomic<uint32_t> closed;  // set (and woken) by the daemon when it drops the channel
   Ring ring[2];           // by Direction
 };
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));  // the GPU writes plain words
 
 inline constexpr size_t kRegionBytes = (sizeof(Region) + 4095) / 4096 * 4096;
+
+// The gate of chunk `index` of a request whose first gate is `first`.
+inline uint32_t GateOf(uint32_t first, uint64_t index) {
+  return static_cast<uint32_t>((first + index) % kGates);
+}
 
 // Futex helpers on a shared mapping (not FUTEX_PRIVATE: the two sides are separate processes).
 // Waits while *word == expected, at most timeout_us (0: forever). Returns on wake, timeout,
