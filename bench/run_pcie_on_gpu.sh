@@ -5,8 +5,9 @@
 #  (c) two BE tenants with weights 1:3,
 #  (d) both directions at once (BE host-to-device + BE device-to-host, LS host-to-device),
 #  (e) ResNet-50 LS end to end (input copy + CUDA graph + output copy) next to a BE copying 1 GiB,
-# for each scheduler setting in SETTINGS (chunk:max_inflight_chunks:max_inflight_per_tenant,
-# default "2MiB:2:2 4MiB:2:2 2MiB:3:3"), and checks that ResNet-50's outputs under missile-run
+# for each scheduler setting in SETTINGS (chunk:be_chunk:max_inflight_chunks:max_inflight_per_tenant,
+# default "2MiB:0:2:2 2MiB:4MiB:2:2 2MiB:8MiB:2:2"); first, bench/chunk_cost (what chunk
+# boundaries cost the GPU, no Missile involved); and checks that ResNet-50's outputs under missile-run
 # (copies scheduled) are bitwise identical to a plain run. Tenants are PyTorch processes run by
 # missile-run. usage: bench/run_pcie_on_gpu.sh RUNTIME_DIR OUT_DIR
 set -uo pipefail
@@ -21,9 +22,11 @@ run() { timeout 60 "$rt/missile-run" --shim "$rt/libmissile.so" --socket "$MISSI
 ctl() { "$rt/missilectl" --socket "$MISSILE_SOCKET" "$@"; }
 # Waits for a background tenant's "ready" line (its output goes to $out/pcie/NAME).
 ready() { for _ in $(seq 1 300); do grep -q ready "$out/pcie/$1" 2>/dev/null && return; sleep 0.1; done; }
-S=4
+S=${MEASURE_SECONDS:-4}
 {
   bash "$here/bench/gpu_header.sh" "bench/run_pcie_on_gpu.sh"
+  echo "== chunk boundaries on the GPU: bench/chunk_cost (plain driver)"
+  "$rt/chunk_cost" 5
   echo "== unmanaged (no Missile)"
   $T lat --seconds $S --tag alone
   $T bulk --mib 1024 --seconds $S --tag be-alone
@@ -36,8 +39,8 @@ S=4
   $R --seconds $S --tag resnet-unmanaged
   wait $pid; grep RESULT "$out/pcie/u-rbe"
   first=1
-  for setting in ${SETTINGS:-2MiB:2:2 4MiB:2:2 2MiB:3:3}; do
-    IFS=: read -r chunk inflight per_tenant <<< "$setting"
+  for setting in ${SETTINGS:-2MiB:0:2:2 2MiB:4MiB:2:2 2MiB:8MiB:2:2}; do
+    IFS=: read -r chunk be_chunk inflight per_tenant <<< "$setting"
     cat > /tmp/missile/missiled.toml <<TOML
 [daemon]
 socket = "$MISSILE_SOCKET"
@@ -47,15 +50,16 @@ cache_limit = "16GiB"
 profile_dir = "/tmp/missile/profiles"
 [pcie]
 chunk = "$chunk"
+be_chunk = "$be_chunk"
 max_inflight_chunks = $inflight
 max_inflight_per_tenant = $per_tenant
 TOML
     chmod 644 /tmp/missile/missiled.toml
-    m="missile-$chunk-$inflight-$per_tenant"
+    m="missile-$chunk-be$be_chunk-$inflight-$per_tenant"
     "$rt/missiled" --config /tmp/missile/missiled.toml > "$out/pcie/missiled-$m.log" 2>&1 &
     daemon=$!
     for _ in $(seq 1 100); do [ -S "$MISSILE_SOCKET" ] && break; sleep 0.1; done
-    echo "== Missile, $chunk chunks, $inflight in flight, $per_tenant per tenant"
+    echo "== Missile, $chunk chunks (BE: $be_chunk), $inflight in flight, $per_tenant per tenant"
     if [ $first = 1 ]; then
       first=0
       python3 "$here/tests/gpu/torch_infer.py" "$out/pcie/plain.pt" --model resnet50 > /dev/null 2>&1

@@ -132,6 +132,8 @@ class Parser {
   void ParseClasses(const toml::node& node, const std::string& path);
   void ParseClass(const toml::node& node, const std::string& path, ClassSection* cls);
   void ParsePcie(const toml::node& node, const std::string& path);
+  // A PCIe chunk size: a multiple of 4 KiB in [64 KiB, 64 MiB] (or 0 when zero_ok).
+  void GetChunk(const toml::node& node, const std::string& key, bool zero_ok, uint64_t* out);
   void ParseSocketMode(const toml::node& node, const std::string& key);
   void ParseLogLevel(const toml::node& node, const std::string& key);
   void ParseDevices(const toml::node& node, const std::string& key);
@@ -282,20 +284,27 @@ void Parser::ParseClass(const toml::node& node, const std::string& path, ClassSe
          {"class_quota", [&](Node n, Key k) { quota(n, k, &cls->class_quota); }}});
 }
 
+void Parser::GetChunk(const toml::node& node, const std::string& key, bool zero_ok,
+                      uint64_t* out) {
+  uint64_t v = 0;
+  if (!GetSize(node, key, &v)) return;
+  if (zero_ok && v == 0) {
+    *out = 0;
+    return;
+  }
+  if (v % kChunkAlign != 0 || v < kMinChunk || v > kMaxChunk) {
+    return Fail(node, key,
+                absl::StrCat("must be a multiple of 4KiB in [64KiB, 64MiB]", zero_ok ? " or 0" : "",
+                             ", got ", FormatSizeExact(v)));
+  }
+  *out = v;
+}
+
 void Parser::ParsePcie(const toml::node& node, const std::string& path) {
   PcieSection& p = c_->pcie;
   Table(node, path,
-        {{"chunk",
-          [&](Node n, Key k) {
-            uint64_t v = 0;
-            if (!GetSize(n, k, &v)) return;
-            if (v % kChunkAlign != 0 || v < kMinChunk || v > kMaxChunk) {
-              return Fail(n, k,
-                          absl::StrCat("must be a multiple of 4KiB in [64KiB, 64MiB], got ",
-                                       FormatSizeExact(v)));
-            }
-            p.chunk = v;
-          }},
+        {{"chunk", [&](Node n, Key k) { GetChunk(n, k, /*zero_ok=*/false, &p.chunk); }},
+         {"be_chunk", [&](Node n, Key k) { GetChunk(n, k, /*zero_ok=*/true, &p.be_chunk); }},
          {"max_inflight_chunks",
           [&](Node n, Key k) { GetInt(n, k, 1, kMaxInflight, &p.max_inflight_chunks); }},
          {"max_inflight_per_tenant",
@@ -513,6 +522,10 @@ void Parser::CheckRules() {
     FailRule("pcie.bypass_below", "pcie.chunk",
              absl::StrCat("must be at most pcie.chunk (", FormatSizeExact(p.chunk), "), got ",
                           FormatSizeExact(p.bypass_below)));
+  } else if (p.be_chunk != 0 && p.bypass_below > p.be_chunk) {
+    FailRule("pcie.bypass_below", "pcie.be_chunk",
+             absl::StrCat("must be at most pcie.be_chunk (", FormatSizeExact(p.be_chunk),
+                          "), got ", FormatSizeExact(p.bypass_below)));
   }
 }
 
@@ -665,6 +678,8 @@ std::string DescribeConfig(const DaemonConfig& config) {
         absl::StrCat("classes.", name, ".class_quota = ", size_or_percent(cls->class_quota)));
   }
   lines.push_back(absl::StrCat("pcie.chunk = ", size(p.chunk)));
+  lines.push_back(absl::StrCat("pcie.be_chunk = ", size(p.be_chunk),
+                               p.be_chunk == 0 ? "  # pcie.chunk" : ""));
   lines.push_back(absl::StrCat("pcie.max_inflight_chunks = ", p.max_inflight_chunks));
   lines.push_back(absl::StrCat("pcie.max_inflight_per_tenant = ", p.max_inflight_per_tenant));
   lines.push_back(absl::StrCat("pcie.bypass_below = ", size(p.bypass_below)));

@@ -125,6 +125,9 @@ struct ClassesSection {
 struct PcieSection {
   // Size: copies are cut into chunks of this size. A multiple of 4 KiB in [64 KiB, 64 MiB].
   uint64_t chunk = 2 * kMiB;
+  // Size: the chunk size for BE tenants' copies; 0: `chunk`. Same range as `chunk`. A tenant
+  // keeps the size of the class it had when it made its first scheduled copy.
+  uint64_t be_chunk = 0;
   // Chunks in flight per GPU and direction, in [1, 64].
   int max_inflight_chunks = 2;
   // Chunks in flight per tenant, in [1, 64]. Rule: <= max_inflight_chunks.

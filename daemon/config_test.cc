@@ -125,7 +125,7 @@ std::set<std::string> DescribedKeys(const DaemonConfig& config) {
 
 TEST(ConfigTest, ExampleFileAndDescribeConfigListEveryKey) {
   const std::set<std::string> keys = ExampleKeys();
-  EXPECT_EQ(keys.size(), 25u);
+  EXPECT_EQ(keys.size(), 26u);
   EXPECT_EQ(keys, DescribedKeys(DaemonConfig{}));
 }
 
@@ -156,6 +156,7 @@ tenant_quota = "25%"
 class_quota = "50%"
 [pcie]
 chunk = "4MiB"
+be_chunk = "16MiB"
 max_inflight_chunks = 4
 max_inflight_per_tenant = 1
 bypass_below = 0
@@ -182,6 +183,7 @@ spin_us = 0
   EXPECT_EQ(config.classes.be.tenant_quota, SizeOrFraction::Fraction(0.25));
   EXPECT_EQ(config.classes.be.class_quota, SizeOrFraction::Fraction(0.5));
   EXPECT_EQ(config.pcie.chunk, 4 * kMiB);
+  EXPECT_EQ(config.pcie.be_chunk, 16 * kMiB);
   EXPECT_EQ(config.pcie.max_inflight_chunks, 4);
   EXPECT_EQ(config.pcie.max_inflight_per_tenant, 1);
   EXPECT_EQ(config.pcie.bypass_below, 0u);
@@ -350,6 +352,9 @@ TEST(ConfigTest, EveryErrorNamesItsKey) {
        "pcie.max_inflight_per_tenant: must be an integer in [1, 64], got 0"},
       {"[pcie]\nbypass_below = \"1 KB\"\nchunk = [1]", "pcie.chunk: must be a size"},
       {"[pcie]\nls_first = 1", "pcie.ls_first: must be true or false, got integer 1"},
+      {"[pcie]\nbe_chunk = \"1MiB+1\"", "pcie.be_chunk: invalid size"},
+      {"[pcie]\nbe_chunk = \"32KiB\"",
+       "pcie.be_chunk: must be a multiple of 4KiB in [64KiB, 64MiB] or 0, got 32KiB"},
       {"[pcie]\nspin_us = 100001", "pcie.spin_us: must be an integer in [0, 100000], got 100001"},
   };
   for (const Case& c : cases) {

@@ -52,6 +52,7 @@ pcie::TenantClass Cls(bool ls) {
 
 struct CopyArbiter::Channel {
   uint64_t session = 0;
+  uint64_t chunk = 0;  // how this tenant cuts its copies (by its class when the channel opened)
   int memfd = -1;
   Region* region = nullptr;
   struct Request {
@@ -117,6 +118,7 @@ absl::StatusOr<std::pair<int, int>> CopyArbiter::OpenChannel(uint64_t session,
   }
   auto c = std::make_unique<Channel>();
   c->session = session;
+  c->chunk = options_.scheduler.ChunkFor(Cls(latency_sensitive));
   c->memfd = memfd_create("missile-copy-channel", MFD_CLOEXEC);
   if (c->memfd < 0 || ftruncate(c->memfd, copych::kRegionBytes) != 0) {
     return absl::InternalError(std::string("copy channel memory: ") + strerror(errno));
@@ -126,7 +128,7 @@ absl::StatusOr<std::pair<int, int>> CopyArbiter::OpenChannel(uint64_t session,
   c->region = new (p) Region();  // zero-filled by ftruncate; construct the atomics in place
   c->region->magic = copych::kMagic;
   c->region->version = copych::kVersion;
-  c->region->chunk_bytes = options_.scheduler.chunk_bytes;
+  c->region->chunk_bytes = c->chunk;
   c->region->bypass_bytes = options_.scheduler.min_bypass_bytes;
   for (int d = 0; d < 2; ++d) {
     if (absl::Status s = sched_[d]->AddTenant(session, Cls(latency_sensitive), weight); !s.ok()) {
@@ -185,12 +187,12 @@ std::vector<PcieUse> CopyArbiter::Usage() {
 
 bool CopyArbiter::Poll(bool* busy) {
   const uint64_t now = NowNs();
-  const uint64_t chunk = options_.scheduler.chunk_bytes;
   bool moved = false;
   *busy = false;
   std::vector<uint64_t> bad;
   for (auto& [session, cp] : channels_) {
     Channel& c = *cp;
+    const uint64_t chunk = c.chunk;
     for (int d = 0; d < 2 && (bad.empty() || bad.back() != session); ++d) {
       Ring& r = c.region->ring[d];
       copych::Gates& gates = r.gates;
@@ -220,7 +222,7 @@ bool CopyArbiter::Poll(bool* busy) {
           ++i;
           continue;
         }
-        auto id = sched_[d]->Submit(session, e.bytes, now);
+        auto id = sched_[d]->Submit(session, e.bytes, now, chunk);
         if (!id.ok()) {
           bad.push_back(session);
           break;
@@ -278,7 +280,7 @@ bool CopyArbiter::Poll(bool* busy) {
       Channel::Direction& cd = c.dir[d];
       auto q = cd.queued.find(g->request);
       if (q == cd.queued.end()) continue;  // cannot happen: queued until its last chunk is done
-      uint32_t gate = copych::GateOf(q->second.first, g->offset / chunk);
+      uint32_t gate = copych::GateOf(q->second.first, g->offset / c.chunk);
       Ring& r = c.region->ring[d];
       r.gates.go[gate].store(1, std::memory_order_release);
       if (r.sync_waiters.load(std::memory_order_seq_cst) != 0) {

@@ -184,6 +184,7 @@ absl::StatusOr<Gpu> OpenGpu(int ordinal, const DaemonConfig& config, spdlog::log
   CopyArbiter::Options copies;
   pcie::FairScheduler::Config& sched = copies.scheduler;
   sched.chunk_bytes = config.pcie.chunk;
+  sched.be_chunk_bytes = config.pcie.be_chunk;
   sched.max_inflight_chunks_total = static_cast<uint32_t>(config.pcie.max_inflight_chunks);
   sched.max_inflight_chunks_per_tenant = static_cast<uint32_t>(config.pcie.max_inflight_per_tenant);
   sched.min_bypass_bytes = config.pcie.bypass_below;

@@ -28,6 +28,10 @@ uint64_t NowNs() {
 // A synchronous copy's thread spins this long for its grant before sleeping: an uncontended
 // grant comes back within microseconds when the daemon is polling.
 constexpr uint64_t kSyncSpinNs = 50'000;
+// An asynchronous copy on an idle stream waits this long for its first grant before it leaves
+// the waiting to the GPU (see EnqueueAsync): about one 2 MiB chunk on the H200's link, so an LS
+// copy behind a BE chunk is usually granted within it.
+constexpr uint64_t kAsyncGrantSpinNs = 50'000;
 
 }  // namespace
 
@@ -165,35 +169,70 @@ CUresult CopyGate::EnqueueAsync(copych::Direction dir, uint64_t bytes, CUstream 
                                 const AsyncChunk& copy) {
   if (abandoned()) return copy(0, bytes, stream);
   const uint64_t chunks = (bytes + chunk_bytes_ - 1) / chunk_bytes_;
+  // A stream with nothing queued reaches the copy at once: say so now rather than have the GPU
+  // say it. On the H200, a stream of another process that is copying keeps the copy engine
+  // for a time slice (about a millisecond) before this stream runs even its first operation,
+  // and an LS copy that the daemon learns of only then has lost its head start.
+  auto query = ptsz ? api_->StreamQueryPtsz : api_->StreamQuery;
+  const bool idle = query != nullptr && query(stream) == CUDA_SUCCESS;
   // Post before enqueueing: a long copy fills the stream's command queue, and the driver then
   // blocks the enqueue until the GPU drains it, which it can only do once chunks are granted.
-  std::optional<uint32_t> first = Post(dir, bytes, chunks, /*arrived=*/false);
+  std::optional<uint32_t> first = Post(dir, bytes, chunks, /*arrived=*/idle);
   if (!first.has_value()) {
     return Unscheduled([&](uint64_t off, uint64_t len) { return copy(off, len, stream); }, bytes);
   }
   auto wait = ptsz ? api_->StreamWaitValue32Ptsz : api_->StreamWaitValue32;
   auto write = ptsz ? api_->StreamWriteValue32Ptsz : api_->StreamWriteValue32;
   copych::Gates& g = region_->ring[dir].gates;
-  CUresult r = write(stream, DeviceAddress(&g.arrived[*first]), 1, 0);
-  uint64_t k = 0;
-  for (; k < chunks && r == CUDA_SUCCESS; ++k) {
+  CUresult r = CUDA_SUCCESS;
+  if (idle) {
+    // The daemon usually grants an arrived request within microseconds. A chunk whose gate is
+    // open when it is enqueued needs no wait on the stream, and a stream that never waits on
+    // an unopened gate never gives up the copy engine, so wait a little for the first grant.
+    const uint64_t until = NowNs() + kAsyncGrantSpinNs;
+    while (g.go[*first].load(std::memory_order_acquire) == 0 && NowNs() < until && !abandoned()) {
+      for (int i = 0; i < 16; ++i) CpuRelax();
+    }
+  } else {
+    r = write(stream, DeviceAddress(&g.arrived[*first]), 1, CU_STREAM_WRITE_VALUE_DEFAULT);
+  }
+  // Chunks [0, enqueued) have their copy on the stream, [0, reported) also their done write.
+  uint64_t enqueued = 0;
+  uint64_t reported = 0;
+  CUresult copy_result = CUDA_SUCCESS;
+  for (uint64_t k = 0; k < chunks && r == CUDA_SUCCESS; ++k) {
     uint32_t gate = copych::GateOf(*first, k);
     uint64_t off = k * chunk_bytes_;
-    r = wait(stream, DeviceAddress(&g.go[gate]), 1, CU_STREAM_WAIT_VALUE_GEQ);
-    if (r == CUDA_SUCCESS) r = copy(off, std::min(chunk_bytes_, bytes - off), stream);
-    if (r == CUDA_SUCCESS) r = write(stream, DeviceAddress(&g.done[gate]), 1, 0);
-  }
-  if (r != CUDA_SUCCESS) {
-    // The chunks from the failed one on never reach the GPU: report them done so the daemon
-    // counts them as soon as it grants them, and make sure it queues the request at all.
-    for (uint64_t j = k == 0 ? 0 : k - 1; j < chunks; ++j) {
-      g.done[copych::GateOf(*first, j)].store(copych::kDoneCopied, std::memory_order_release);
+    if (g.go[gate].load(std::memory_order_acquire) == 0) {
+      r = wait(stream, DeviceAddress(&g.go[gate]), 1, CU_STREAM_WAIT_VALUE_GEQ);
+      if (r != CUDA_SUCCESS) break;
     }
-    g.arrived[*first].store(1, std::memory_order_release);
-    log_->error("enqueueing a scheduled asynchronous copy failed ({})", static_cast<int>(r));
-    return r;
+    copy_result = copy(off, std::min(chunk_bytes_, bytes - off), stream);
+    if (copy_result != CUDA_SUCCESS) {
+      r = copy_result;
+      break;
+    }
+    enqueued = k + 1;
+    r = write(stream, DeviceAddress(&g.done[gate]), 1, CU_STREAM_WRITE_VALUE_DEFAULT);
+    if (r == CUDA_SUCCESS) reported = k + 1;
   }
-  return CUDA_SUCCESS;
+  if (r == CUDA_SUCCESS) return CUDA_SUCCESS;
+  // The chunks whose done write is not on the stream are reported done from here, so the
+  // daemon counts them once it grants them (never a gate the GPU may still write: a reused
+  // gate would be reported done too early); and the request must be queued at all.
+  for (uint64_t j = reported; j < chunks; ++j) {
+    g.done[copych::GateOf(*first, j)].store(copych::kDoneCopied, std::memory_order_release);
+  }
+  g.arrived[*first].store(1, std::memory_order_release);
+  if (copy_result != CUDA_SUCCESS) return copy_result;  // the program's own copy failed
+  // Only the scheduling around it failed: the rest of the copy goes unscheduled, so the
+  // program gets the copy it asked for.
+  if (!memop_failure_logged_.exchange(true)) {
+    log_->error("a stream memory operation for a scheduled copy failed ({}); the copy goes on "
+                "unscheduled", static_cast<int>(r));
+  }
+  const uint64_t from = enqueued * chunk_bytes_;
+  return from >= bytes ? CUDA_SUCCESS : copy(from, bytes - from, stream);
 }
 
 void CopyGate::Abandon() {

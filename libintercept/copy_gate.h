@@ -9,7 +9,9 @@
 //   gate (cuStreamWaitValue32), the chunk's copy and a write of its `done` gate
 //   (cuStreamWriteValue32), and returns. The daemon queues the request when the stream reaches
 //   it, opens each chunk's gate when it grants the chunk, and sees it finish. Stream order is
-//   kept because everything is on the stream.
+//   kept because everything is on the stream. When the stream is idle (cuStreamQuery), the
+//   shim marks the request arrived itself and waits up to 50 us for the first grant; chunks
+//   already granted when they are enqueued get no wait on the stream.
 // - Synchronous copies run in the calling thread: it marks the request arrived, waits for each
 //   chunk's gate (spinning briefly, then on a futex the daemon wakes), copies the chunk with the
 //   caller's own synchronous entry point and marks it done. The call returns when the copy is
@@ -103,6 +105,7 @@ class CopyGate {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> overflowed_{0};
   std::atomic<bool> overflow_logged_{false};
+  std::atomic<bool> memop_failure_logged_{false};
   std::thread watcher_;
 };
 

@@ -30,6 +30,8 @@ void DriverApi::Resolve(void* h) {
   Load(h, "cuStreamIsCapturing", &StreamIsCapturing);
   Load(h, "cuStreamIsCapturing_ptsz", &StreamIsCapturingPtsz);
   Load(h, "cuStreamGetCtx", &StreamGetCtx);
+  Load(h, "cuStreamQuery", &StreamQuery);
+  Load(h, "cuStreamQuery_ptsz", &StreamQueryPtsz);
   Load(h, "cuEventCreate", &EventCreate);
   Load(h, "cuEventRecord", &EventRecord);
   Load(h, "cuEventRecord_ptsz", &EventRecordPtsz);

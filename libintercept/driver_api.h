@@ -33,6 +33,8 @@ struct DriverApi {
   PFN_cuStreamIsCapturing_v10000 StreamIsCapturing = nullptr;
   PFN_cuStreamIsCapturing_v10000_ptsz StreamIsCapturingPtsz = nullptr;
   PFN_cuStreamGetCtx_v9020 StreamGetCtx = nullptr;
+  PFN_cuStreamQuery_v2000 StreamQuery = nullptr;
+  PFN_cuStreamQuery_v7000_ptsz StreamQueryPtsz = nullptr;
   PFN_cuEventCreate_v2000 EventCreate = nullptr;
   PFN_cuEventRecord_v2000 EventRecord = nullptr;
   PFN_cuEventRecord_v7000_ptsz EventRecordPtsz = nullptr;

@@ -71,6 +71,11 @@ absl::Status FairScheduler::Config::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "chunk_bytes ", chunk_bytes, " must be a multiple of 4 KiB in [4 KiB, 1 GiB]"));
   }
+  if (be_chunk_bytes != 0 && (be_chunk_bytes < kPageBytes || be_chunk_bytes > kMaxChunkBytes ||
+                              be_chunk_bytes % kPageBytes != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "be_chunk_bytes ", be_chunk_bytes, " must be 0 or a multiple of 4 KiB in [4 KiB, 1 GiB]"));
+  }
   if (max_inflight_chunks_total < 1 || max_inflight_chunks_total > kMaxInflightLimit) {
     return absl::InvalidArgumentError(absl::StrCat("max_inflight_chunks_total ",
                                                    max_inflight_chunks_total, " is outside [1, ",
@@ -82,7 +87,7 @@ absl::Status FairScheduler::Config::Validate() const {
         "max_inflight_chunks_per_tenant ", max_inflight_chunks_per_tenant,
         " is outside [1, max_inflight_chunks_total = ", max_inflight_chunks_total, "]"));
   }
-  if (min_bypass_bytes > chunk_bytes) {
+  if (min_bypass_bytes > chunk_bytes || (be_chunk_bytes != 0 && min_bypass_bytes > be_chunk_bytes)) {
     return absl::InvalidArgumentError(
         absl::StrCat("min_bypass_bytes ", min_bypass_bytes, " exceeds chunk_bytes ", chunk_bytes));
   }
@@ -239,10 +244,16 @@ void FairScheduler::Rebase(int domain) {
   min_vruntime_[domain] = 0;
 }
 
-absl::StatusOr<RequestId> FairScheduler::Submit(TenantId tenant, uint64_t bytes, uint64_t now_ns) {
+absl::StatusOr<RequestId> FairScheduler::Submit(TenantId tenant, uint64_t bytes, uint64_t now_ns,
+                                                uint64_t chunk_bytes) {
   if (bytes == 0 || bytes > kMaxRequestBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("request of ", bytes, " bytes is outside [1, 1 TiB]"));
+  }
+  if (chunk_bytes != 0 &&
+      (chunk_bytes < kPageBytes || chunk_bytes > kMaxChunkBytes || chunk_bytes % kPageBytes != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chunk size ", chunk_bytes, " is not a multiple of 4 KiB in [4 KiB, 1 GiB]"));
   }
   Tenant* t = FindTenant(tenant);
   if (t == nullptr) return TenantNotFound(tenant);
@@ -252,6 +263,7 @@ absl::StatusOr<RequestId> FairScheduler::Submit(TenantId tenant, uint64_t bytes,
   r.id = id;
   r.tenant = tenant;
   r.bytes = bytes;
+  r.chunk_bytes = chunk_bytes != 0 ? chunk_bytes : config_.ChunkFor(t->cls);
   r.submit_ns = now;
   t->queue.push_back(id);
   t->pending_bytes += bytes;
@@ -288,7 +300,7 @@ std::optional<Grant> FairScheduler::NextGrant(uint64_t now_ns) {
     g.tenant = t.id;
     g.request = r.id;
     g.offset = r.next_offset;
-    g.length = std::min(config_.chunk_bytes, r.bytes - r.next_offset);
+    g.length = std::min(r.chunk_bytes, r.bytes - r.next_offset);
     r.next_offset += g.length;
     ++r.inflight;
     if (r.next_offset == r.bytes) t.queue.pop_front();
@@ -371,16 +383,17 @@ absl::StatusOr<std::optional<RequestDone>> FairScheduler::Cancel(RequestId reque
 
 uint64_t FairScheduler::LsWaitBoundNs(double bytes_per_ns) const {
   if (!(bytes_per_ns > 0)) return std::numeric_limits<uint64_t>::max();
+  const double largest = static_cast<double>(std::max(config_.chunk_bytes, config_.be_chunk_bytes));
   const double bytes =
-      (static_cast<double>(config_.max_inflight_chunks_total) + 1) * config_.chunk_bytes;
+      static_cast<double>(config_.max_inflight_chunks_total) * largest + config_.chunk_bytes;
   return CeilNs(bytes / bytes_per_ns);
 }
 
 uint64_t FairScheduler::LsLatencyBoundNs(uint64_t request_bytes, double bytes_per_ns) const {
   if (!(bytes_per_ns > 0)) return std::numeric_limits<uint64_t>::max();
-  const double bytes =
-      static_cast<double>(config_.max_inflight_chunks_total) * config_.chunk_bytes +
-      static_cast<double>(request_bytes);
+  const double largest = static_cast<double>(std::max(config_.chunk_bytes, config_.be_chunk_bytes));
+  const double bytes = static_cast<double>(config_.max_inflight_chunks_total) * largest +
+                       static_cast<double>(request_bytes);
   return CeilNs(bytes / bytes_per_ns);
 }
 

@@ -104,6 +104,9 @@ TEST(ConfigTest, RejectsEachBadField) {
     c.max_inflight_chunks_per_tenant = 3;
   });
   with("bypass above chunk", [](Config& c) { c.min_bypass_bytes = c.chunk_bytes + 1; });
+  with("BE chunk not 4 KiB multiple", [](Config& c) { c.be_chunk_bytes = 6 * kKiB; });
+  with("BE chunk above 1 GiB", [](Config& c) { c.be_chunk_bytes = 2 * kGiB; });
+  with("bypass above BE chunk", [](Config& c) { c.be_chunk_bytes = 32 * kKiB; });
   with("share window tiny", [](Config& c) { c.share_window_ns = 999'999; });
   with("idle grace above 1 s", [](Config& c) { c.idle_grace_ns = 1'000'000'001; });
   for (const auto& [what, c] : bad) {
@@ -626,6 +629,42 @@ TEST(FairSchedulerTest, BypassAndLsBounds) {
   EXPECT_EQ(s.LsLatencyBoundNs(kMiB, -1), std::numeric_limits<uint64_t>::max());
   EXPECT_STREQ(TenantClassName(kLs), "ls");
   EXPECT_STREQ(TenantClassName(kBe), "be");
+}
+
+// BE tenants' requests are cut into be_chunk_bytes, LS tenants' into chunk_bytes; a size given
+// at Submit (how the tenant cut its copy) wins over both; the LS bounds count the larger chunks.
+TEST(FairSchedulerTest, BestEffortChunkSizeAndSubmitOverride) {
+  Config c = Limits(4, 4);
+  c.be_chunk_bytes = 8 * kMiB;
+  FairScheduler s = MakeScheduler(c);
+  ASSERT_TRUE(s.AddTenant(1, kBe, 1024).ok());
+  ASSERT_TRUE(s.AddTenant(2, kLs, 1024).ok());
+  ASSERT_TRUE(s.Submit(2, 5 * kMiB, 10).ok());
+  std::optional<Grant> ls = s.NextGrant(10);
+  ASSERT_TRUE(ls.has_value());
+  EXPECT_EQ(ls->tenant, 2u);
+  EXPECT_EQ(ls->length, 2 * kMiB);
+  ASSERT_TRUE(s.Complete(ls->id, 10).ok());
+  ASSERT_TRUE(s.Complete(s.NextGrant(10)->id, 10).ok());
+  ASSERT_TRUE(s.Complete(s.NextGrant(10)->id, 10).ok());  // LS request done: 2 + 2 + 1 MiB
+  ASSERT_TRUE(s.Submit(1, 20 * kMiB, 20).ok());
+  std::optional<Grant> be = s.NextGrant(20);
+  ASSERT_TRUE(be.has_value());
+  EXPECT_EQ(be->tenant, 1u);
+  EXPECT_EQ(be->length, 8 * kMiB);
+  std::optional<Grant> be2 = s.NextGrant(20);
+  std::optional<Grant> be3 = s.NextGrant(20);
+  ASSERT_TRUE(be2 && be3);
+  EXPECT_EQ(be3->offset, 16 * kMiB);
+  EXPECT_EQ(be3->length, 4 * kMiB);
+  // Overridden at Submit: 1 MiB pieces for this BE request.
+  ASSERT_TRUE(s.Submit(1, 3 * kMiB, 30, 1 * kMiB).ok());
+  std::optional<Grant> small = s.NextGrant(30);
+  ASSERT_TRUE(small.has_value());
+  EXPECT_EQ(small->length, 1 * kMiB);
+  EXPECT_EQ(s.Submit(1, kMiB, 30, 6 * kKiB).status().code(), absl::StatusCode::kInvalidArgument);
+  // (4 in flight x 8 MiB + one 2 MiB LS chunk) at 55.4 B/ns.
+  EXPECT_EQ(s.LsWaitBoundNs(55.4), static_cast<uint64_t>(std::ceil((4.0 * 8 + 2) * kMiB / 55.4)));
 }
 
 }  // namespace

@@ -448,6 +448,19 @@ TEST_F(DaemonTest, PcieCopyWaitingOnItsStreamDoesNotHoldTheLink) {
   EXPECT_NE(be.out().find("data ok"), std::string::npos) << be.out();
 }
 
+// When the driver refuses a stream memory operation around a scheduled chunk, the program still
+// gets its copy (the rest goes unscheduled) and later copies are scheduled as before.
+TEST_F(DaemonTest, FailedStreamMemoryOperationStillCopies) {
+  link_rate_ = "100000";
+  StartDaemon("[pcie]\nchunk = \"1MiB\"\n");
+  auto env = TenantEnv("ls", "web");
+  env["FAKECUDA_FAIL"] = "cuStreamWriteValue32_v2:2,cuStreamWaitValue32_v2:3";
+  ProcessResult r = testing::Run({COPY_PROBE, "lat", "4", "10", "1", "async"}, env, 60);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("data ok"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("the copy goes on unscheduled"), std::string::npos) << r.err;
+}
+
 // A daemon that dies without warning (SIGKILL) must not hang the tenants' scheduled copies:
 // the shim notices the session is gone and lets every waiting chunk through.
 TEST_F(DaemonTest, KilledDaemonDoesNotHangScheduledCopies) {

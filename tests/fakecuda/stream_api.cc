@@ -78,8 +78,10 @@ CUresult AddCallback(CUstream h, CUstreamCallback callback, void* user_data, uns
 
 template <typename T>
 CUresult WriteValue(CUstream h, CUdeviceptr addr, T value, unsigned flags, DefaultStream mode) {
-  if ((flags & ~static_cast<unsigned>(CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER)) != 0 ||
-      addr % sizeof(T) != 0) {
+  // CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER is not supported by the v2 API (the real driver
+  // answers CUDA_ERROR_INVALID_VALUE on the H200), and the fake gives every entry point v2
+  // semantics.
+  if (flags != CU_STREAM_WRITE_VALUE_DEFAULT || addr % sizeof(T) != 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   if (CUresult r = State().address_space().CheckAccess(addr, sizeof(T), /*write=*/true);

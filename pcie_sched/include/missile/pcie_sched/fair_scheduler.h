@@ -119,6 +119,10 @@ class FairScheduler {
     // bulk copy issued in 2 MiB pieces waited p99 171 us instead of 17.9 ms
     // (shared/device/H200.md).
     uint64_t chunk_bytes = 2 * kMiB;
+    // Chunk size for best-effort tenants' requests; 0: chunk_bytes. Every chunk boundary costs
+    // the GPU a few microseconds with the link idle (bench/chunk_cost), so bulk copies move
+    // more in larger chunks, at the price of a longer wait for an LS chunk behind one.
+    uint64_t be_chunk_bytes = 0;
     // Chunks granted and not completed, over all tenants. 2 keeps the DMA engine busy across a
     // grant round trip while keeping an LS chunk's wait to two chunks.
     uint32_t max_inflight_chunks_total = 2;
@@ -144,7 +148,13 @@ class FairScheduler {
     // stays small. 0 gives the strict CFS rule.
     uint64_t idle_grace_ns = 1'000'000;
 
-    // InvalidArgument unless: chunk_bytes is a multiple of 4 KiB in [4 KiB, 1 GiB]; the in-flight
+    // The chunk size for a tenant of this class.
+    uint64_t ChunkFor(TenantClass cls) const {
+      return cls == TenantClass::kBestEffort && be_chunk_bytes != 0 ? be_chunk_bytes : chunk_bytes;
+    }
+
+    // InvalidArgument unless: chunk_bytes (and be_chunk_bytes unless 0) is a multiple of 4 KiB
+    // in [4 KiB, 1 GiB]; the in-flight
     // limits are in [1, 1024] and per tenant <= total; min_bypass_bytes <= chunk_bytes;
     // share_window_ns >= 1 ms; idle_grace_ns <= 1 s.
     absl::Status Validate() const;
@@ -169,8 +179,12 @@ class FairScheduler {
   absl::Status SetClass(TenantId id, TenantClass cls);
 
   // Queues a copy of `bytes` (1 byte to 1 TiB, else InvalidArgument). Requests of one tenant are
-  // granted first-in first-out, and the chunks of one request in offset order.
-  absl::StatusOr<RequestId> Submit(TenantId tenant, uint64_t bytes, uint64_t now_ns);
+  // granted first-in first-out, and the chunks of one request in offset order. The request is
+  // cut into chunks of `chunk_bytes` when given (a multiple of 4 KiB in [4 KiB, 1 GiB], else
+  // InvalidArgument; a caller whose tenants cut their copies themselves passes the size they
+  // used), else of Config::ChunkFor(the tenant's class).
+  absl::StatusOr<RequestId> Submit(TenantId tenant, uint64_t bytes, uint64_t now_ns,
+                                   uint64_t chunk_bytes = 0);
 
   // The next chunk to start, or nullopt when the in-flight limits are reached or nothing is
   // runnable. The caller loops until nullopt after every Submit and Complete.
@@ -200,12 +214,13 @@ class FairScheduler {
 
   // How long an LS chunk that is first in line can take from then until it has completed, on a
   // link of `bytes_per_ns` that serves chunks in the order granted: the chunks in flight drain
-  // (max_inflight_chunks_total * chunk_bytes), then the chunk itself. Needs ls_first; assumes one
+  // (max_inflight_chunks_total of the largest chunk size), then the chunk itself. Needs ls_first;
+  // assumes one
   // LS tenant with work, no bypassing copies, and instant grant round trips (each round trip
   // adds to it in practice). UINT64_MAX for a rate <= 0.
   uint64_t LsWaitBoundNs(double bytes_per_ns) const;
   // The same bound for a whole LS request of `request_bytes` submitted with nothing else of its
-  // tenant queued: (max_inflight_chunks_total * chunk_bytes + request_bytes) / rate.
+  // tenant queued: (max_inflight_chunks_total * largest chunk + request_bytes) / rate.
   uint64_t LsLatencyBoundNs(uint64_t request_bytes, double bytes_per_ns) const;
 
   uint32_t inflight_chunks() const { return inflight_total_; }
@@ -248,6 +263,7 @@ class FairScheduler {
     RequestId id = 0;
     TenantId tenant = 0;
     uint64_t bytes = 0;
+    uint64_t chunk_bytes = 0;
     uint64_t next_offset = 0;  // Bytes granted so far.
     uint64_t bytes_completed = 0;
     uint32_t inflight = 0;
