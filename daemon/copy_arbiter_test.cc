@@ -1,0 +1,189 @@
+// The copy arbiter against a tenant played by the test itself: it maps the channel region the
+// arbiter hands out and writes requests and gate words the way the shim and the GPU would.
+#include "copy_arbiter.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include "gtest/gtest.h"
+
+namespace missile::daemon {
+namespace {
+
+using copych::kHostToDevice;
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+// Polls `cond` for up to `ms` milliseconds.
+bool Eventually(const std::function<bool()>& cond, int ms = 2000) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < end) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return cond();
+}
+
+class Tenant {
+ public:
+  Tenant(CopyArbiter& arbiter, uint64_t session, bool ls, uint32_t weight = 1024) {
+    auto fds = arbiter.OpenChannel(session, ls, weight);
+    EXPECT_TRUE(fds.ok()) << fds.status();
+    if (!fds.ok()) return;
+    memfd_ = fds->first;
+    bell_ = fds->second;
+    void* p = mmap(nullptr, copych::kRegionBytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd_, 0);
+    EXPECT_NE(p, MAP_FAILED);
+    region_ = static_cast<copych::Region*>(p);
+  }
+  ~Tenant() {
+    if (region_ != nullptr) munmap(region_, copych::kRegionBytes);
+    if (memfd_ >= 0) close(memfd_);
+    if (bell_ >= 0) close(bell_);
+  }
+  copych::Region& region() { return *region_; }
+  copych::Gates& gates() { return region_->ring[kHostToDevice].gates; }
+  // Posts a request whose chunks use gates first, first + 1, ...
+  void Post(uint64_t bytes, uint32_t first, bool arrived) {
+    copych::Ring& r = region_->ring[kHostToDevice];
+    uint64_t chunks = (bytes + region_->chunk_bytes - 1) / region_->chunk_bytes;
+    for (uint64_t k = 0; k < chunks; ++k) {
+      r.gates.go[copych::GateOf(first, k)] = 0;
+      r.gates.done[copych::GateOf(first, k)] = 0;
+    }
+    r.gates.arrived[first] = arrived ? 1 : 0;
+    r.requests[head_ % copych::kGates] = {bytes, first, 0};
+    r.request_head.store(++head_, std::memory_order_release);
+    uint64_t one = 1;
+    (void)!write(bell_, &one, sizeof(one));
+  }
+  bool Go(uint32_t gate) { return gates().go[gate].load() != 0; }
+
+ private:
+  int memfd_ = -1;
+  int bell_ = -1;
+  copych::Region* region_ = nullptr;
+  uint64_t head_ = 0;
+};
+
+CopyArbiter::Options OneInFlight(uint64_t be_chunk = 0) {
+  CopyArbiter::Options o;
+  o.scheduler.chunk_bytes = 2 * kMiB;
+  o.scheduler.be_chunk_bytes = be_chunk;
+  o.scheduler.max_inflight_chunks_total = 1;
+  o.scheduler.max_inflight_chunks_per_tenant = 1;
+  return o;
+}
+
+TEST(CopyArbiterTest, GrantsChunkByChunkAndCountsFinishedGates) {
+  auto arbiter = CopyArbiter::Create(OneInFlight());
+  ASSERT_TRUE(arbiter.ok()) << arbiter.status();
+  Tenant t(**arbiter, 1, /*ls=*/false);
+  EXPECT_EQ(t.region().chunk_bytes, 2 * kMiB);
+  t.Post(5 * kMiB, 10, /*arrived=*/true);  // chunks at gates 10, 11, 12
+  ASSERT_TRUE(Eventually([&] { return t.Go(10); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(t.Go(11)) << "one chunk in flight at most";
+  t.gates().done[10] = copych::kDoneCopied;  // the GPU finished chunk 0
+  ASSERT_TRUE(Eventually([&] { return t.gates().done[10].load() == copych::kDoneCounted; }));
+  ASSERT_TRUE(Eventually([&] { return t.Go(11); }));
+  t.gates().done[11] = copych::kDoneCopied;
+  ASSERT_TRUE(Eventually([&] { return t.Go(12); }));
+  t.gates().done[12] = copych::kDoneCopied;
+  ASSERT_TRUE(Eventually([&] { return t.gates().done[12].load() == copych::kDoneCounted; }));
+  std::vector<PcieUse> use = (*arbiter)->Usage();
+  ASSERT_EQ(use.size(), 1u);
+  EXPECT_EQ(use[0].bytes[kHostToDevice], 5 * kMiB);
+}
+
+// A request is queued only once it has arrived at the head of its stream; until then it holds
+// nothing, and another tenant's copy goes first.
+TEST(CopyArbiterTest, RequestWaitsForItsArrivalAndHoldsNothingMeanwhile) {
+  auto arbiter = CopyArbiter::Create(OneInFlight());
+  ASSERT_TRUE(arbiter.ok());
+  Tenant waiting(**arbiter, 1, /*ls=*/false);
+  Tenant other(**arbiter, 2, /*ls=*/false);
+  waiting.Post(2 * kMiB, 0, /*arrived=*/false);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(waiting.Go(0));
+  other.Post(2 * kMiB, 0, /*arrived=*/true);
+  ASSERT_TRUE(Eventually([&] { return other.Go(0); })) << "the unarrived request held the link";
+  other.gates().done[0] = copych::kDoneCopied;
+  waiting.gates().arrived[0] = 1;  // the stream reached the copy
+  ASSERT_TRUE(Eventually([&] { return waiting.Go(0); }));
+}
+
+// LS chunks go first; a BE tenant's chunks use the BE chunk size, which its region announces.
+TEST(CopyArbiterTest, LsFirstAndBestEffortChunkSize) {
+  auto arbiter = CopyArbiter::Create(OneInFlight(/*be_chunk=*/8 * kMiB));
+  ASSERT_TRUE(arbiter.ok());
+  Tenant be(**arbiter, 1, /*ls=*/false);
+  Tenant ls(**arbiter, 2, /*ls=*/true);
+  EXPECT_EQ(be.region().chunk_bytes, 8 * kMiB);
+  EXPECT_EQ(ls.region().chunk_bytes, 2 * kMiB);
+  be.Post(16 * kMiB, 0, true);  // two chunks at gates 0 and 1
+  ASSERT_TRUE(Eventually([&] { return be.Go(0); }));
+  ls.Post(4 * kMiB, 0, true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  be.gates().done[0] = copych::kDoneCopied;
+  ASSERT_TRUE(Eventually([&] { return ls.Go(0); }));
+  EXPECT_FALSE(be.Go(1)) << "a BE chunk went before a pending LS chunk";
+  ls.gates().done[0] = copych::kDoneCopied;
+  ASSERT_TRUE(Eventually([&] { return ls.Go(1); }));
+  ls.gates().done[1] = copych::kDoneCopied;
+  ASSERT_TRUE(Eventually([&] { return be.Go(1); }));
+}
+
+// A malformed request (a gate out of range, a size of 0) drops that tenant's channel only.
+TEST(CopyArbiterTest, MalformedRequestClosesOnlyThatChannel) {
+  auto arbiter = CopyArbiter::Create(OneInFlight());
+  ASSERT_TRUE(arbiter.ok());
+  Tenant bad(**arbiter, 1, false);
+  Tenant good(**arbiter, 2, false);
+  bad.Post(2 * kMiB, copych::kGates, true);
+  ASSERT_TRUE(Eventually([&] { return bad.region().closed.load() != 0; }));
+  Tenant zero(**arbiter, 3, false);
+  zero.Post(0, 0, true);
+  ASSERT_TRUE(Eventually([&] { return zero.region().closed.load() != 0; }));
+  EXPECT_EQ(good.region().closed.load(), 0u);
+  good.Post(2 * kMiB, 5, true);
+  EXPECT_TRUE(Eventually([&] { return good.Go(5); }));
+}
+
+// A closed session frees its in-flight slot at once; the arbiter going away closes every
+// channel, so tenants stop waiting for grants.
+TEST(CopyArbiterTest, ClosingFreesTheLinkAndShutdownClosesEveryChannel) {
+  auto arbiter = CopyArbiter::Create(OneInFlight());
+  ASSERT_TRUE(arbiter.ok());
+  auto* gone = new Tenant(**arbiter, 1, false);
+  Tenant next(**arbiter, 2, false);
+  gone->Post(2 * kMiB, 0, true);
+  ASSERT_TRUE(Eventually([&] { return gone->Go(0); }));
+  next.Post(2 * kMiB, 0, true);
+  (*arbiter)->CloseChannel(1);  // its chunk never finishes
+  delete gone;
+  ASSERT_TRUE(Eventually([&] { return next.Go(0); }));
+  arbiter->reset();
+  EXPECT_NE(next.region().closed.load(), 0u);
+}
+
+// A chunk not finished 500 ms after its grant stops counting against the in-flight limit; its
+// gate is still watched, and counted when the chunk finally finishes.
+TEST(CopyArbiterTest, StuckChunkIsWrittenOffAndItsGateStillReturns) {
+  auto arbiter = CopyArbiter::Create(OneInFlight());
+  ASSERT_TRUE(arbiter.ok());
+  Tenant t(**arbiter, 1, false);
+  t.Post(4 * kMiB, 0, true);
+  ASSERT_TRUE(Eventually([&] { return t.Go(0); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(t.Go(1));
+  ASSERT_TRUE(Eventually([&] { return t.Go(1); }, 2000)) << "the stuck chunk was not written off";
+  t.gates().done[0] = copych::kDoneCopied;  // late
+  EXPECT_TRUE(Eventually([&] { return t.gates().done[0].load() == copych::kDoneCounted; }));
+}
+
+}  // namespace
+}  // namespace missile::daemon
