@@ -2,8 +2,9 @@
 # On the GPU machine: does the arbiter's sleep between an LS tenant's requests explain the LS
 # copy's tail through Missile? C++ tenants (tests/programs/copy_probe: driver API, pinned
 # memory, asynchronous copies), an LS tenant copying 4 MiB every 5 ms alone and next to a BE
-# tenant streaming 1 GiB copies: unmanaged, then through Missile with pcie.spin_us = 200 (the
-# arbiter sleeps between LS requests) and 20000 (it keeps polling between them).
+# tenant streaming 1 GiB copies: unmanaged, then through Missile with pcie.ls_spin_us = 0 (the
+# arbiter sleeps between LS requests, as up to 2026-11-29-pcie4-h200) and 20000 (the default:
+# it keeps polling between them).
 # usage: bench/run_pcie_spin_on_gpu.sh RUNTIME_DIR OUT_DIR
 set -uo pipefail
 rt=$(cd "$1" && pwd); out=$2
@@ -20,7 +21,7 @@ P="$rt/copy_probe"
   $P bulk 1024 5 - async > "$out/spin/u-be" & pid=$!; sleep 1
   echo "under BE: $($P lat 4 400 5 async | grep lat)"
   wait $pid; echo "BE: $(grep bulk "$out/spin/u-be")"
-  for spin in 200 20000; do
+  for spin in 0 20000; do
     cat > /tmp/missile/missiled.toml <<TOML
 [daemon]
 socket = "$MISSILE_SOCKET"
@@ -30,13 +31,13 @@ profile_dir = "/tmp/missile/profiles"
 [pcie]
 chunk = "2MiB"
 be_chunk = "8MiB"
-spin_us = $spin
+ls_spin_us = $spin
 TOML
     chmod 644 /tmp/missile/missiled.toml
     "$rt/missiled" --config /tmp/missile/missiled.toml > "$out/spin/missiled-$spin.log" 2>&1 &
     daemon=$!
     for _ in $(seq 1 100); do [ -S "$MISSILE_SOCKET" ] && break; sleep 0.1; done
-    echo "== Missile, chunk 2MiB, be_chunk 8MiB, spin_us $spin"
+    echo "== Missile, chunk 2MiB, be_chunk 8MiB, ls_spin_us $spin"
     echo "alone: $(run --name ls --class ls -- $P lat 4 400 5 async | grep lat)"
     run --name be --class be -- $P bulk 1024 5 - async > "$out/spin/m-be-$spin" & pid=$!; sleep 1.5
     echo "under BE: $(run --name ls --class ls -- $P lat 4 400 5 async | grep lat)"

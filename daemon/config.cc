@@ -311,7 +311,8 @@ void Parser::ParsePcie(const toml::node& node, const std::string& path) {
           [&](Node n, Key k) { GetInt(n, k, 1, kMaxInflight, &p.max_inflight_per_tenant); }},
          {"bypass_below", [&](Node n, Key k) { GetSize(n, k, &p.bypass_below); }},
          {"ls_first", [&](Node n, Key k) { GetBool(n, k, &p.ls_first); }},
-         {"spin_us", [&](Node n, Key k) { GetInt(n, k, 0, 100000, &p.spin_us); }}});
+         {"spin_us", [&](Node n, Key k) { GetInt(n, k, 0, 100000, &p.spin_us); }},
+         {"ls_spin_us", [&](Node n, Key k) { GetInt(n, k, 0, 1000000, &p.ls_spin_us); }}});
 }
 
 void Parser::ParseSocketMode(const toml::node& node, const std::string& key) {
@@ -685,6 +686,7 @@ std::string DescribeConfig(const DaemonConfig& config) {
   lines.push_back(absl::StrCat("pcie.bypass_below = ", size(p.bypass_below)));
   lines.push_back(absl::StrCat("pcie.ls_first = ", boolean(p.ls_first)));
   lines.push_back(absl::StrCat("pcie.spin_us = ", p.spin_us));
+  lines.push_back(absl::StrCat("pcie.ls_spin_us = ", p.ls_spin_us));
   return absl::StrJoin(lines, "\n");
 }
 

@@ -139,6 +139,9 @@ struct PcieSection {
   // Microseconds the arbiter keeps polling after the last request, grant or completion, in
   // [0, 100000]: the GPU reports finished chunks by writing host memory, which wakes nobody.
   int spin_us = 200;
+  // Microseconds it keeps polling after an LS tenant's last copy request, in [0, 1000000]: an
+  // LS service copying every few milliseconds then never finds it asleep.
+  int ls_spin_us = 20000;
 
   bool operator==(const PcieSection&) const = default;
 };

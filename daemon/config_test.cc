@@ -88,6 +88,7 @@ TEST(ConfigTest, Defaults) {
   EXPECT_EQ(config.pcie.bypass_below, 64 * kKiB);
   EXPECT_TRUE(config.pcie.ls_first);
   EXPECT_EQ(config.pcie.spin_us, 200);
+  EXPECT_EQ(config.pcie.ls_spin_us, 20000);
   // Empty tables change nothing.
   EXPECT_EQ(Parse("[daemon]\n[gpu]\n[classes]\n[classes.ls]\n[classes.be]\n[pcie]\n"),
             DaemonConfig{});
@@ -125,7 +126,7 @@ std::set<std::string> DescribedKeys(const DaemonConfig& config) {
 
 TEST(ConfigTest, ExampleFileAndDescribeConfigListEveryKey) {
   const std::set<std::string> keys = ExampleKeys();
-  EXPECT_EQ(keys.size(), 26u);
+  EXPECT_EQ(keys.size(), 27u);
   EXPECT_EQ(keys, DescribedKeys(DaemonConfig{}));
 }
 
@@ -162,6 +163,7 @@ max_inflight_per_tenant = 1
 bypass_below = 0
 ls_first = false
 spin_us = 0
+ls_spin_us = 500
 )");
   EXPECT_EQ(config.daemon.socket, "/tmp/m.sock");
   EXPECT_EQ(config.daemon.FdSocketPath(), "/tmp/m-fd.sock");
@@ -189,6 +191,7 @@ spin_us = 0
   EXPECT_EQ(config.pcie.bypass_below, 0u);
   EXPECT_FALSE(config.pcie.ls_first);
   EXPECT_EQ(config.pcie.spin_us, 0);
+  EXPECT_EQ(config.pcie.ls_spin_us, 500);
 
   // DescribeConfig's text is TOML that reads back to the same settings.
   EXPECT_EQ(Parse(DescribeConfig(config)), config);
@@ -355,6 +358,7 @@ TEST(ConfigTest, EveryErrorNamesItsKey) {
       {"[pcie]\nbe_chunk = \"1MiB+1\"", "pcie.be_chunk: invalid size"},
       {"[pcie]\nbe_chunk = \"32KiB\"",
        "pcie.be_chunk: must be a multiple of 4KiB in [64KiB, 64MiB] or 0, got 32KiB"},
+      {"[pcie]\nls_spin_us = -1", "pcie.ls_spin_us: must be an integer in [0, 1000000], got -1"},
       {"[pcie]\nspin_us = 100001", "pcie.spin_us: must be an integer in [0, 100000], got 100001"},
   };
   for (const Case& c : cases) {

@@ -53,6 +53,7 @@ pcie::TenantClass Cls(bool ls) {
 struct CopyArbiter::Channel {
   uint64_t session = 0;
   uint64_t chunk = 0;  // how this tenant cuts its copies (by its class when the channel opened)
+  bool ls = false;     // its class now
   int memfd = -1;
   Region* region = nullptr;
   struct Request {
@@ -119,6 +120,7 @@ absl::StatusOr<std::pair<int, int>> CopyArbiter::OpenChannel(uint64_t session,
   auto c = std::make_unique<Channel>();
   c->session = session;
   c->chunk = options_.scheduler.ChunkFor(Cls(latency_sensitive));
+  c->ls = latency_sensitive;
   c->memfd = memfd_create("missile-copy-channel", MFD_CLOEXEC);
   if (c->memfd < 0 || ftruncate(c->memfd, copych::kRegionBytes) != 0) {
     return absl::InternalError(std::string("copy channel memory: ") + strerror(errno));
@@ -161,7 +163,9 @@ void CopyArbiter::CloseChannel(uint64_t session) {
 
 void CopyArbiter::SetPolicy(uint64_t session, bool latency_sensitive, uint32_t weight) {
   absl::MutexLock lock(&mu_);
-  if (!channels_.contains(session)) return;
+  auto it = channels_.find(session);
+  if (it == channels_.end()) return;
+  it->second->ls = latency_sensitive;
   for (int d = 0; d < 2; ++d) {
     sched_[d]->SetClass(session, Cls(latency_sensitive)).IgnoreError();
     sched_[d]->SetWeight(session, weight).IgnoreError();
@@ -185,10 +189,11 @@ std::vector<PcieUse> CopyArbiter::Usage() {
   return out;
 }
 
-bool CopyArbiter::Poll(bool* busy) {
+bool CopyArbiter::Poll(bool* busy, bool* ls_posted) {
   const uint64_t now = NowNs();
   bool moved = false;
   *busy = false;
+  *ls_posted = false;
   std::vector<uint64_t> bad;
   for (auto& [session, cp] : channels_) {
     Channel& c = *cp;
@@ -214,6 +219,7 @@ bool CopyArbiter::Poll(bool* busy) {
         cd.outstanding_chunks += chunks;
         cd.waiting.push_back(e);
         moved = true;
+        *ls_posted |= c.ls;
       }
       if (!bad.empty() && bad.back() == session) break;
       for (size_t i = 0; i < cd.waiting.size();) {
@@ -297,19 +303,23 @@ bool CopyArbiter::Poll(bool* busy) {
 void CopyArbiter::Run() {
   prctl(PR_SET_TIMERSLACK, 1000UL);  // make the naps below as short as asked
   uint64_t last_moved = NowNs();
+  uint64_t last_ls_request = 0;
   while (!stop_) {
     bool moved;
     bool busy;
+    bool ls_posted;
     {
       absl::MutexLock lock(&mu_);
-      moved = Poll(&busy);
+      moved = Poll(&busy, &ls_posted);
     }
     uint64_t now = NowNs();
+    if (ls_posted) last_ls_request = now;
     if (moved) {
       last_moved = now;
       continue;
     }
-    if (now - last_moved < options_.spin_ns) {
+    if (now - last_moved < options_.spin_ns ||
+        (last_ls_request != 0 && now - last_ls_request < options_.ls_spin_ns)) {
       for (int i = 0; i < 16; ++i) CpuRelax();
       continue;
     }

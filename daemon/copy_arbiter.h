@@ -7,9 +7,11 @@
 // says the copy finished. Nobody can wake a thread when the GPU writes a word into host
 // memory, so while copies are pending the thread polls: it spins for `spin_ns` after the last
 // thing that moved (a chunk takes tens of microseconds, so a busy link keeps it spinning and
-// hands the next chunk out within a microsecond or two), then naps in short steps while
-// requests are still outstanding, and sleeps on the doorbell eventfd (written by tenants after
-// each request) when nothing is.
+// hands the next chunk out within a microsecond or two), and for `ls_spin_ns` after an LS
+// tenant's last request (an LS service copying every few milliseconds would otherwise find it
+// asleep each time and pay for waking it); then it naps in short steps while requests are
+// still outstanding, and sleeps on the doorbell eventfd (written by tenants after each request)
+// when nothing is.
 // Thread-safety: public methods may be called from any thread.
 #ifndef MISSILE_DAEMON_COPY_ARBITER_H_
 #define MISSILE_DAEMON_COPY_ARBITER_H_
@@ -39,8 +41,10 @@ class CopyArbiter {
  public:
   struct Options {
     pcie::FairScheduler::Config scheduler;
-    // How long the thread keeps spinning after the last grant, completion or request.
+    // How long the thread keeps spinning after the last grant, completion or request, and
+    // after the last request of an LS tenant.
     uint64_t spin_ns = 200'000;
+    uint64_t ls_spin_ns = 20'000'000;
   };
   static absl::StatusOr<std::unique_ptr<CopyArbiter>> Create(const Options& options);
   // Closes every channel (the tenants then copy unscheduled) and stops the thread.
@@ -58,8 +62,9 @@ class CopyArbiter {
   struct Channel;
   CopyArbiter() = default;
   void Run();
-  // One pass over every channel; true if anything moved. `busy`: some request is outstanding.
-  bool Poll(bool* busy) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One pass over every channel; true if anything moved. `busy`: some request is outstanding;
+  // `ls_posted`: an LS tenant posted a request.
+  bool Poll(bool* busy, bool* ls_posted) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropLocked(uint64_t session, const char* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Options options_;
