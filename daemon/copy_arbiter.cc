@@ -288,7 +288,9 @@ bool CopyArbiter::Poll(bool* busy, bool* ls_posted) {
       if (q == cd.queued.end()) continue;  // cannot happen: queued until its last chunk is done
       uint32_t gate = copych::GateOf(q->second.first, g->offset / c.chunk);
       Ring& r = c.region->ring[d];
-      r.gates.go[gate].store(1, std::memory_order_release);
+      // seq_cst store then load, against the tenant's increment then load (copy_gate.cc WaitGo):
+      // either it sees the gate open or this sees it waiting.
+      r.gates.go[gate].store(1, std::memory_order_seq_cst);
       if (r.sync_waiters.load(std::memory_order_seq_cst) != 0) {
         copych::FutexWakeAll(&r.gates.go[gate]);
       }

@@ -148,6 +148,26 @@ CUresult CopyGate::Unscheduled(const Chunk& copy, uint64_t bytes) {
 }
 
 CUresult CopyGate::RunSync(copych::Direction dir, uint64_t bytes, const Chunk& copy) {
+  CUresult r = CUDA_SUCCESS;
+  for (uint64_t off = 0; off < bytes && r == CUDA_SUCCESS; off += PieceBytes()) {
+    const uint64_t len = std::min(PieceBytes(), bytes - off);
+    r = RunSyncPiece(dir, len, [&](uint64_t o, uint64_t l) { return copy(off + o, l); });
+  }
+  return r;
+}
+
+CUresult CopyGate::EnqueueAsync(copych::Direction dir, uint64_t bytes, CUstream stream, bool ptsz,
+                                const AsyncChunk& copy) {
+  CUresult r = CUDA_SUCCESS;
+  for (uint64_t off = 0; off < bytes && r == CUDA_SUCCESS; off += PieceBytes()) {
+    const uint64_t len = std::min(PieceBytes(), bytes - off);
+    r = EnqueueAsyncPiece(dir, len, stream, ptsz,
+                          [&](uint64_t o, uint64_t l, CUstream s) { return copy(off + o, l, s); });
+  }
+  return r;
+}
+
+CUresult CopyGate::RunSyncPiece(copych::Direction dir, uint64_t bytes, const Chunk& copy) {
   if (abandoned()) return copy(0, bytes);
   const uint64_t chunks = (bytes + chunk_bytes_ - 1) / chunk_bytes_;
   std::optional<uint32_t> first = Post(dir, bytes, chunks, /*arrived=*/true);
@@ -165,8 +185,8 @@ CUresult CopyGate::RunSync(copych::Direction dir, uint64_t bytes, const Chunk& c
   return result;
 }
 
-CUresult CopyGate::EnqueueAsync(copych::Direction dir, uint64_t bytes, CUstream stream, bool ptsz,
-                                const AsyncChunk& copy) {
+CUresult CopyGate::EnqueueAsyncPiece(copych::Direction dir, uint64_t bytes, CUstream stream,
+                                     bool ptsz, const AsyncChunk& copy) {
   if (abandoned()) return copy(0, bytes, stream);
   const uint64_t chunks = (bytes + chunk_bytes_ - 1) / chunk_bytes_;
   // A stream with nothing queued reaches the copy at once: say so now rather than have the GPU

@@ -59,6 +59,8 @@ class CopyGate {
   // Copies that found every gate taken and ran unscheduled.
   uint64_t overflowed() const { return overflowed_.load(std::memory_order_relaxed); }
 
+  // A copy of more than a quarter of the gates' worth of chunks goes as several requests, one
+  // after the other, so that no copy is too large to schedule.
   CUresult RunSync(copych::Direction dir, uint64_t bytes, const Chunk& copy);
   CUresult EnqueueAsync(copych::Direction dir, uint64_t bytes, CUstream stream, bool ptsz,
                         const AsyncChunk& copy);
@@ -68,6 +70,10 @@ class CopyGate {
 
  private:
   CopyGate() = default;
+  uint64_t PieceBytes() const { return chunk_bytes_ * (copych::kGates / 4); }
+  CUresult RunSyncPiece(copych::Direction dir, uint64_t bytes, const Chunk& copy);
+  CUresult EnqueueAsyncPiece(copych::Direction dir, uint64_t bytes, CUstream stream, bool ptsz,
+                             const AsyncChunk& copy);
   // Takes `chunks` consecutive gates, resets them and posts the request; the first gate, or
   // nullopt when the gates are all taken or the gate was abandoned. `arrived`: the request is
   // at the head of its stream already (a synchronous copy).

@@ -461,6 +461,26 @@ TEST_F(DaemonTest, FailedStreamMemoryOperationStillCopies) {
   EXPECT_NE(r.err.find("the copy goes on unscheduled"), std::string::npos) << r.err;
 }
 
+// A copy of more chunks than a quarter of the gates (here 4800 chunks of 64 KiB, more than there are gates) goes as several
+// requests: scheduled, intact, and without running out of gates.
+TEST_F(DaemonTest, CopyLargerThanTheGatesIsScheduledInPieces) {
+  StartDaemon("[pcie]\nchunk = \"64KiB\"\n");
+  for (const char* mode : {"async", "sync"}) {
+    auto env = TenantEnv("be", "big");
+    std::string report = dir_.path() + "/big-" + mode + ".report";
+    env["MISSILE_REPORT"] = report;
+    ProcessResult r = testing::Run({COPY_PROBE, "lat", "300", "2", "1", mode}, env, 120);
+    EXPECT_EQ(r.exit_code, 0) << mode << r.out << r.err;
+    EXPECT_NE(r.out.find("data ok"), std::string::npos) << mode << r.out;
+    EXPECT_EQ(r.err.find("outstanding"), std::string::npos) << mode << r.err;
+    std::ifstream in(report);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // The warm-up and two measured copies, plus the check's copy back.
+    EXPECT_NE(text.find("# 4 host-device copies went through the PCIe scheduler"),
+              std::string::npos) << mode << text;
+  }
+}
+
 // A daemon that dies without warning (SIGKILL) must not hang the tenants' scheduled copies:
 // the shim notices the session is gone and lets every waiting chunk through.
 TEST_F(DaemonTest, KilledDaemonDoesNotHangScheduledCopies) {
