@@ -98,13 +98,15 @@ class CopyGate {
   uint64_t chunk_bytes_ = 0;
   uint64_t bypass_bytes_ = 0;
 
-  // Per direction: gates [tail_, head_) (counted modulo kGates) belong to posted requests;
-  // the tail moves on over gates the daemon has counted. request_head_ mirrors the ring's.
-  // Element d of each array is guarded by mu_[d].
-  absl::Mutex mu_[2];
-  uint64_t head_[2] = {0, 0};
-  uint64_t tail_[2] = {0, 0};
-  uint64_t request_head_[2] = {0, 0};
+  // Per direction: the gates [tail, head) (counted modulo kGates) belong to posted requests;
+  // the tail moves on over gates the daemon has counted. request_head mirrors the ring's.
+  struct Side {
+    absl::Mutex mu;
+    uint64_t head ABSL_GUARDED_BY(mu) = 0;
+    uint64_t tail ABSL_GUARDED_BY(mu) = 0;
+    uint64_t request_head ABSL_GUARDED_BY(mu) = 0;
+  };
+  Side side_[2];  // by copych::Direction
 
   std::function<bool()> daemon_alive_;
   std::atomic<bool> abandoned_{false};
