@@ -58,8 +58,7 @@ struct CopyArbiter::Channel {
   int memfd = -1;
   Region* region = nullptr;
   struct Request {
-    uint32_t first = 0;
-    uint64_t chunks = 0;
+    uint32_t first = 0;  // the gate of its first chunk
   };
   struct Flight {
     uint64_t since_ns = 0;
@@ -72,7 +71,7 @@ struct CopyArbiter::Channel {
     absl::flat_hash_map<pcie::RequestId, Request> queued;  // with the scheduler
     absl::flat_hash_map<pcie::GrantId, Flight> inflight;
     std::vector<uint32_t> expired;  // gates of written-off grants, counted when they finish
-    uint64_t outstanding_chunks = 0;  // of waiting and queued requests
+    uint64_t outstanding_chunks = 0;  // gates of read requests not yet counted back
     uint64_t bytes = 0;
   } dir[2];
 
@@ -122,8 +121,11 @@ absl::StatusOr<std::pair<int, int>> CopyArbiter::OpenChannel(uint64_t session,
   c->session = session;
   c->chunk = options_.scheduler.ChunkFor(Cls(latency_sensitive));
   c->ls = latency_sensitive;
-  c->memfd = memfd_create("missile-copy-channel", MFD_CLOEXEC);
-  if (c->memfd < 0 || ftruncate(c->memfd, copych::kRegionBytes) != 0) {
+  c->memfd = memfd_create("missile-copy-channel", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  // Sealed at its size: a tenant that could shrink the file would make the daemon's next read
+  // of its region fault (SIGBUS) and take every tenant's scheduling down with it.
+  if (c->memfd < 0 || ftruncate(c->memfd, copych::kRegionBytes) != 0 ||
+      fcntl(c->memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     return absl::InternalError(std::string("copy channel memory: ") + strerror(errno));
   }
   void* p = mmap(nullptr, copych::kRegionBytes, PROT_READ | PROT_WRITE, MAP_SHARED, c->memfd, 0);
@@ -234,7 +236,7 @@ bool CopyArbiter::Poll(bool* busy, bool* ls_posted) {
           bad.push_back(session);
           break;
         }
-        cd.queued[*id] = {e.first, (e.bytes + chunk - 1) / chunk};
+        cd.queued[*id] = {e.first};
         cd.waiting.erase(cd.waiting.begin() + static_cast<ptrdiff_t>(i));
         moved = true;
       }
@@ -252,15 +254,10 @@ bool CopyArbiter::Poll(bool* busy, bool* ls_posted) {
           }
         } else {
           gates.done[gate].store(copych::kDoneCounted, std::memory_order_release);
+          --cd.outstanding_chunks;  // the tenant may reuse this gate now
         }
         auto done = sched_[d]->Complete(it->first, now);
-        if (done.ok() && done->has_value()) {
-          auto q = cd.queued.find((*done)->request);
-          if (q != cd.queued.end()) {
-            cd.outstanding_chunks -= q->second.chunks;
-            cd.queued.erase(q);
-          }
-        }
+        if (done.ok() && done->has_value()) cd.queued.erase((*done)->request);
         cd.inflight.erase(it++);
         moved = true;
       }
@@ -268,6 +265,7 @@ bool CopyArbiter::Poll(bool* busy, bool* ls_posted) {
         uint32_t gate = cd.expired[i];
         if (gates.done[gate].load(std::memory_order_acquire) == copych::kDoneCopied) {
           gates.done[gate].store(copych::kDoneCounted, std::memory_order_release);
+          --cd.outstanding_chunks;
           cd.expired[i] = cd.expired.back();
           cd.expired.pop_back();
         } else {

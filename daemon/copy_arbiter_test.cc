@@ -61,6 +61,7 @@ class Tenant {
     (void)!write(bell_, &one, sizeof(one));
   }
   bool Go(uint32_t gate) { return gates().go[gate].load() != 0; }
+  int memfd() const { return memfd_; }
 
  private:
   int memfd_ = -1;
@@ -183,6 +184,34 @@ TEST(CopyArbiterTest, StuckChunkIsWrittenOffAndItsGateStillReturns) {
   ASSERT_TRUE(Eventually([&] { return t.Go(1); }, 2000)) << "the stuck chunk was not written off";
   t.gates().done[0] = copych::kDoneCopied;  // late
   EXPECT_TRUE(Eventually([&] { return t.gates().done[0].load() == copych::kDoneCounted; }));
+}
+
+// The region cannot be resized by the tenant: a shrunk file would fault the daemon's next read.
+TEST(CopyArbiterTest, RegionIsSealedAtItsSize) {
+  auto arbiter = CopyArbiter::Create(OneInFlight());
+  ASSERT_TRUE(arbiter.ok());
+  Tenant t(**arbiter, 1, false);
+  EXPECT_NE(ftruncate(t.memfd(), 0), 0);
+  EXPECT_NE(ftruncate(t.memfd(), 2 * copych::kRegionBytes), 0);
+  t.Post(2 * kMiB, 0, true);
+  EXPECT_TRUE(Eventually([&] { return t.Go(0); }));
+}
+
+// Gates come back one chunk at a time: a tenant that reuses the counted first gate of a request
+// whose second chunk is still in flight, and so has every gate taken, is within its rights.
+TEST(CopyArbiterTest, GatesAreCountedBackChunkByChunk) {
+  auto arbiter = CopyArbiter::Create(OneInFlight());
+  ASSERT_TRUE(arbiter.ok());
+  Tenant t(**arbiter, 1, false);
+  t.Post(4 * kMiB, 0, true);  // gates 0 and 1
+  ASSERT_TRUE(Eventually([&] { return t.Go(0); }));
+  t.gates().done[0] = copych::kDoneCopied;
+  ASSERT_TRUE(Eventually([&] { return t.gates().done[0].load() == copych::kDoneCounted; }));
+  ASSERT_TRUE(Eventually([&] { return t.Go(1); }));  // chunk 1 in flight, never finished here
+  for (uint32_t gate = 2; gate < copych::kGates; ++gate) t.Post(kMiB, gate, false);
+  t.Post(kMiB, 0, false);  // gate 0 again: 4096 gates taken, none twice
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(t.region().closed.load(), 0u) << "a tenant within its gates was dropped";
 }
 
 }  // namespace

@@ -26,12 +26,9 @@ CopyGate* CopyManager::GateFor(uint64_t bytes) {
     if (gpu.has_value()) {
       auto fds = client->OpenCopyChannel(*gpu);
       if (fds.ok()) {
+        // Open owns the descriptors from here, and closes them itself if it fails.
         opened = CopyGate::Open(fds->first, fds->second, api_, log_,
                                 [client] { return client->connected(); });
-        if (!opened.ok()) {
-          close(fds->first);
-          close(fds->second);
-        }
       } else {
         opened = fds.status();
       }

@@ -191,6 +191,7 @@ CUresult CopyGate::RunSyncPiece(copych::Direction dir, uint64_t bytes, const Chu
 CUresult CopyGate::EnqueueAsyncPiece(copych::Direction dir, uint64_t bytes, CUstream stream,
                                      bool ptsz, const AsyncChunk& copy) {
   if (abandoned()) return copy(0, bytes, stream);
+  absl::MutexLock in_order(&side_[dir].enqueue_mu);
   const uint64_t chunks = (bytes + chunk_bytes_ - 1) / chunk_bytes_;
   // A stream with nothing queued reaches the copy at once: say so now rather than have the GPU
   // say it. On the H200, a stream of another process that is copying keeps the copy engine
@@ -219,6 +220,7 @@ CUresult CopyGate::EnqueueAsyncPiece(copych::Direction dir, uint64_t bytes, CUst
   } else {
     r = write(stream, DeviceAddress(&g.arrived[*first]), 1, CU_STREAM_WRITE_VALUE_DEFAULT);
   }
+  bool queued_ops = !idle && r == CUDA_SUCCESS;  // something on the stream refers to the gates
   // Chunks [0, enqueued) have their copy on the stream, [0, reported) also their done write.
   uint64_t enqueued = 0;
   uint64_t reported = 0;
@@ -229,6 +231,7 @@ CUresult CopyGate::EnqueueAsyncPiece(copych::Direction dir, uint64_t bytes, CUst
     if (g.go[gate].load(std::memory_order_acquire) == 0) {
       r = wait(stream, DeviceAddress(&g.go[gate]), 1, CU_STREAM_WAIT_VALUE_GEQ);
       if (r != CUDA_SUCCESS) break;
+      queued_ops = true;
     }
     copy_result = copy(off, std::min(chunk_bytes_, bytes - off), stream);
     if (copy_result != CUDA_SUCCESS) {
@@ -240,13 +243,20 @@ CUresult CopyGate::EnqueueAsyncPiece(copych::Direction dir, uint64_t bytes, CUst
     if (r == CUDA_SUCCESS) reported = k + 1;
   }
   if (r == CUDA_SUCCESS) return CUDA_SUCCESS;
+  // The request must be queued at all, so that its gates open.
+  g.arrived[*first].store(1, std::memory_order_release);
+  if (queued_ops) {
+    // Operations on these gates may still be queued on the stream (a wait whose copy failed,
+    // the arrived write): let them run first, or a stale one could meet a gate's next request
+    // once the daemon has counted it and it is reused.
+    auto sync = ptsz ? api_->StreamSynchronizePtsz : api_->StreamSynchronize;
+    if (sync != nullptr) sync(stream);
+  }
   // The chunks whose done write is not on the stream are reported done from here, so the
-  // daemon counts them once it grants them (never a gate the GPU may still write: a reused
-  // gate would be reported done too early); and the request must be queued at all.
+  // daemon counts them once it grants them.
   for (uint64_t j = reported; j < chunks; ++j) {
     g.done[copych::GateOf(*first, j)].store(copych::kDoneCopied, std::memory_order_release);
   }
-  g.arrived[*first].store(1, std::memory_order_release);
   if (copy_result != CUDA_SUCCESS) return copy_result;  // the program's own copy failed
   // Only the scheduling around it failed: the rest of the copy goes unscheduled, so the
   // program gets the copy it asked for.

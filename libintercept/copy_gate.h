@@ -45,7 +45,8 @@ class CopyGate {
   using Chunk = std::function<CUresult(uint64_t offset, uint64_t length)>;
   using AsyncChunk = std::function<CUresult(uint64_t offset, uint64_t length, CUstream stream)>;
 
-  // Takes ownership of the region's memfd and the doorbell eventfd. `daemon_alive` is polled
+  // Takes ownership of the region's memfd and the doorbell descriptor, and closes them when it
+  // fails too. `daemon_alive` is polled
   // (every 20 ms): once it says false, the gate opens for good. Needs a current context.
   static absl::StatusOr<std::unique_ptr<CopyGate>> Open(int memfd, int doorbell,
                                                         const DriverApi& api,
@@ -101,6 +102,11 @@ class CopyGate {
   // Per direction: the gates [tail, head) (counted modulo kGates) belong to posted requests;
   // the tail moves on over gates the daemon has counted. request_head mirrors the ring's.
   struct Side {
+    // Held from posting an asynchronous copy to enqueueing its last operation, so that two
+    // threads' copies on one stream never interleave there: the daemon grants a tenant's
+    // requests in order, and a later request's wait ahead of an earlier one's chunks would
+    // stall both. Taken before mu.
+    absl::Mutex enqueue_mu;
     absl::Mutex mu;
     uint64_t head ABSL_GUARDED_BY(mu) = 0;
     uint64_t tail ABSL_GUARDED_BY(mu) = 0;

@@ -31,6 +31,8 @@ void DriverApi::Resolve(void* h) {
   Load(h, "cuStreamIsCapturing_ptsz", &StreamIsCapturingPtsz);
   Load(h, "cuStreamGetCtx", &StreamGetCtx);
   Load(h, "cuStreamQuery", &StreamQuery);
+  Load(h, "cuStreamSynchronize", &StreamSynchronize);
+  Load(h, "cuStreamSynchronize_ptsz", &StreamSynchronizePtsz);
   Load(h, "cuStreamQuery_ptsz", &StreamQueryPtsz);
   Load(h, "cuEventCreate", &EventCreate);
   Load(h, "cuEventRecord", &EventRecord);

@@ -34,6 +34,8 @@ struct DriverApi {
   PFN_cuStreamIsCapturing_v10000_ptsz StreamIsCapturingPtsz = nullptr;
   PFN_cuStreamGetCtx_v9020 StreamGetCtx = nullptr;
   PFN_cuStreamQuery_v2000 StreamQuery = nullptr;
+  PFN_cuStreamSynchronize_v2000 StreamSynchronize = nullptr;
+  PFN_cuStreamSynchronize_v7000_ptsz StreamSynchronizePtsz = nullptr;
   PFN_cuStreamQuery_v7000_ptsz StreamQueryPtsz = nullptr;
   PFN_cuEventCreate_v2000 EventCreate = nullptr;
   PFN_cuEventRecord_v2000 EventRecord = nullptr;
