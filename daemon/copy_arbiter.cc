@@ -53,6 +53,7 @@ pcie::TenantClass Cls(bool ls) {
 
 struct CopyArbiter::Channel {
   uint64_t session = 0;
+  int bell = -1;       // the doorbell pipe's read end (non-blocking, the daemon's alone)
   uint64_t chunk = 0;  // how this tenant cuts its copies (by its class when the channel opened)
   bool ls = false;     // its class now
   int memfd = -1;
@@ -78,6 +79,7 @@ struct CopyArbiter::Channel {
   ~Channel() {
     if (region != nullptr) munmap(region, copych::kRegionBytes);
     if (memfd >= 0) close(memfd);
+    // `bell` is closed by the arbiter's thread (retired_bells_): it may be polling it now.
   }
 };
 
@@ -90,8 +92,8 @@ absl::StatusOr<std::unique_ptr<CopyArbiter>> CopyArbiter::Create(const Options& 
     absl::MutexLock lock(&a->mu_);
     a->sched_[d] = std::make_unique<pcie::FairScheduler>(std::move(*s));
   }
-  a->doorbell_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (a->doorbell_ < 0) return absl::InternalError("eventfd failed");
+  a->wake_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (a->wake_ < 0) return absl::InternalError("eventfd failed");
   CopyArbiter* raw = a.get();
   a->thread_ = std::thread([raw] { raw->Run(); });
   return a;
@@ -100,13 +102,15 @@ absl::StatusOr<std::unique_ptr<CopyArbiter>> CopyArbiter::Create(const Options& 
 CopyArbiter::~CopyArbiter() {
   stop_ = true;
   uint64_t one = 1;
-  if (doorbell_ >= 0) (void)!write(doorbell_, &one, sizeof(one));
+  if (wake_ >= 0) (void)!write(wake_, &one, sizeof(one));
   if (thread_.joinable()) thread_.join();
   {
     absl::MutexLock lock(&mu_);
     while (!channels_.empty()) DropLocked(channels_.begin()->first, "session ended");
+    for (int fd : retired_bells_) close(fd);
+    retired_bells_.clear();
   }
-  if (doorbell_ >= 0) close(doorbell_);
+  if (wake_ >= 0) close(wake_);
 }
 
 absl::StatusOr<std::pair<int, int>> CopyArbiter::OpenChannel(uint64_t session,
@@ -141,10 +145,17 @@ absl::StatusOr<std::pair<int, int>> CopyArbiter::OpenChannel(uint64_t session,
       return s;
     }
   }
+  int bell[2];
+  if (pipe2(bell, O_CLOEXEC | O_NONBLOCK) != 0) {
+    for (int d = 0; d < 2; ++d) sched_[d]->RemoveTenant(session).IgnoreError();
+    return absl::InternalError(std::string("copy channel doorbell: ") + strerror(errno));
+  }
+  c->bell = bell[0];
   int mem = fcntl(c->memfd, F_DUPFD_CLOEXEC, 0);
-  int bell = fcntl(doorbell_, F_DUPFD_CLOEXEC, 0);
   channels_[session] = std::move(c);
-  return std::make_pair(mem, bell);
+  uint64_t one = 1;
+  (void)!write(wake_, &one, sizeof(one));  // the thread polls the new doorbell from now on
+  return std::make_pair(mem, bell[1]);
 }
 
 void CopyArbiter::DropLocked(uint64_t session, const char* why) {
@@ -156,6 +167,7 @@ void CopyArbiter::DropLocked(uint64_t session, const char* why) {
   if (std::string(why) != "session ended") {
     spdlog::warn("copy channel of session {} dropped: {}", session, why);
   }
+  if (it->second->bell >= 0) retired_bells_.push_back(it->second->bell);
   channels_.erase(it);
 }
 
@@ -327,13 +339,37 @@ void CopyArbiter::Run() {
       sched_yield();
       continue;
     }
-    pollfd p{doorbell_, POLLIN, 0};
-    timespec timeout{0, busy ? kBusyNapNs : kIdleSleepNs};
-    if (ppoll(&p, 1, &timeout, nullptr) > 0) {
-      uint64_t v;
-      (void)!read(doorbell_, &v, sizeof(v));
-      last_moved = NowNs();  // a tenant posted a request: its copy may arrive any moment
+    std::vector<pollfd> fds{{wake_, POLLIN, 0}};
+    {
+      absl::MutexLock lock(&mu_);
+      for (int fd : retired_bells_) close(fd);  // nobody polls them between two passes
+      retired_bells_.clear();
+      for (auto& [session, c] : channels_) {
+        if (c->bell >= 0) fds.push_back({c->bell, POLLIN, 0});
+      }
     }
+    timespec timeout{0, busy ? kBusyNapNs : kIdleSleepNs};
+    if (ppoll(fds.data(), fds.size(), &timeout, nullptr) <= 0) continue;
+    uint64_t v;
+    if (fds[0].revents != 0) (void)!read(wake_, &v, sizeof(v));
+    bool rung = false;
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      char buf[256];
+      ssize_t n;
+      while ((n = read(fds[i].fd, buf, sizeof(buf))) > 0) rung = true;
+      if (n == 0) {
+        // The tenant closed its end (it is exiting): stop polling a pipe that is always readable.
+        absl::MutexLock lock(&mu_);
+        for (auto& [session, c] : channels_) {
+          if (c->bell == fds[i].fd) {
+            close(c->bell);
+            c->bell = -1;
+          }
+        }
+      }
+    }
+    if (rung) last_moved = NowNs();  // a tenant posted a request: its copy may arrive any moment
   }
 }
 

@@ -58,10 +58,15 @@ class Tenant {
     r.requests[head_ % copych::kGates] = {bytes, first, 0};
     r.request_head.store(++head_, std::memory_order_release);
     uint64_t one = 1;
-    (void)!write(bell_, &one, sizeof(one));
+    if (bell_ >= 0) (void)!write(bell_, &one, sizeof(one));
   }
   bool Go(uint32_t gate) { return gates().go[gate].load() != 0; }
   int memfd() const { return memfd_; }
+  int bell() const { return bell_; }
+  void CloseBell() {
+    close(bell_);
+    bell_ = -1;
+  }
 
  private:
   int memfd_ = -1;
@@ -212,6 +217,25 @@ TEST(CopyArbiterTest, GatesAreCountedBackChunkByChunk) {
   t.Post(kMiB, 0, false);  // gate 0 again: 4096 gates taken, none twice
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(t.region().closed.load(), 0u) << "a tenant within its gates was dropped";
+}
+
+// Each tenant rings its own doorbell, a pipe whose read end only the daemon holds: a tenant that
+// makes its end blocking and fills it, or closes it, neither blocks the daemon nor silences
+// another tenant's doorbell.
+TEST(CopyArbiterTest, DoorbellsAreSeparatePerTenant) {
+  auto arbiter = CopyArbiter::Create(OneInFlight());
+  ASSERT_TRUE(arbiter.ok());
+  Tenant rude(**arbiter, 1, false);
+  Tenant quiet(**arbiter, 2, false);
+  ASSERT_NE(rude.bell(), quiet.bell());
+  // Fill the rude tenant's pipe without blocking this test, then close it.
+  char junk[4096] = {};
+  while (write(rude.bell(), junk, sizeof(junk)) > 0) {
+  }
+  rude.CloseBell();
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // let the arbiter fall asleep
+  quiet.Post(2 * kMiB, 0, true);
+  EXPECT_TRUE(Eventually([&] { return quiet.Go(0); }, 1000));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "copy_gate.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -46,6 +47,11 @@ absl::StatusOr<std::unique_ptr<CopyGate>> CopyGate::Open(int memfd, int doorbell
   g->log_ = log;
   g->memfd_ = memfd;
   g->doorbell_ = doorbell;
+  // Never block the program on the doorbell, whatever the descriptor came with.
+  int fl = fcntl(doorbell, F_GETFL);
+  if (fl < 0 || fcntl(doorbell, F_SETFL, fl | O_NONBLOCK) != 0) {
+    return absl::InternalError("copy channel doorbell: cannot make it non-blocking");
+  }
   void* p = mmap(nullptr, copych::kRegionBytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
   if (p == MAP_FAILED) return absl::InternalError("mapping the copy channel failed");
   g->region_ = static_cast<copych::Region*>(p);
@@ -117,8 +123,8 @@ std::optional<uint32_t> CopyGate::Post(copych::Direction dir, uint64_t bytes, ui
     r.requests[side.request_head % kGates] = {bytes, first, 0};
     r.request_head.store(++side.request_head, std::memory_order_release);
   }
-  uint64_t one = 1;
-  (void)!write(doorbell_, &one, sizeof(one));
+  const char one = 1;
+  (void)!write(doorbell_, &one, 1);  // non-blocking: a full pipe means the daemon is ringing already
   return first;
 }
 
