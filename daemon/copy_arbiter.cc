@@ -6,6 +6,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -53,7 +54,7 @@ pcie::TenantClass Cls(bool ls) {
 
 struct CopyArbiter::Channel {
   uint64_t session = 0;
-  int bell = -1;       // the doorbell pipe's read end (non-blocking, the daemon's alone)
+  int bell = -1;       // the daemon's end of the doorbell socket pair
   uint64_t chunk = 0;  // how this tenant cuts its copies (by its class when the channel opened)
   bool ls = false;     // its class now
   int memfd = -1;
@@ -145,8 +146,11 @@ absl::StatusOr<std::pair<int, int>> CopyArbiter::OpenChannel(uint64_t session,
       return s;
     }
   }
+  // A socket pair rather than a pipe: the tenant sends with MSG_NOSIGNAL, so a daemon that is
+  // gone cannot kill it with SIGPIPE, and each end is its own open file, so neither side can
+  // make the other's end blocking.
   int bell[2];
-  if (pipe2(bell, O_CLOEXEC | O_NONBLOCK) != 0) {
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, bell) != 0) {
     for (int d = 0; d < 2; ++d) sched_[d]->RemoveTenant(session).IgnoreError();
     return absl::InternalError(std::string("copy channel doorbell: ") + strerror(errno));
   }
@@ -357,7 +361,7 @@ void CopyArbiter::Run() {
       if (fds[i].revents == 0) continue;
       char buf[256];
       ssize_t n;
-      while ((n = read(fds[i].fd, buf, sizeof(buf))) > 0) rung = true;
+      while ((n = recv(fds[i].fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0) rung = true;
       if (n == 0) {
         // The tenant closed its end (it is exiting): stop polling a pipe that is always readable.
         absl::MutexLock lock(&mu_);

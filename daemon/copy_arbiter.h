@@ -10,9 +10,9 @@
 // hands the next chunk out within a microsecond or two), and for `ls_spin_ns` after an LS
 // tenant's last request (an LS service copying every few milliseconds would otherwise find it
 // asleep each time and pay for waking it); then it naps in short steps while requests are
-// still outstanding, and sleeps on the channels' doorbells (a pipe per channel, written by the
-// tenant after each request; a tenant holds only its own write end, so it cannot block the
-// daemon's reads or another tenant's writes) when nothing is.
+// still outstanding, and sleeps on the channels' doorbells (a socket pair per channel, rung by
+// the tenant after each request; a tenant holds only its own end, so it cannot block the
+// daemon's reads or another tenant's doorbell) when nothing is.
 // Thread-safety: public methods may be called from any thread.
 #ifndef MISSILE_DAEMON_COPY_ARBITER_H_
 #define MISSILE_DAEMON_COPY_ARBITER_H_
@@ -51,8 +51,8 @@ class CopyArbiter {
   // Closes every channel (the tenants then copy unscheduled) and stops the thread.
   ~CopyArbiter();
 
-  // A channel for the session; returns the region's memfd (a duplicate) and the write end of
-  // the channel's doorbell pipe, for the tenant (the caller sends and closes them).
+  // A channel for the session; returns the region's memfd (a duplicate) and the tenant's end of
+  // the channel's doorbell socket pair (the caller sends and closes them).
   absl::StatusOr<std::pair<int, int>> OpenChannel(uint64_t session, bool latency_sensitive,
                                                   uint32_t weight);
   void CloseChannel(uint64_t session);

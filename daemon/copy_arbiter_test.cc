@@ -219,7 +219,7 @@ TEST(CopyArbiterTest, GatesAreCountedBackChunkByChunk) {
   EXPECT_EQ(t.region().closed.load(), 0u) << "a tenant within its gates was dropped";
 }
 
-// Each tenant rings its own doorbell, a pipe whose read end only the daemon holds: a tenant that
+// Each tenant rings its own doorbell, a socket pair whose other end only the daemon holds: one that
 // makes its end blocking and fills it, or closes it, neither blocks the daemon nor silences
 // another tenant's doorbell.
 TEST(CopyArbiterTest, DoorbellsAreSeparatePerTenant) {
@@ -228,7 +228,7 @@ TEST(CopyArbiterTest, DoorbellsAreSeparatePerTenant) {
   Tenant rude(**arbiter, 1, false);
   Tenant quiet(**arbiter, 2, false);
   ASSERT_NE(rude.bell(), quiet.bell());
-  // Fill the rude tenant's pipe without blocking this test, then close it.
+  // Fill the rude tenant's doorbell without blocking this test, then close it.
   char junk[4096] = {};
   while (write(rude.bell(), junk, sizeof(junk)) > 0) {
   }

@@ -1,7 +1,7 @@
 #include "copy_gate.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -47,11 +47,6 @@ absl::StatusOr<std::unique_ptr<CopyGate>> CopyGate::Open(int memfd, int doorbell
   g->log_ = log;
   g->memfd_ = memfd;
   g->doorbell_ = doorbell;
-  // Never block the program on the doorbell, whatever the descriptor came with.
-  int fl = fcntl(doorbell, F_GETFL);
-  if (fl < 0 || fcntl(doorbell, F_SETFL, fl | O_NONBLOCK) != 0) {
-    return absl::InternalError("copy channel doorbell: cannot make it non-blocking");
-  }
   void* p = mmap(nullptr, copych::kRegionBytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
   if (p == MAP_FAILED) return absl::InternalError("mapping the copy channel failed");
   g->region_ = static_cast<copych::Region*>(p);
@@ -123,8 +118,10 @@ std::optional<uint32_t> CopyGate::Post(copych::Direction dir, uint64_t bytes, ui
     r.requests[side.request_head % kGates] = {bytes, first, 0};
     r.request_head.store(++side.request_head, std::memory_order_release);
   }
+  // Never blocks (a full doorbell has rung already) and never raises SIGPIPE (the daemon may be
+  // gone; the watcher notices that).
   const char one = 1;
-  (void)!write(doorbell_, &one, 1);  // non-blocking: a full pipe means the daemon is ringing already
+  (void)!send(doorbell_, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
   return first;
 }
 
@@ -156,11 +153,13 @@ CUresult CopyGate::Unscheduled(const Chunk& copy, uint64_t bytes) {
   return copy(0, bytes);
 }
 
-CUresult CopyGate::RunSync(copych::Direction dir, uint64_t bytes, const Chunk& copy) {
+CUresult CopyGate::RunSync(copych::Direction dir, uint64_t bytes, CUstream order, bool ptsz,
+                           const Chunk& copy) {
   CUresult r = CUDA_SUCCESS;
   for (uint64_t off = 0; off < bytes && r == CUDA_SUCCESS; off += PieceBytes()) {
     const uint64_t len = std::min(PieceBytes(), bytes - off);
-    r = RunSyncPiece(dir, len, [&](uint64_t o, uint64_t l) { return copy(off + o, l); });
+    r = RunSyncPiece(dir, len, order, ptsz,
+                     [&](uint64_t o, uint64_t l) { return copy(off + o, l); });
   }
   return r;
 }
@@ -176,12 +175,26 @@ CUresult CopyGate::EnqueueAsync(copych::Direction dir, uint64_t bytes, CUstream 
   return r;
 }
 
-CUresult CopyGate::RunSyncPiece(copych::Direction dir, uint64_t bytes, const Chunk& copy) {
+CUresult CopyGate::RunSyncPiece(copych::Direction dir, uint64_t bytes, CUstream order, bool ptsz,
+                                const Chunk& copy) {
   if (abandoned()) return copy(0, bytes);
   const uint64_t chunks = (bytes + chunk_bytes_ - 1) / chunk_bytes_;
-  std::optional<uint32_t> first = Post(dir, bytes, chunks, /*arrived=*/true);
+  // The copy starts only after the work already on its stream (a synchronous copy waits for
+  // it): until then its chunks must not hold the link, so a busy stream reports the arrival.
+  auto query = ptsz ? api_->StreamQueryPtsz : api_->StreamQuery;
+  const bool idle = query == nullptr || query(order) == CUDA_SUCCESS;
+  std::optional<uint32_t> first = Post(dir, bytes, chunks, /*arrived=*/idle);
   if (!first.has_value()) return Unscheduled(copy, bytes);
   copych::Gates& g = region_->ring[dir].gates;
+  if (!idle) {
+    // The gate is not reused before this call returns: its first chunk is granted only after
+    // this write has run, and copied (and reported) by this thread.
+    auto write = ptsz ? api_->StreamWriteValue32Ptsz : api_->StreamWriteValue32;
+    if (write(order, DeviceAddress(&g.arrived[*first]), 1, CU_STREAM_WRITE_VALUE_DEFAULT) !=
+        CUDA_SUCCESS) {
+      g.arrived[*first].store(1, std::memory_order_release);
+    }
+  }
   CUresult result = CUDA_SUCCESS;
   for (uint64_t k = 0; k < chunks; ++k) {
     uint32_t gate = copych::GateOf(*first, k);

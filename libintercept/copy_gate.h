@@ -12,8 +12,9 @@
 //   kept because everything is on the stream. When the stream is idle (cuStreamQuery), the
 //   shim marks the request arrived itself and waits up to 50 us for the first grant; chunks
 //   already granted when they are enqueued get no wait on the stream.
-// - Synchronous copies run in the calling thread: it marks the request arrived, waits for each
-//   chunk's gate (spinning briefly, then on a futex the daemon wakes), copies the chunk with the
+// - Synchronous copies run in the calling thread: the request is marked arrived (by the thread
+//   when the stream it is ordered on is idle, else by the GPU on that stream), then the thread
+//   waits for each chunk's gate (spinning briefly, then on a futex the daemon wakes), copies the chunk with the
 //   caller's own synchronous entry point and marks it done. The call returns when the copy is
 //   done, as before.
 // If the daemon goes away (it closes the channel, or its session dies), the gate opens: every
@@ -62,7 +63,12 @@ class CopyGate {
 
   // A copy of more than a quarter of the gates' worth of chunks goes as several requests, one
   // after the other, so that no copy is too large to schedule.
-  CUresult RunSync(copych::Direction dir, uint64_t bytes, const Chunk& copy);
+  // RunSync: `order` is the stream the copy is ordered on (CU_STREAM_LEGACY or
+  // CU_STREAM_PER_THREAD for the synchronous entry points, the caller's stream for a pageable
+  // asynchronous copy; `ptsz`: with the per-thread flavour of the stream calls), so that the
+  // request counts as arrived only once that stream's earlier work is done.
+  CUresult RunSync(copych::Direction dir, uint64_t bytes, CUstream order, bool ptsz,
+                   const Chunk& copy);
   CUresult EnqueueAsync(copych::Direction dir, uint64_t bytes, CUstream stream, bool ptsz,
                         const AsyncChunk& copy);
 
@@ -72,7 +78,8 @@ class CopyGate {
  private:
   CopyGate() = default;
   uint64_t PieceBytes() const { return chunk_bytes_ * (copych::kGates / 4); }
-  CUresult RunSyncPiece(copych::Direction dir, uint64_t bytes, const Chunk& copy);
+  CUresult RunSyncPiece(copych::Direction dir, uint64_t bytes, CUstream order, bool ptsz,
+                        const Chunk& copy);
   CUresult EnqueueAsyncPiece(copych::Direction dir, uint64_t bytes, CUstream stream, bool ptsz,
                              const AsyncChunk& copy);
   // Takes `chunks` consecutive gates, resets them and posts the request; the first gate, or

@@ -15,24 +15,28 @@ using copych::kHostToDevice;
 
 CopyManager* Copies() { return Shim::Get().copies(); }
 
+// A synchronous copy is ordered on the legacy default stream, or for the _ptds entry points on
+// the per-thread one.
+CUstream SyncOrder(bool ptds) { return ptds ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY; }
+
 template <typename Fn>
-CUresult SyncHtoD(Fn real, CUdeviceptr dst, const void* src, size_t n) {
+CUresult SyncHtoD(Fn real, bool ptds, CUdeviceptr dst, const void* src, size_t n) {
   CopyManager* m = Copies();
   CopyGate* gate = m ? m->GateFor(n) : nullptr;
   if (gate == nullptr) return real(dst, src, n);
   m->CountScheduled();
-  return gate->RunSync(kHostToDevice, n, [&](uint64_t off, uint64_t len) {
+  return gate->RunSync(kHostToDevice, n, SyncOrder(ptds), false, [&](uint64_t off, uint64_t len) {
     return real(dst + off, static_cast<const char*>(src) + off, len);
   });
 }
 
 template <typename Fn>
-CUresult SyncDtoH(Fn real, void* dst, CUdeviceptr src, size_t n) {
+CUresult SyncDtoH(Fn real, bool ptds, void* dst, CUdeviceptr src, size_t n) {
   CopyManager* m = Copies();
   CopyGate* gate = m ? m->GateFor(n) : nullptr;
   if (gate == nullptr) return real(dst, src, n);
   m->CountScheduled();
-  return gate->RunSync(kDeviceToHost, n, [&](uint64_t off, uint64_t len) {
+  return gate->RunSync(kDeviceToHost, n, SyncOrder(ptds), false, [&](uint64_t off, uint64_t len) {
     return real(static_cast<char*>(dst) + off, src + off, len);
   });
 }
@@ -49,7 +53,7 @@ CUresult AsyncHtoD(Fn real, bool ptsz, CUdeviceptr dst, const void* src, size_t 
       return real(dst + off, from + off, len, st);
     });
   }
-  return gate->RunSync(kHostToDevice, n,
+  return gate->RunSync(kHostToDevice, n, s, ptsz,
                        [&](uint64_t off, uint64_t len) { return real(dst + off, from + off, len, s); });
 }
 
@@ -65,7 +69,7 @@ CUresult AsyncDtoH(Fn real, bool ptsz, void* dst, CUdeviceptr src, size_t n, CUs
       return real(to + off, src + off, len, st);
     });
   }
-  return gate->RunSync(kDeviceToHost, n,
+  return gate->RunSync(kDeviceToHost, n, s, ptsz,
                        [&](uint64_t off, uint64_t len) { return real(to + off, src + off, len, s); });
 }
 
@@ -80,14 +84,14 @@ std::optional<copych::Direction> DirectionOf(CopyManager* m, CUdeviceptr dst, CU
 }
 
 template <typename Fn>
-CUresult SyncUnified(Fn real, CUdeviceptr dst, CUdeviceptr src, size_t n) {
+CUresult SyncUnified(Fn real, bool ptds, CUdeviceptr dst, CUdeviceptr src, size_t n) {
   CopyManager* m = Copies();
   CopyGate* gate = m ? m->GateFor(n) : nullptr;
   if (gate == nullptr) return real(dst, src, n);
   std::optional<copych::Direction> dir = DirectionOf(m, dst, src);
   if (!dir) return real(dst, src, n);
   m->CountScheduled();
-  return gate->RunSync(*dir, n,
+  return gate->RunSync(*dir, n, SyncOrder(ptds), false,
                        [&](uint64_t off, uint64_t len) { return real(dst + off, src + off, len); });
 }
 
@@ -105,7 +109,7 @@ CUresult AsyncUnified(Fn real, bool ptsz, CUdeviceptr dst, CUdeviceptr src, size
       return real(dst + off, src + off, len, st);
     });
   }
-  return gate->RunSync(*dir, n,
+  return gate->RunSync(*dir, n, s, ptsz,
                        [&](uint64_t off, uint64_t len) { return real(dst + off, src + off, len, s); });
 }
 
@@ -113,19 +117,19 @@ CUresult AsyncUnified(Fn real, bool ptsz, CUdeviceptr dst, CUdeviceptr src, size
 
 CUresult Policy<HookId::k_cuMemcpyHtoD_v2>::Run(PFN_cuMemcpyHtoD_v3020 real, CUdeviceptr dst,
                                                 const void* src, size_t n) {
-  return SyncHtoD(real, dst, src, n);
+  return SyncHtoD(real, false, dst, src, n);
 }
 CUresult Policy<HookId::k_cuMemcpyHtoD_v2_ptds>::Run(PFN_cuMemcpyHtoD_v7000_ptds real,
                                                      CUdeviceptr dst, const void* src, size_t n) {
-  return SyncHtoD(real, dst, src, n);
+  return SyncHtoD(real, true, dst, src, n);
 }
 CUresult Policy<HookId::k_cuMemcpyDtoH_v2>::Run(PFN_cuMemcpyDtoH_v3020 real, void* dst,
                                                 CUdeviceptr src, size_t n) {
-  return SyncDtoH(real, dst, src, n);
+  return SyncDtoH(real, false, dst, src, n);
 }
 CUresult Policy<HookId::k_cuMemcpyDtoH_v2_ptds>::Run(PFN_cuMemcpyDtoH_v7000_ptds real, void* dst,
                                                      CUdeviceptr src, size_t n) {
-  return SyncDtoH(real, dst, src, n);
+  return SyncDtoH(real, true, dst, src, n);
 }
 CUresult Policy<HookId::k_cuMemcpyHtoDAsync_v2>::Run(PFN_cuMemcpyHtoDAsync_v3020 real,
                                                      CUdeviceptr dst, const void* src, size_t n,
@@ -148,11 +152,11 @@ CUresult Policy<HookId::k_cuMemcpyDtoHAsync_v2_ptsz>::Run(PFN_cuMemcpyDtoHAsync_
 }
 CUresult Policy<HookId::k_cuMemcpy>::Run(PFN_cuMemcpy_v4000 real, CUdeviceptr dst, CUdeviceptr src,
                                          size_t n) {
-  return SyncUnified(real, dst, src, n);
+  return SyncUnified(real, false, dst, src, n);
 }
 CUresult Policy<HookId::k_cuMemcpy_ptds>::Run(PFN_cuMemcpy_v7000_ptds real, CUdeviceptr dst,
                                               CUdeviceptr src, size_t n) {
-  return SyncUnified(real, dst, src, n);
+  return SyncUnified(real, true, dst, src, n);
 }
 CUresult Policy<HookId::k_cuMemcpyAsync>::Run(PFN_cuMemcpyAsync_v4000 real, CUdeviceptr dst,
                                               CUdeviceptr src, size_t n, CUstream s) {

@@ -62,7 +62,7 @@ class DaemonClient {
   absl::StatusOr<std::vector<BlockLease>> Allocate(uint32_t gpu, bool single, uint64_t bytes);
   absl::Status Free(uint32_t gpu, const std::vector<uint64_t>& block_ids);
   absl::StatusOr<TenantUsage> Usage(uint32_t gpu);
-  // Opens the GPU's copy channel: {shared region memfd, doorbell pipe's write end}, the caller's to close.
+  // Opens the GPU's copy channel: {shared region memfd, its end of the doorbell socket pair}, the caller's to close.
   absl::StatusOr<std::pair<int, int>> OpenCopyChannel(uint32_t gpu);
 
   // False once the daemon ended the session or went away.

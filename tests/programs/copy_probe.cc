@@ -4,8 +4,9 @@
 //                                               GAP_MS; prints "lat p50_us=.. p99_us=.. max_us=.."
 //   copy_probe bulk MIB SECONDS [async] [d2h]  copies of MIB MiB back to back for SECONDS;
 //                                               prints "bulk copies=.. bytes_per_s=.."
-//   option stall:MS (with async): each copy waits on its stream behind MS milliseconds of other
-//   work (a host function that sleeps), as a copy queued behind a long kernel does.
+//   option stall:MS: each copy waits behind MS milliseconds of other work on its stream (a host
+//   function that sleeps; for a synchronous copy, on the legacy default stream), as a copy
+//   queued behind a long kernel does.
 // Prints "ready" once its memory is set up, and verifies the data of its last copy.
 #include <cuda.h>
 #include <unistd.h>
@@ -62,9 +63,9 @@ int main(int argc, char** argv) {
   CUstream stream;
   Check(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   auto copy = [&] {
-    if (async && stall_ms > 0) {
+    if (stall_ms > 0) {
       CUhostFn busy = [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(stall_ms)); };
-      Check(cuLaunchHostFunc(stream, busy, nullptr), "cuLaunchHostFunc");
+      Check(cuLaunchHostFunc(async ? stream : CU_STREAM_LEGACY, busy, nullptr), "cuLaunchHostFunc");
     }
     if (d2h) {
       if (async) {

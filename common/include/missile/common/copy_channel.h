@@ -18,8 +18,8 @@
 //     done     1 when the chunk's copy has finished (written by the GPU, or the calling
 //              thread); 2 once the daemon has counted it, after which the tenant may reuse it.
 // The request ring has a producer head in shared memory; the daemon keeps its tail privately.
-// After each request the tenant writes a byte to the channel's doorbell, a pipe whose read end
-// only the daemon holds.
+// After each request the tenant sends a byte on the channel's doorbell, a socket pair of which
+// it holds one end and the daemon the other.
 // A tenant never has more than kGates chunks outstanding per direction, so neither the ring
 // nor the gates overflow.
 //

@@ -7,7 +7,7 @@
 //   client -> daemon  FetchRequest{kFetchBlocks, gpu, count, block ids} (count <= kMaxFdsPerMessage)
 //   daemon -> client  Reply{status, count} + `count` descriptors, in the order of the ids
 //   client -> daemon  FetchRequest{kOpenCopyChannel, gpu}
-//   daemon -> client  Reply{status, 2} + the copy channel's memfd and its doorbell (a pipe's write end)
+//   daemon -> client  Reply{status, 2} + the copy channel's memfd and the tenant's end of its doorbell socket pair
 //                     (see copy_channel.h)
 // A status other than 0 is an absl::StatusCode; the message then carries no descriptors.
 // Thread-safety: the helpers are reentrant; one socket must not be used by two threads at once.
