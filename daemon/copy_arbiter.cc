@@ -9,7 +9,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstring>
 #include <string>
 
@@ -31,20 +30,6 @@ constexpr uint64_t kGrantTimeoutNs = 500'000'000;
 // waiting behind a kernel for its stream to reach it), and when nothing is.
 constexpr long kBusyNapNs = 20'000;
 constexpr long kIdleSleepNs = 10'000'000;
-
-uint64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 pcie::TenantClass Cls(bool ls) {
   return ls ? pcie::TenantClass::kLatencySensitive : pcie::TenantClass::kBestEffort;
@@ -74,7 +59,6 @@ struct CopyArbiter::Channel {
     absl::flat_hash_map<pcie::GrantId, Flight> inflight;
     std::vector<uint32_t> expired;  // gates of written-off grants, counted when they finish
     uint64_t outstanding_chunks = 0;  // gates of read requests not yet counted back
-    uint64_t bytes = 0;
   } dir[2];
 
   ~Channel() {
@@ -193,7 +177,7 @@ void CopyArbiter::SetPolicy(uint64_t session, bool latency_sensitive, uint32_t w
 
 std::vector<PcieUse> CopyArbiter::Usage() {
   absl::MutexLock lock(&mu_);
-  uint64_t now = NowNs();
+  uint64_t now = copych::MonotonicNs();
   absl::flat_hash_map<uint64_t, PcieUse> by_session;
   for (int d = 0; d < 2; ++d) {
     for (const pcie::TenantStats& t : sched_[d]->Snapshot(now).tenants) {
@@ -209,7 +193,7 @@ std::vector<PcieUse> CopyArbiter::Usage() {
 }
 
 bool CopyArbiter::Poll(bool* busy, bool* ls_posted) {
-  const uint64_t now = NowNs();
+  const uint64_t now = copych::MonotonicNs();
   bool moved = false;
   *busy = false;
   *ls_posted = false;
@@ -310,7 +294,6 @@ bool CopyArbiter::Poll(bool* busy, bool* ls_posted) {
         copych::FutexWakeAll(&r.gates.go[gate]);
       }
       cd.inflight[g->id] = {now, gate};
-      cd.bytes += g->length;
       moved = true;
     }
   }
@@ -319,7 +302,7 @@ bool CopyArbiter::Poll(bool* busy, bool* ls_posted) {
 
 void CopyArbiter::Run() {
   prctl(PR_SET_TIMERSLACK, 1000UL);  // make the naps below as short as asked
-  uint64_t last_moved = NowNs();
+  uint64_t last_moved = copych::MonotonicNs();
   uint64_t last_ls_request = 0;
   while (!stop_) {
     bool moved;
@@ -329,7 +312,7 @@ void CopyArbiter::Run() {
       absl::MutexLock lock(&mu_);
       moved = Poll(&busy, &ls_posted);
     }
-    uint64_t now = NowNs();
+    uint64_t now = copych::MonotonicNs();
     if (ls_posted) last_ls_request = now;
     if (moved) {
       last_moved = now;
@@ -339,7 +322,7 @@ void CopyArbiter::Run() {
         (last_ls_request != 0 && now - last_ls_request < options_.ls_spin_ns)) {
       // Polling, but not at the expense of other runnable threads on this CPU (the tenants'
       // own threads, on a machine with few cores): yield costs a microsecond when none is.
-      for (int i = 0; i < 16; ++i) CpuRelax();
+      for (int i = 0; i < 16; ++i) copych::CpuRelax();
       sched_yield();
       continue;
     }
@@ -373,7 +356,7 @@ void CopyArbiter::Run() {
         }
       }
     }
-    if (rung) last_moved = NowNs();  // a tenant posted a request: its copy may arrive any moment
+    if (rung) last_moved = copych::MonotonicNs();  // a tenant posted a request: its copy may arrive any moment
   }
 }
 

@@ -5,26 +5,10 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include <chrono>
-
 namespace missile::shim {
 namespace {
 
 using copych::kGates;
-
-void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
-uint64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // A synchronous copy's thread spins this long for its grant before sleeping: an uncontended
 // grant comes back within microseconds when the daemon is polling (2.0 us median, 6.9 us p99 on
@@ -74,10 +58,6 @@ absl::StatusOr<std::unique_ptr<CopyGate>> CopyGate::Open(int memfd, int doorbell
     return absl::InternalError("cuMemHostGetDevicePointer for the copy channel failed");
   }
   g->region_dev_ = dev;
-  for (int d = 0; d < 2; ++d) {
-    absl::MutexLock lock(&g->side_[d].mu);
-    g->side_[d].request_head = g->region_->ring[d].request_head.load();
-  }
   CopyGate* raw = g.get();
   g->watcher_ = std::thread([raw] { raw->Watch(); });
   return g;
@@ -115,8 +95,10 @@ std::optional<uint32_t> CopyGate::Post(copych::Direction dir, uint64_t bytes, ui
       g.done[gate].store(0, std::memory_order_relaxed);
     }
     g.arrived[first].store(arrived ? 1 : 0, std::memory_order_relaxed);
-    r.requests[side.request_head % kGates] = {bytes, first, 0};
-    r.request_head.store(++side.request_head, std::memory_order_release);
+    // This process is the head's only writer, and writes it under side.mu.
+    const uint64_t head = r.request_head.load(std::memory_order_relaxed);
+    r.requests[head % kGates] = {bytes, first, 0};
+    r.request_head.store(head + 1, std::memory_order_release);
   }
   // Never blocks (a full doorbell has rung already) and never raises SIGPIPE (the daemon may be
   // gone; the watcher notices that).
@@ -128,11 +110,11 @@ std::optional<uint32_t> CopyGate::Post(copych::Direction dir, uint64_t bytes, ui
 bool CopyGate::WaitGo(copych::Direction dir, uint32_t gate) {
   copych::Ring& r = region_->ring[dir];
   std::atomic<uint32_t>& go = r.gates.go[gate];
-  const uint64_t spin_until = NowNs() + kSyncSpinNs;
+  const uint64_t spin_until = copych::MonotonicNs() + kSyncSpinNs;
   while (go.load(std::memory_order_acquire) == 0) {
     if (abandoned()) return false;
-    if (NowNs() < spin_until) {
-      for (int i = 0; i < 16; ++i) CpuRelax();
+    if (copych::MonotonicNs() < spin_until) {
+      for (int i = 0; i < 16; ++i) copych::CpuRelax();
       continue;
     }
     r.sync_waiters.fetch_add(1, std::memory_order_seq_cst);
@@ -232,9 +214,9 @@ CUresult CopyGate::EnqueueAsyncPiece(copych::Direction dir, uint64_t bytes, CUst
     // The daemon usually grants an arrived request within microseconds. A chunk whose gate is
     // open when it is enqueued needs no wait on the stream, and a stream that never waits on
     // an unopened gate never gives up the copy engine, so wait a little for the first grant.
-    const uint64_t until = NowNs() + kAsyncGrantSpinNs;
-    while (g.go[*first].load(std::memory_order_acquire) == 0 && NowNs() < until && !abandoned()) {
-      for (int i = 0; i < 16; ++i) CpuRelax();
+    const uint64_t until = copych::MonotonicNs() + kAsyncGrantSpinNs;
+    while (g.go[*first].load(std::memory_order_acquire) == 0 && copych::MonotonicNs() < until && !abandoned()) {
+      for (int i = 0; i < 16; ++i) copych::CpuRelax();
     }
   } else {
     r = write(stream, DeviceAddress(&g.arrived[*first]), 1, CU_STREAM_WRITE_VALUE_DEFAULT);

@@ -107,7 +107,7 @@ class CopyGate {
   uint64_t bypass_bytes_ = 0;
 
   // Per direction: the gates [tail, head) (counted modulo kGates) belong to posted requests;
-  // the tail moves on over gates the daemon has counted. request_head mirrors the ring's.
+  // the tail moves on over gates the daemon has counted.
   struct Side {
     // Held from posting an asynchronous copy to enqueueing its last operation, so that two
     // threads' copies on one stream never interleave there: the daemon grants a tenant's
@@ -117,7 +117,6 @@ class CopyGate {
     absl::Mutex mu;
     uint64_t head ABSL_GUARDED_BY(mu) = 0;
     uint64_t tail ABSL_GUARDED_BY(mu) = 0;
-    uint64_t request_head ABSL_GUARDED_BY(mu) = 0;
   };
   Side side_[2];  // by copych::Direction
 

@@ -24,6 +24,11 @@ constexpr std::array<uint32_t, 40> kPrioToWeight = {
 
 constexpr uint64_t kPageBytes = 4 * kKiB;
 constexpr uint64_t kMaxChunkBytes = kGiB;
+
+bool IsChunkSize(uint64_t bytes) {
+  return bytes >= kPageBytes && bytes <= kMaxChunkBytes && bytes % kPageBytes == 0;
+}
+
 constexpr uint32_t kMaxInflightLimit = 1024;
 constexpr uint64_t kMinShareWindowNs = 1'000'000;
 constexpr uint64_t kMaxRequestBytes = kTiB;
@@ -67,12 +72,11 @@ absl::StatusOr<uint32_t> WeightFromPriority(int priority) {
 }
 
 absl::Status FairScheduler::Config::Validate() const {
-  if (chunk_bytes < kPageBytes || chunk_bytes > kMaxChunkBytes || chunk_bytes % kPageBytes != 0) {
+  if (!IsChunkSize(chunk_bytes)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "chunk_bytes ", chunk_bytes, " must be a multiple of 4 KiB in [4 KiB, 1 GiB]"));
   }
-  if (be_chunk_bytes != 0 && (be_chunk_bytes < kPageBytes || be_chunk_bytes > kMaxChunkBytes ||
-                              be_chunk_bytes % kPageBytes != 0)) {
+  if (be_chunk_bytes != 0 && !IsChunkSize(be_chunk_bytes)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "be_chunk_bytes ", be_chunk_bytes, " must be 0 or a multiple of 4 KiB in [4 KiB, 1 GiB]"));
   }
@@ -250,8 +254,7 @@ absl::StatusOr<RequestId> FairScheduler::Submit(TenantId tenant, uint64_t bytes,
     return absl::InvalidArgumentError(
         absl::StrCat("request of ", bytes, " bytes is outside [1, 1 TiB]"));
   }
-  if (chunk_bytes != 0 &&
-      (chunk_bytes < kPageBytes || chunk_bytes > kMaxChunkBytes || chunk_bytes % kPageBytes != 0)) {
+  if (chunk_bytes != 0 && !IsChunkSize(chunk_bytes)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "chunk size ", chunk_bytes, " is not a multiple of 4 KiB in [4 KiB, 1 GiB]"));
   }

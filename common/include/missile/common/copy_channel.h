@@ -30,6 +30,7 @@
 #define MISSILE_COMMON_COPY_CHANNEL_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 
@@ -82,6 +83,21 @@ inline constexpr size_t kRegionBytes = (sizeof(Region) + 4095) / 4096 * 4096;
 // The gate of chunk `index` of a request whose first gate is `first`.
 inline uint32_t GateOf(uint32_t first, uint64_t index) {
   return static_cast<uint32_t>((first + index) % kGates);
+}
+
+// For the short spins on both sides: a pause that lets a sibling hyperthread run, and the
+// monotonic clock the spin windows are measured on.
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+inline uint64_t MonotonicNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
 }
 
 // Futex helpers on a shared mapping (not FUTEX_PRIVATE: the two sides are separate processes).
