@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
       }
       r.gates.arrived[first] = 1;
       auto t0 = Clock::now();
-      r.requests[head % kGates] = {4 << 20, first, 0};
+      r.requests[head % kGates] = {4 << 20, region->chunk_bytes.load(), first, 0};
       r.request_head.store(++head, std::memory_order_release);
       uint64_t one = 1;
       (void)!write(fds->second, &one, sizeof(one));

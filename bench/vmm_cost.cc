@@ -92,6 +92,70 @@ void Round(int ordinal, uint64_t bytes, int count, Steps* s) {
   s->release.push_back(Us(t8, t9));
 }
 
+// Times each call on its own for `count` 2 MiB blocks made one after another (create, export,
+// import, map, access per block), to tell a fixed cost per burst from a cost per call.
+void PerCall(int ordinal, int count) {
+  const uint64_t bytes = 2 << 20;
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = ordinal;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  CUdeviceptr va = 0;
+  Check(cuMemAddressReserve(&va, bytes * count, 0, 0, 0), "reserve");
+  std::vector<CUmemGenericAllocationHandle> made(count), imported(count);
+  printf("per call, 2 MiB blocks one after another (microseconds)\n%5s %9s %9s %9s %9s %9s\n",
+         "block", "create", "export", "import", "map", "access");
+  for (int i = 0; i < count; ++i) {
+    int fd = -1;
+    auto t0 = Clock::now();
+    Check(cuMemCreate(&made[i], bytes, &prop, 0), "cuMemCreate");
+    auto t1 = Clock::now();
+    Check(cuMemExportToShareableHandle(&fd, made[i], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+          "export");
+    auto t2 = Clock::now();
+    Check(cuMemImportFromShareableHandle(&imported[i], reinterpret_cast<void*>(uintptr_t(fd)),
+                                         CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+          "import");
+    auto t3 = Clock::now();
+    close(fd);
+    Check(cuMemMap(va + i * bytes, bytes, 0, imported[i], 0), "map");
+    auto t4 = Clock::now();
+    CUmemAccessDesc access{};
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    Check(cuMemSetAccess(va + i * bytes, bytes, &access, 1), "set access");
+    auto t5 = Clock::now();
+    printf("%5d %9.1f %9.1f %9.1f %9.1f %9.1f\n", i, Us(t0, t1), Us(t1, t2), Us(t2, t3), Us(t3, t4),
+           Us(t4, t5));
+  }
+  // The same fds made up front, then imported one per call with 1 ms of idle between imports.
+  std::vector<int> fds(count);
+  std::vector<CUmemGenericAllocationHandle> again(count);
+  for (int i = 0; i < count; ++i) {
+    Check(cuMemExportToShareableHandle(&fds[i], made[i], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+          "export");
+  }
+  printf("import of a block this process already holds, 1 ms apart:");
+  for (int i = 0; i < count; ++i) {
+    usleep(1000);
+    auto t0 = Clock::now();
+    Check(cuMemImportFromShareableHandle(&again[i], reinterpret_cast<void*>(uintptr_t(fds[i])),
+                                         CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+          "import");
+    printf(" %.1f", Us(t0, Clock::now()));
+    close(fds[i]);
+  }
+  printf("\n");
+  Check(cuMemUnmap(va, bytes * count), "unmap");
+  for (int i = 0; i < count; ++i) {
+    cuMemRelease(again[i]);
+    cuMemRelease(imported[i]);
+    cuMemRelease(made[i]);
+  }
+  cuMemAddressFree(va, bytes * count);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -120,5 +184,6 @@ int main(int argc, char** argv) {
            Median(s.exp), Median(s.import), Median(s.map), Median(s.access), Median(s.unmap),
            Median(s.release), shim);
   }
+  PerCall(0, 16);
   return 0;
 }

@@ -312,7 +312,8 @@ void Parser::ParsePcie(const toml::node& node, const std::string& path) {
          {"bypass_below", [&](Node n, Key k) { GetSize(n, k, &p.bypass_below); }},
          {"ls_first", [&](Node n, Key k) { GetBool(n, k, &p.ls_first); }},
          {"spin_us", [&](Node n, Key k) { GetInt(n, k, 0, 100000, &p.spin_us); }},
-         {"ls_spin_us", [&](Node n, Key k) { GetInt(n, k, 0, 1000000, &p.ls_spin_us); }}});
+         {"ls_spin_us", [&](Node n, Key k) { GetInt(n, k, 0, 1000000, &p.ls_spin_us); }},
+         {"ls_quiet_ms", [&](Node n, Key k) { GetInt(n, k, 0, 600000, &p.ls_quiet_ms); }}});
 }
 
 void Parser::ParseSocketMode(const toml::node& node, const std::string& key) {
@@ -687,6 +688,7 @@ std::string DescribeConfig(const DaemonConfig& config) {
   lines.push_back(absl::StrCat("pcie.ls_first = ", boolean(p.ls_first)));
   lines.push_back(absl::StrCat("pcie.spin_us = ", p.spin_us));
   lines.push_back(absl::StrCat("pcie.ls_spin_us = ", p.ls_spin_us));
+  lines.push_back(absl::StrCat("pcie.ls_quiet_ms = ", p.ls_quiet_ms));
   return absl::StrJoin(lines, "\n");
 }
 

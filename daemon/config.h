@@ -125,8 +125,8 @@ struct ClassesSection {
 struct PcieSection {
   // Size: copies are cut into chunks of this size. A multiple of 4 KiB in [64 KiB, 64 MiB].
   uint64_t chunk = 2 * kMiB;
-  // Size: the chunk size for BE tenants' copies; 0: `chunk`. Same range as `chunk`. A tenant
-  // keeps the size of the class it had when it made its first scheduled copy.
+  // Size: the chunk size for BE tenants' copies while no LS tenant copies; 0: `chunk`. Same
+  // range as `chunk`. While an LS tenant copies (and ls_quiet_ms after), BE copies use `chunk`.
   uint64_t be_chunk = 0;
   // Chunks in flight per GPU and direction, in [1, 64].
   int max_inflight_chunks = 2;
@@ -142,6 +142,9 @@ struct PcieSection {
   // Microseconds it keeps polling after an LS tenant's last copy request, in [0, 1000000]: an
   // LS service copying every few milliseconds then never finds it asleep.
   int ls_spin_us = 20000;
+  // Milliseconds after an LS tenant's last copy request until BE tenants' new copies go back to
+  // be_chunk, in [0, 600000].
+  int ls_quiet_ms = 1000;
 
   bool operator==(const PcieSection&) const = default;
 };

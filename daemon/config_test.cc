@@ -89,6 +89,7 @@ TEST(ConfigTest, Defaults) {
   EXPECT_TRUE(config.pcie.ls_first);
   EXPECT_EQ(config.pcie.spin_us, 200);
   EXPECT_EQ(config.pcie.ls_spin_us, 20000);
+  EXPECT_EQ(config.pcie.ls_quiet_ms, 1000);
   // Empty tables change nothing.
   EXPECT_EQ(Parse("[daemon]\n[gpu]\n[classes]\n[classes.ls]\n[classes.be]\n[pcie]\n"),
             DaemonConfig{});
@@ -126,7 +127,7 @@ std::set<std::string> DescribedKeys(const DaemonConfig& config) {
 
 TEST(ConfigTest, ExampleFileAndDescribeConfigListEveryKey) {
   const std::set<std::string> keys = ExampleKeys();
-  EXPECT_EQ(keys.size(), 27u);
+  EXPECT_EQ(keys.size(), 28u);
   EXPECT_EQ(keys, DescribedKeys(DaemonConfig{}));
 }
 
@@ -164,6 +165,7 @@ bypass_below = 0
 ls_first = false
 spin_us = 0
 ls_spin_us = 500
+ls_quiet_ms = 250
 )");
   EXPECT_EQ(config.daemon.socket, "/tmp/m.sock");
   EXPECT_EQ(config.daemon.FdSocketPath(), "/tmp/m-fd.sock");
@@ -192,6 +194,7 @@ ls_spin_us = 500
   EXPECT_FALSE(config.pcie.ls_first);
   EXPECT_EQ(config.pcie.spin_us, 0);
   EXPECT_EQ(config.pcie.ls_spin_us, 500);
+  EXPECT_EQ(config.pcie.ls_quiet_ms, 250);
 
   // DescribeConfig's text is TOML that reads back to the same settings.
   EXPECT_EQ(Parse(DescribeConfig(config)), config);
@@ -359,6 +362,8 @@ TEST(ConfigTest, EveryErrorNamesItsKey) {
       {"[pcie]\nbe_chunk = \"32KiB\"",
        "pcie.be_chunk: must be a multiple of 4KiB in [64KiB, 64MiB] or 0, got 32KiB"},
       {"[pcie]\nls_spin_us = -1", "pcie.ls_spin_us: must be an integer in [0, 1000000], got -1"},
+      {"[pcie]\nls_quiet_ms = 600001",
+       "pcie.ls_quiet_ms: must be an integer in [0, 600000], got 600001"},
       {"[pcie]\nspin_us = 100001", "pcie.spin_us: must be an integer in [0, 100000], got 100001"},
   };
   for (const Case& c : cases) {

@@ -39,13 +39,13 @@ pcie::TenantClass Cls(bool ls) {
 
 struct CopyArbiter::Channel {
   uint64_t session = 0;
-  int bell = -1;       // the daemon's end of the doorbell socket pair
-  uint64_t chunk = 0;  // how this tenant cuts its copies (by its class when the channel opened)
-  bool ls = false;     // its class now
+  int bell = -1;    // the daemon's end of the doorbell socket pair
+  bool ls = false;  // its class now
   int memfd = -1;
   Region* region = nullptr;
   struct Request {
     uint32_t first = 0;  // the gate of its first chunk
+    uint64_t chunk = 0;  // how it is cut
   };
   struct Flight {
     uint64_t since_ns = 0;
@@ -108,7 +108,6 @@ absl::StatusOr<std::pair<int, int>> CopyArbiter::OpenChannel(uint64_t session,
   }
   auto c = std::make_unique<Channel>();
   c->session = session;
-  c->chunk = options_.scheduler.ChunkFor(Cls(latency_sensitive));
   c->ls = latency_sensitive;
   c->memfd = memfd_create("missile-copy-channel", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   // Sealed at its size: a tenant that could shrink the file would make the daemon's next read
@@ -122,7 +121,8 @@ absl::StatusOr<std::pair<int, int>> CopyArbiter::OpenChannel(uint64_t session,
   c->region = new (p) Region();  // zero-filled by ftruncate; construct the atomics in place
   c->region->magic = copych::kMagic;
   c->region->version = copych::kVersion;
-  c->region->chunk_bytes = c->chunk;
+  c->region->chunk_bytes.store(OfferedChunk(latency_sensitive, copych::MonotonicNs()),
+                               std::memory_order_relaxed);
   c->region->bypass_bytes = options_.scheduler.min_bypass_bytes;
   for (int d = 0; d < 2; ++d) {
     if (absl::Status s = sched_[d]->AddTenant(session, Cls(latency_sensitive), weight); !s.ok()) {
@@ -144,6 +144,13 @@ absl::StatusOr<std::pair<int, int>> CopyArbiter::OpenChannel(uint64_t session,
   uint64_t one = 1;
   (void)!write(wake_, &one, sizeof(one));  // the thread polls the new doorbell from now on
   return std::make_pair(mem, bell[1]);
+}
+
+uint64_t CopyArbiter::OfferedChunk(bool latency_sensitive, uint64_t now) const {
+  const pcie::FairScheduler::Config& c = options_.scheduler;
+  if (latency_sensitive) return c.chunk_bytes;
+  const bool ls_copying = last_ls_request_ns_ != 0 && now - last_ls_request_ns_ < options_.ls_quiet_ns;
+  return ls_copying ? c.chunk_bytes : c.ChunkFor(pcie::TenantClass::kBestEffort);
 }
 
 void CopyArbiter::DropLocked(uint64_t session, const char* why) {
@@ -169,6 +176,8 @@ void CopyArbiter::SetPolicy(uint64_t session, bool latency_sensitive, uint32_t w
   auto it = channels_.find(session);
   if (it == channels_.end()) return;
   it->second->ls = latency_sensitive;
+  it->second->region->chunk_bytes.store(OfferedChunk(latency_sensitive, copych::MonotonicNs()),
+                                        std::memory_order_relaxed);
   for (int d = 0; d < 2; ++d) {
     sched_[d]->SetClass(session, Cls(latency_sensitive)).IgnoreError();
     sched_[d]->SetWeight(session, weight).IgnoreError();
@@ -200,7 +209,6 @@ bool CopyArbiter::Poll(bool* busy, bool* ls_posted) {
   std::vector<uint64_t> bad;
   for (auto& [session, cp] : channels_) {
     Channel& c = *cp;
-    const uint64_t chunk = c.chunk;
     for (int d = 0; d < 2 && (bad.empty() || bad.back() != session); ++d) {
       Ring& r = c.region->ring[d];
       copych::Gates& gates = r.gates;
@@ -213,8 +221,11 @@ bool CopyArbiter::Poll(bool* busy, bool* ls_posted) {
       }
       for (; cd.request_tail < head; ++cd.request_tail) {
         copych::RequestEntry e = r.requests[cd.request_tail % kGates];
-        uint64_t chunks = e.bytes == 0 ? 0 : (e.bytes + chunk - 1) / chunk;
-        if (e.bytes == 0 || e.bytes > kMaxCopyBytes || e.first >= kGates ||
+        const bool chunk_ok = e.chunk_bytes == options_.scheduler.chunk_bytes ||
+                              e.chunk_bytes == options_.scheduler.ChunkFor(pcie::TenantClass::kBestEffort);
+        uint64_t chunks =
+            e.bytes == 0 || !chunk_ok ? 0 : (e.bytes + e.chunk_bytes - 1) / e.chunk_bytes;
+        if (e.bytes == 0 || e.bytes > kMaxCopyBytes || !chunk_ok || e.first >= kGates ||
             cd.outstanding_chunks + chunks > kGates) {
           bad.push_back(session);
           break;
@@ -222,7 +233,10 @@ bool CopyArbiter::Poll(bool* busy, bool* ls_posted) {
         cd.outstanding_chunks += chunks;
         cd.waiting.push_back(e);
         moved = true;
-        *ls_posted |= c.ls;
+        if (c.ls) {
+          *ls_posted = true;
+          last_ls_request_ns_ = now;
+        }
       }
       if (!bad.empty() && bad.back() == session) break;
       for (size_t i = 0; i < cd.waiting.size();) {
@@ -231,12 +245,12 @@ bool CopyArbiter::Poll(bool* busy, bool* ls_posted) {
           ++i;
           continue;
         }
-        auto id = sched_[d]->Submit(session, e.bytes, now, chunk);
+        auto id = sched_[d]->Submit(session, e.bytes, now, e.chunk_bytes);
         if (!id.ok()) {
           bad.push_back(session);
           break;
         }
-        cd.queued[*id] = {e.first};
+        cd.queued[*id] = {e.first, e.chunk_bytes};
         cd.waiting.erase(cd.waiting.begin() + static_cast<ptrdiff_t>(i));
         moved = true;
       }
@@ -276,6 +290,13 @@ bool CopyArbiter::Poll(bool* busy, bool* ls_posted) {
     }
   }
   for (uint64_t s : bad) DropLocked(s, "malformed request in its ring");
+  // What the tenants cut their next copies into: BE chunks shrink while an LS tenant copies.
+  for (auto& [session, cp] : channels_) {
+    const uint64_t offered = OfferedChunk(cp->ls, now);
+    if (cp->region->chunk_bytes.load(std::memory_order_relaxed) != offered) {
+      cp->region->chunk_bytes.store(offered, std::memory_order_relaxed);
+    }
+  }
   // Open the gates of what the schedulers grant.
   for (int d = 0; d < 2; ++d) {
     while (std::optional<pcie::Grant> g = sched_[d]->NextGrant(now)) {
@@ -285,7 +306,7 @@ bool CopyArbiter::Poll(bool* busy, bool* ls_posted) {
       Channel::Direction& cd = c.dir[d];
       auto q = cd.queued.find(g->request);
       if (q == cd.queued.end()) continue;  // cannot happen: queued until its last chunk is done
-      uint32_t gate = copych::GateOf(q->second.first, g->offset / c.chunk);
+      uint32_t gate = copych::GateOf(q->second.first, g->offset / q->second.chunk);
       Ring& r = c.region->ring[d];
       // seq_cst store then load, against the tenant's increment then load (copy_gate.cc WaitGo):
       // either it sees the gate open or this sees it waiting.

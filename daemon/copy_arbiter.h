@@ -46,6 +46,11 @@ class CopyArbiter {
     // after the last request of an LS tenant.
     uint64_t spin_ns = 200'000;
     uint64_t ls_spin_ns = 20'000'000;
+    // BE tenants cut their copies into scheduler.be_chunk_bytes (large chunks: fewer boundaries,
+    // more of the link) until an LS tenant posts a copy, then into scheduler.chunk_bytes (an LS
+    // chunk waits behind at most the in-flight BE chunks) until no LS tenant has posted one for
+    // this long. A copy keeps the size it was posted with.
+    uint64_t ls_quiet_ns = 1'000'000'000;
   };
   static absl::StatusOr<std::unique_ptr<CopyArbiter>> Create(const Options& options);
   // Closes every channel (the tenants then copy unscheduled) and stops the thread.
@@ -67,11 +72,15 @@ class CopyArbiter {
   // `ls_posted`: an LS tenant posted a request.
   bool Poll(bool* busy, bool* ls_posted) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropLocked(uint64_t session, const char* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The chunk size a tenant of this class should cut its next copy into.
+  uint64_t OfferedChunk(bool latency_sensitive, uint64_t now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Options options_;
   absl::Mutex mu_;
   std::unique_ptr<pcie::FairScheduler> sched_[2] ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, std::unique_ptr<Channel>> channels_ ABSL_GUARDED_BY(mu_);
+  uint64_t last_ls_request_ns_ ABSL_GUARDED_BY(mu_) = 0;  // when an LS tenant last posted
   int wake_ = -1;  // eventfd: wakes the thread (to stop, or to poll a new channel's doorbell)
   // Doorbells of dropped channels, closed by the thread between two polls (it may be polling
   // them when the channel is dropped from another thread).

@@ -46,16 +46,19 @@ class Tenant {
   }
   copych::Region& region() { return *region_; }
   copych::Gates& gates() { return region_->ring[kHostToDevice].gates; }
-  // Posts a request whose chunks use gates first, first + 1, ...
-  void Post(uint64_t bytes, uint32_t first, bool arrived) {
+  uint64_t Chunk() { return region_->chunk_bytes.load(); }
+  // Posts a request whose chunks use gates first, first + 1, ..., cut as the region says now
+  // (or into `chunk` bytes).
+  void Post(uint64_t bytes, uint32_t first, bool arrived, uint64_t chunk = 0) {
     copych::Ring& r = region_->ring[kHostToDevice];
-    uint64_t chunks = (bytes + region_->chunk_bytes - 1) / region_->chunk_bytes;
+    if (chunk == 0) chunk = Chunk();
+    uint64_t chunks = (bytes + chunk - 1) / chunk;
     for (uint64_t k = 0; k < chunks; ++k) {
       r.gates.go[copych::GateOf(first, k)] = 0;
       r.gates.done[copych::GateOf(first, k)] = 0;
     }
     r.gates.arrived[first] = arrived ? 1 : 0;
-    r.requests[head_ % copych::kGates] = {bytes, first, 0};
+    r.requests[head_ % copych::kGates] = {bytes, chunk, first, 0};
     r.request_head.store(++head_, std::memory_order_release);
     uint64_t one = 1;
     if (bell_ >= 0) (void)!write(bell_, &one, sizeof(one));
@@ -88,7 +91,7 @@ TEST(CopyArbiterTest, GrantsChunkByChunkAndCountsFinishedGates) {
   auto arbiter = CopyArbiter::Create(OneInFlight());
   ASSERT_TRUE(arbiter.ok()) << arbiter.status();
   Tenant t(**arbiter, 1, /*ls=*/false);
-  EXPECT_EQ(t.region().chunk_bytes, 2 * kMiB);
+  EXPECT_EQ(t.Chunk(), 2 * kMiB);
   t.Post(5 * kMiB, 10, /*arrived=*/true);  // chunks at gates 10, 11, 12
   ASSERT_TRUE(Eventually([&] { return t.Go(10); }));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -128,8 +131,8 @@ TEST(CopyArbiterTest, LsFirstAndBestEffortChunkSize) {
   ASSERT_TRUE(arbiter.ok());
   Tenant be(**arbiter, 1, /*ls=*/false);
   Tenant ls(**arbiter, 2, /*ls=*/true);
-  EXPECT_EQ(be.region().chunk_bytes, 8 * kMiB);
-  EXPECT_EQ(ls.region().chunk_bytes, 2 * kMiB);
+  EXPECT_EQ(be.Chunk(), 8 * kMiB);
+  EXPECT_EQ(ls.Chunk(), 2 * kMiB);
   be.Post(16 * kMiB, 0, true);  // two chunks at gates 0 and 1
   ASSERT_TRUE(Eventually([&] { return be.Go(0); }));
   ls.Post(4 * kMiB, 0, true);
@@ -141,6 +144,55 @@ TEST(CopyArbiterTest, LsFirstAndBestEffortChunkSize) {
   ASSERT_TRUE(Eventually([&] { return ls.Go(1); }));
   ls.gates().done[1] = copych::kDoneCopied;
   ASSERT_TRUE(Eventually([&] { return be.Go(1); }));
+}
+
+// While an LS tenant copies, a BE tenant is told to cut its copies into the small chunk, and
+// after ls_quiet_ns without LS copies into the large one again; a request keeps the size it
+// was posted with, so its gates still line up with its chunks.
+TEST(CopyArbiterTest, BestEffortChunksShrinkWhileLsCopiesAndGrowBackAfter) {
+  CopyArbiter::Options o = OneInFlight(/*be_chunk=*/8 * kMiB);
+  o.ls_quiet_ns = 200'000'000;
+  auto arbiter = CopyArbiter::Create(o);
+  ASSERT_TRUE(arbiter.ok());
+  Tenant be(**arbiter, 1, /*ls=*/false);
+  Tenant ls(**arbiter, 2, /*ls=*/true);
+  EXPECT_EQ(be.Chunk(), 8 * kMiB) << "no LS tenant has copied yet";
+  be.Post(16 * kMiB, 0, true);  // 8 MiB chunks at gates 0 and 1
+  ASSERT_TRUE(Eventually([&] { return be.Go(0); }));
+  const auto ls_posted = std::chrono::steady_clock::now();
+  ls.Post(2 * kMiB, 0, true);
+  ASSERT_TRUE(Eventually([&] { return be.Chunk() == 2 * kMiB; }));
+  be.Post(4 * kMiB, 2, true);  // posted at the small size: 2 MiB chunks at gates 2 and 3
+  be.gates().done[0] = copych::kDoneCopied;
+  ASSERT_TRUE(Eventually([&] { return ls.Go(0); }));
+  ls.gates().done[0] = copych::kDoneCopied;
+  for (uint32_t gate = 1; gate < 4; ++gate) {
+    ASSERT_TRUE(Eventually([&] { return be.Go(gate); })) << "gate " << gate;
+    EXPECT_FALSE(be.Go(gate + 1)) << "one chunk in flight at most";
+    be.gates().done[gate] = copych::kDoneCopied;
+  }
+  ASSERT_TRUE(Eventually([&] { return be.gates().done[3].load() == copych::kDoneCounted; }));
+  std::vector<PcieUse> use = (*arbiter)->Usage();
+  for (const PcieUse& u : use) {
+    if (u.session == 1) EXPECT_EQ(u.bytes[kHostToDevice], 20 * kMiB);
+  }
+  ASSERT_TRUE(Eventually([&] { return be.Chunk() == 8 * kMiB; }, 3000));
+  EXPECT_GE(std::chrono::steady_clock::now() - ls_posted, std::chrono::milliseconds(200))
+      << "grew back before ls_quiet_ns had passed";
+  EXPECT_EQ(ls.Chunk(), 2 * kMiB) << "an LS tenant always copies in the small chunk";
+}
+
+// A chunk size the daemon never offered drops the channel (its gates would not line up).
+TEST(CopyArbiterTest, UnofferedChunkSizeClosesTheChannel) {
+  auto arbiter = CopyArbiter::Create(OneInFlight(/*be_chunk=*/8 * kMiB));
+  ASSERT_TRUE(arbiter.ok());
+  Tenant odd(**arbiter, 1, false);
+  Tenant good(**arbiter, 2, false);
+  odd.Post(12 * kMiB, 0, true, /*chunk=*/3 * kMiB);
+  ASSERT_TRUE(Eventually([&] { return odd.region().closed.load() != 0; }));
+  good.Post(16 * kMiB, 0, true, /*chunk=*/2 * kMiB);  // the small size is always accepted
+  EXPECT_TRUE(Eventually([&] { return good.Go(0); }));
+  EXPECT_EQ(good.region().closed.load(), 0u);
 }
 
 // A malformed request (a gate out of range, a size of 0) drops that tenant's channel only.

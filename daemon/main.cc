@@ -191,6 +191,7 @@ absl::StatusOr<Gpu> OpenGpu(int ordinal, const DaemonConfig& config, spdlog::log
   sched.ls_first = config.pcie.ls_first;
   copies.spin_ns = static_cast<uint64_t>(config.pcie.spin_us) * 1000;
   copies.ls_spin_ns = static_cast<uint64_t>(config.pcie.ls_spin_us) * 1000;
+  copies.ls_quiet_ns = static_cast<uint64_t>(config.pcie.ls_quiet_ms) * 1000000;
   auto arbiter = CopyArbiter::Create(copies);
   if (!arbiter.ok()) return arbiter.status();
   gpu.device = std::move(*device);

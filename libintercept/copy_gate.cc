@@ -19,7 +19,16 @@ constexpr uint64_t kSyncSpinNs = 50'000;
 // copy behind a BE chunk is usually granted within it.
 constexpr uint64_t kAsyncGrantSpinNs = 50'000;
 
+bool SaneChunk(uint64_t bytes) {
+  return bytes != 0 && bytes % 4096 == 0 && bytes <= (uint64_t{1} << 30);
+}
+
 }  // namespace
+
+uint64_t CopyGate::chunk_bytes() const {
+  const uint64_t now = region_->chunk_bytes.load(std::memory_order_relaxed);
+  return SaneChunk(now) ? now : opened_chunk_bytes_;
+}
 
 absl::StatusOr<std::unique_ptr<CopyGate>> CopyGate::Open(int memfd, int doorbell,
                                                          const DriverApi& api,
@@ -37,9 +46,11 @@ absl::StatusOr<std::unique_ptr<CopyGate>> CopyGate::Open(int memfd, int doorbell
   if (g->region_->magic != copych::kMagic || g->region_->version != copych::kVersion) {
     return absl::FailedPreconditionError("copy channel: unknown format (daemon too old or new)");
   }
-  g->chunk_bytes_ = g->region_->chunk_bytes;
+  g->opened_chunk_bytes_ = g->region_->chunk_bytes.load(std::memory_order_relaxed);
   g->bypass_bytes_ = g->region_->bypass_bytes;
-  if (g->chunk_bytes_ == 0) return absl::FailedPreconditionError("copy channel: no chunk size");
+  if (!SaneChunk(g->opened_chunk_bytes_)) {
+    return absl::FailedPreconditionError("copy channel: no valid chunk size");
+  }
   if (api.MemHostRegister == nullptr || api.MemHostUnregister == nullptr ||
       api.MemHostGetDevicePointer == nullptr || api.StreamWaitValue32 == nullptr ||
       api.StreamWriteValue32 == nullptr || api.StreamWaitValue32Ptsz == nullptr ||
@@ -73,8 +84,9 @@ CopyGate::~CopyGate() {
   if (doorbell_ >= 0) close(doorbell_);
 }
 
-std::optional<uint32_t> CopyGate::Post(copych::Direction dir, uint64_t bytes, uint64_t chunks,
+std::optional<uint32_t> CopyGate::Post(copych::Direction dir, uint64_t bytes, uint64_t chunk,
                                        bool arrived) {
+  const uint64_t chunks = (bytes + chunk - 1) / chunk;
   copych::Ring& r = region_->ring[dir];
   copych::Gates& g = r.gates;
   uint32_t first = 0;
@@ -97,7 +109,7 @@ std::optional<uint32_t> CopyGate::Post(copych::Direction dir, uint64_t bytes, ui
     g.arrived[first].store(arrived ? 1 : 0, std::memory_order_relaxed);
     // This process is the head's only writer, and writes it under side.mu.
     const uint64_t head = r.request_head.load(std::memory_order_relaxed);
-    r.requests[head % kGates] = {bytes, first, 0};
+    r.requests[head % kGates] = {bytes, chunk, first, 0};
     r.request_head.store(head + 1, std::memory_order_release);
   }
   // Never blocks (a full doorbell has rung already) and never raises SIGPIPE (the daemon may be
@@ -137,10 +149,11 @@ CUresult CopyGate::Unscheduled(const Chunk& copy, uint64_t bytes) {
 
 CUresult CopyGate::RunSync(copych::Direction dir, uint64_t bytes, CUstream order, bool ptsz,
                            const Chunk& copy) {
+  const uint64_t chunk = chunk_bytes();
   CUresult r = CUDA_SUCCESS;
-  for (uint64_t off = 0; off < bytes && r == CUDA_SUCCESS; off += PieceBytes()) {
-    const uint64_t len = std::min(PieceBytes(), bytes - off);
-    r = RunSyncPiece(dir, len, order, ptsz,
+  for (uint64_t off = 0; off < bytes && r == CUDA_SUCCESS; off += PieceBytes(chunk)) {
+    const uint64_t len = std::min(PieceBytes(chunk), bytes - off);
+    r = RunSyncPiece(dir, len, chunk, order, ptsz,
                      [&](uint64_t o, uint64_t l) { return copy(off + o, l); });
   }
   return r;
@@ -148,24 +161,25 @@ CUresult CopyGate::RunSync(copych::Direction dir, uint64_t bytes, CUstream order
 
 CUresult CopyGate::EnqueueAsync(copych::Direction dir, uint64_t bytes, CUstream stream, bool ptsz,
                                 const AsyncChunk& copy) {
+  const uint64_t chunk = chunk_bytes();
   CUresult r = CUDA_SUCCESS;
-  for (uint64_t off = 0; off < bytes && r == CUDA_SUCCESS; off += PieceBytes()) {
-    const uint64_t len = std::min(PieceBytes(), bytes - off);
-    r = EnqueueAsyncPiece(dir, len, stream, ptsz,
+  for (uint64_t off = 0; off < bytes && r == CUDA_SUCCESS; off += PieceBytes(chunk)) {
+    const uint64_t len = std::min(PieceBytes(chunk), bytes - off);
+    r = EnqueueAsyncPiece(dir, len, chunk, stream, ptsz,
                           [&](uint64_t o, uint64_t l, CUstream s) { return copy(off + o, l, s); });
   }
   return r;
 }
 
-CUresult CopyGate::RunSyncPiece(copych::Direction dir, uint64_t bytes, CUstream order, bool ptsz,
-                                const Chunk& copy) {
+CUresult CopyGate::RunSyncPiece(copych::Direction dir, uint64_t bytes, uint64_t chunk,
+                                CUstream order, bool ptsz, const Chunk& copy) {
   if (abandoned()) return copy(0, bytes);
-  const uint64_t chunks = (bytes + chunk_bytes_ - 1) / chunk_bytes_;
+  const uint64_t chunks = (bytes + chunk - 1) / chunk;
   // The copy starts only after the work already on its stream (a synchronous copy waits for
   // it): until then its chunks must not hold the link, so a busy stream reports the arrival.
   auto query = ptsz ? api_->StreamQueryPtsz : api_->StreamQuery;
   const bool idle = query == nullptr || query(order) == CUDA_SUCCESS;
-  std::optional<uint32_t> first = Post(dir, bytes, chunks, /*arrived=*/idle);
+  std::optional<uint32_t> first = Post(dir, bytes, chunk, /*arrived=*/idle);
   if (!first.has_value()) return Unscheduled(copy, bytes);
   copych::Gates& g = region_->ring[dir].gates;
   if (!idle) {
@@ -181,19 +195,19 @@ CUresult CopyGate::RunSyncPiece(copych::Direction dir, uint64_t bytes, CUstream 
   for (uint64_t k = 0; k < chunks; ++k) {
     uint32_t gate = copych::GateOf(*first, k);
     WaitGo(dir, gate);  // abandoned: go ahead without the daemon
-    uint64_t off = k * chunk_bytes_;
-    if (result == CUDA_SUCCESS) result = copy(off, std::min(chunk_bytes_, bytes - off));
+    uint64_t off = k * chunk;
+    if (result == CUDA_SUCCESS) result = copy(off, std::min(chunk, bytes - off));
     // Even after an error: the daemon counts every chunk it granted.
     g.done[gate].store(copych::kDoneCopied, std::memory_order_release);
   }
   return result;
 }
 
-CUresult CopyGate::EnqueueAsyncPiece(copych::Direction dir, uint64_t bytes, CUstream stream,
-                                     bool ptsz, const AsyncChunk& copy) {
+CUresult CopyGate::EnqueueAsyncPiece(copych::Direction dir, uint64_t bytes, uint64_t chunk,
+                                     CUstream stream, bool ptsz, const AsyncChunk& copy) {
   if (abandoned()) return copy(0, bytes, stream);
   absl::MutexLock in_order(&side_[dir].enqueue_mu);
-  const uint64_t chunks = (bytes + chunk_bytes_ - 1) / chunk_bytes_;
+  const uint64_t chunks = (bytes + chunk - 1) / chunk;
   // A stream with nothing queued reaches the copy at once: say so now rather than have the GPU
   // say it. On the H200, a stream of another process that is copying keeps the copy engine
   // for a time slice (about a millisecond) before this stream runs even its first operation,
@@ -202,7 +216,7 @@ CUresult CopyGate::EnqueueAsyncPiece(copych::Direction dir, uint64_t bytes, CUst
   const bool idle = query != nullptr && query(stream) == CUDA_SUCCESS;
   // Post before enqueueing: a long copy fills the stream's command queue, and the driver then
   // blocks the enqueue until the GPU drains it, which it can only do once chunks are granted.
-  std::optional<uint32_t> first = Post(dir, bytes, chunks, /*arrived=*/idle);
+  std::optional<uint32_t> first = Post(dir, bytes, chunk, /*arrived=*/idle);
   if (!first.has_value()) {
     return Unscheduled([&](uint64_t off, uint64_t len) { return copy(off, len, stream); }, bytes);
   }
@@ -228,13 +242,13 @@ CUresult CopyGate::EnqueueAsyncPiece(copych::Direction dir, uint64_t bytes, CUst
   CUresult copy_result = CUDA_SUCCESS;
   for (uint64_t k = 0; k < chunks && r == CUDA_SUCCESS; ++k) {
     uint32_t gate = copych::GateOf(*first, k);
-    uint64_t off = k * chunk_bytes_;
+    uint64_t off = k * chunk;
     if (g.go[gate].load(std::memory_order_acquire) == 0) {
       r = wait(stream, DeviceAddress(&g.go[gate]), 1, CU_STREAM_WAIT_VALUE_GEQ);
       if (r != CUDA_SUCCESS) break;
       queued_ops = true;
     }
-    copy_result = copy(off, std::min(chunk_bytes_, bytes - off), stream);
+    copy_result = copy(off, std::min(chunk, bytes - off), stream);
     if (copy_result != CUDA_SUCCESS) {
       r = copy_result;
       break;
@@ -265,7 +279,7 @@ CUresult CopyGate::EnqueueAsyncPiece(copych::Direction dir, uint64_t bytes, CUst
     log_->error("a stream memory operation for a scheduled copy failed ({}); the copy goes on "
                 "unscheduled", static_cast<int>(r));
   }
-  const uint64_t from = enqueued * chunk_bytes_;
+  const uint64_t from = enqueued * chunk;
   return from >= bytes ? CUDA_SUCCESS : copy(from, bytes - from, stream);
 }
 

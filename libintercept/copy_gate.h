@@ -56,7 +56,9 @@ class CopyGate {
   ~CopyGate();
 
   uint64_t bypass_bytes() const { return bypass_bytes_; }
-  uint64_t chunk_bytes() const { return chunk_bytes_; }
+  // How the next copy is cut: the daemon's current word for this tenant (it changes with
+  // contention), or the size the channel opened with if the word is not a sane size.
+  uint64_t chunk_bytes() const;
   bool abandoned() const { return abandoned_.load(std::memory_order_acquire); }
   // Copies that found every gate taken and ran unscheduled.
   uint64_t overflowed() const { return overflowed_.load(std::memory_order_relaxed); }
@@ -77,15 +79,15 @@ class CopyGate {
 
  private:
   CopyGate() = default;
-  uint64_t PieceBytes() const { return chunk_bytes_ * (copych::kGates / 4); }
-  CUresult RunSyncPiece(copych::Direction dir, uint64_t bytes, CUstream order, bool ptsz,
-                        const Chunk& copy);
-  CUresult EnqueueAsyncPiece(copych::Direction dir, uint64_t bytes, CUstream stream, bool ptsz,
-                             const AsyncChunk& copy);
+  static uint64_t PieceBytes(uint64_t chunk) { return chunk * (copych::kGates / 4); }
+  CUresult RunSyncPiece(copych::Direction dir, uint64_t bytes, uint64_t chunk, CUstream order,
+                        bool ptsz, const Chunk& copy);
+  CUresult EnqueueAsyncPiece(copych::Direction dir, uint64_t bytes, uint64_t chunk,
+                             CUstream stream, bool ptsz, const AsyncChunk& copy);
   // Takes `chunks` consecutive gates, resets them and posts the request; the first gate, or
   // nullopt when the gates are all taken or the gate was abandoned. `arrived`: the request is
   // at the head of its stream already (a synchronous copy).
-  std::optional<uint32_t> Post(copych::Direction dir, uint64_t bytes, uint64_t chunks,
+  std::optional<uint32_t> Post(copych::Direction dir, uint64_t bytes, uint64_t chunk,
                                bool arrived);
   // Waits until the daemon opens the gate (true) or the gate is abandoned (false).
   bool WaitGo(copych::Direction dir, uint32_t gate);
@@ -103,7 +105,7 @@ class CopyGate {
   copych::Region* region_ = nullptr;
   bool registered_ = false;
   CUdeviceptr region_dev_ = 0;  // the region as the GPU sees it
-  uint64_t chunk_bytes_ = 0;
+  uint64_t opened_chunk_bytes_ = 0;  // the chunk size when the channel opened
   uint64_t bypass_bytes_ = 0;
 
   // Per direction: the gates [tail, head) (counted modulo kGates) belong to posted requests;

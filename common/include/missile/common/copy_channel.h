@@ -6,8 +6,11 @@
 // the driver, so that the GPU itself can wait on them and report to the daemon.
 //
 // Per direction (host-to-device, device-to-host):
-//   requests  tenant -> daemon: {bytes, first gate}; chunk k of the copy (offset k * chunk_bytes)
-//             uses gate (first + k) % kGates.
+//   requests  tenant -> daemon: {bytes, chunk bytes, first gate}; chunk k of the copy (offset
+//             k * chunk bytes) uses gate (first + k) % kGates. The tenant cuts each copy by the
+//             region's chunk_bytes as it reads it when posting; the daemon changes that word
+//             with contention (a BE tenant copies in large chunks while no LS tenant is
+//             copying, in small ones while one is) and accepts only sizes it has offered.
 //   gates     per chunk:
 //     arrived  the copy has reached the head of its stream (written once per request, on the
 //              first gate: by the GPU for an asynchronous copy, by the calling thread for a
@@ -37,7 +40,7 @@
 namespace missile::copych {
 
 inline constexpr uint32_t kMagic = 0x4d43484e;  // "MCHN"
-inline constexpr uint32_t kVersion = 2;
+inline constexpr uint32_t kVersion = 3;
 inline constexpr uint32_t kGates = 4096;  // chunks outstanding per direction (8 GiB at 2 MiB)
 
 enum Direction : uint32_t { kHostToDevice = 0, kDeviceToHost = 1 };
@@ -47,8 +50,9 @@ inline constexpr uint32_t kDoneCopied = 1;
 inline constexpr uint32_t kDoneCounted = 2;
 
 struct RequestEntry {
-  uint64_t bytes;  // total bytes of the copy
-  uint32_t first;  // the gate of its first chunk
+  uint64_t bytes;        // total bytes of the copy
+  uint64_t chunk_bytes;  // how it is cut
+  uint32_t first;        // the gate of its first chunk
   uint32_t reserved;
 };
 
@@ -68,7 +72,8 @@ struct alignas(64) Ring {
 struct Region {
   uint32_t magic;
   uint32_t version;
-  uint64_t chunk_bytes;   // the scheduler's chunk size: how the tenant cuts copies
+  // How the tenant cuts its next copy; written by the daemon at any time, read per copy.
+  std::atomic<uint64_t> chunk_bytes;
   uint64_t bypass_bytes;  // copies smaller than this skip the scheduler
   std::atomic<uint32_t> closed;  // set (and woken) by the daemon when it drops the channel
   Ring ring[2];           // by Direction
