@@ -16,6 +16,17 @@ namespace {
 // Frees go back to the daemon once this many blocks are pending (or at a capacity query, or
 // when an allocation hits the quota).
 constexpr size_t kFreeBatchBlocks = 32;
+// A freed range stays mapped for the next allocation of its rounded size, which then costs no
+// round trip and no driver call. A new one costs an import in the shim (537-790 us) and, when
+// the daemon's cache has no block of that size, an export in the daemon (586-843 us): 1 x 2 MiB
+// to 1 x 1 GiB, bench/vmm_cost on the H200, docs/results.md (2026-11-29-alloc-h200). The cache
+// holds at most as many ranges as a free batch has blocks, and at most kReuseMaxBytes, or an
+// eighth of the GPU (of the quota asked for with MISSILE_QUOTA, if smaller): the daemon counts
+// cached memory against the tenant, and other tenants cannot have it until it is evicted. 1 GiB
+// covers the sizes bench/alloc_latency loops over; an allocation that hits the quota returns the
+// whole cache first, so the bound only limits what a tenant keeps from the others.
+constexpr size_t kReuseMaxRanges = kFreeBatchBlocks;
+constexpr uint64_t kReuseMaxBytes = uint64_t{1} << 30;
 constexpr uint64_t kSmallMax = uint64_t{1} << 20;
 constexpr uint64_t kAlignment = 256;  // what cuMemAlloc guarantees
 
@@ -51,14 +62,19 @@ struct MemoryManager::Device {
   uint64_t device_total = 0;
   CUdeviceptr va_base = 0;
   uint64_t va_size = 0;
+  uint64_t reuse_max_bytes = 0;  // the reuse cache's byte bound (kReuseMaxBytes)
   std::unique_ptr<SmallAllocator> small;
   absl::Mutex mu;
   std::optional<AddressSpace> space ABSL_GUARDED_BY(mu);
-  struct Mapping {
-    uint64_t bytes;
-    std::vector<uint64_t> blocks;
-  };
   absl::flat_hash_map<CUdeviceptr, Mapping> mappings ABSL_GUARDED_BY(mu);
+  // Freed ranges, still mapped, oldest first. At most kReuseMaxRanges: a scan is cheaper than
+  // an index by size.
+  struct Cached {
+    CUdeviceptr va;
+    Mapping mapping;
+  };
+  std::vector<Cached> reuse ABSL_GUARDED_BY(mu);
+  uint64_t reuse_bytes ABSL_GUARDED_BY(mu) = 0;
   std::vector<uint64_t> pending_free ABSL_GUARDED_BY(mu);
 };
 
@@ -138,6 +154,9 @@ absl::StatusOr<MemoryManager::Device*> MemoryManager::DeviceOf(CUdevice dev) {
   d->single_blocks = config_.blocks == Config::Blocks::kSingle ||
                      (config_.blocks == Config::Blocks::kAuto && link->colours <= 1);
   d->device_total = link->total_bytes;
+  uint64_t share = link->total_bytes;
+  if (config_.quota_bytes != 0) share = std::min(share, config_.quota_bytes);
+  d->reuse_max_bytes = std::min(kReuseMaxBytes, share / 8);
   // Twice the device's memory: room for fragmentation without ever running out of addresses.
   d->va_size = RoundUp(link->total_bytes * 2, link->granularity);
   if (CUresult r = api_.MemAddressReserve(&d->va_base, d->va_size, link->granularity, 0, 0);
@@ -202,7 +221,7 @@ absl::StatusOr<std::vector<BlockLease>> MemoryManager::Lease(Device& d, bool sin
   if (leases.status().code() == absl::StatusCode::kResourceExhausted) {
     // Blocks we freed but have not returned yet may be what stands between us and the quota.
     ReapDeferred(/*wait=*/true);
-    FlushFrees(d, /*force=*/true);
+    ReturnFreed(d);
     leases = client->Allocate(d.gpu, single, bytes);
   }
   if (leases.ok()) {
@@ -255,7 +274,13 @@ absl::StatusOr<CUdeviceptr> MemoryManager::MapNew(Device& d, uint64_t bytes, boo
   absl::StatusOr<uint64_t> va;
   {
     absl::MutexLock lock(&d.mu);
+    if (std::optional<CUdeviceptr> cached = TakeCached(d, bytes)) return *cached;
     va = d.space->Allocate(bytes, d.granularity);
+    if (!va.ok() && !d.reuse.empty()) {
+      // Cached ranges hold addresses too.
+      DrainCache(d);
+      va = d.space->Allocate(bytes, d.granularity);
+    }
   }
   if (!va.ok()) return va.status();
   auto leases = Lease(d, single, bytes);
@@ -272,7 +297,7 @@ absl::StatusOr<CUdeviceptr> MemoryManager::MapNew(Device& d, uint64_t bytes, boo
     }
     return s;
   }
-  Device::Mapping m{bytes, {}};
+  Mapping m{bytes, {}};
   for (const BlockLease& l : *leases) m.blocks.push_back(l.id);
   d.mappings[*va] = std::move(m);
   return *va;
@@ -281,7 +306,8 @@ absl::StatusOr<CUdeviceptr> MemoryManager::MapNew(Device& d, uint64_t bytes, boo
 absl::StatusOr<CUdeviceptr> MemoryManager::AllocLarge(Device& d, uint64_t bytes) {
   uint64_t rounded = RoundUp(bytes, d.granularity);
   // One block per granule costs one import and one map per 2 MiB (bench/vmm_cost); one block
-  // for the whole allocation costs one of each, but is placed by colour only as a whole.
+  // for the whole allocation costs one of each, but is placed by colour only as a whole. A
+  // cached range of this size is reused whichever shape backs it.
   return MapNew(d, rounded, d.single_blocks && rounded > d.granularity);
 }
 
@@ -341,16 +367,63 @@ std::optional<CUresult> MemoryManager::AllocPitch(CUdeviceptr* dptr, size_t* pit
 void MemoryManager::ReleaseRange(Device& d, CUdeviceptr va) {
   auto it = d.mappings.find(va);
   if (it == d.mappings.end()) return;
-  if (CUresult r = api_.MemUnmap(va, it->second.bytes); r != CUDA_SUCCESS) {
+  Mapping m = std::move(it->second);
+  d.mappings.erase(it);
+  leased_bytes_ -= m.bytes;
+  if (m.bytes > d.reuse_max_bytes) {
+    UnmapRange(d, va, m);  // would evict everything else and then itself
+    return;
+  }
+  d.reuse_bytes += m.bytes;
+  d.reuse.push_back({va, std::move(m)});
+  size_t evict = 0;
+  uint64_t kept_bytes = d.reuse_bytes;
+  while (d.reuse.size() - evict > kReuseMaxRanges || kept_bytes > d.reuse_max_bytes) {
+    kept_bytes -= d.reuse[evict].mapping.bytes;
+    UnmapRange(d, d.reuse[evict].va, d.reuse[evict].mapping);
+    ++evict;
+  }
+  d.reuse.erase(d.reuse.begin(), d.reuse.begin() + evict);
+  d.reuse_bytes = kept_bytes;
+}
+
+std::optional<CUdeviceptr> MemoryManager::TakeCached(Device& d, uint64_t bytes) {
+  // Newest first: its memory is the likeliest to be warm in the GPU's caches and TLBs.
+  for (auto it = d.reuse.rbegin(); it != d.reuse.rend(); ++it) {
+    if (it->mapping.bytes != bytes) continue;
+    CUdeviceptr va = it->va;
+    d.reuse_bytes -= bytes;
+    leased_bytes_ += bytes;
+    d.mappings[va] = std::move(it->mapping);
+    d.reuse.erase(std::next(it).base());
+    return va;
+  }
+  return std::nullopt;
+}
+
+void MemoryManager::DrainCache(Device& d) {
+  for (const Device::Cached& c : d.reuse) UnmapRange(d, c.va, c.mapping);
+  d.reuse.clear();
+  d.reuse_bytes = 0;
+}
+
+void MemoryManager::UnmapRange(Device& d, CUdeviceptr va, const Mapping& m) {
+  if (CUresult r = api_.MemUnmap(va, m.bytes); r != CUDA_SUCCESS) {
     // Mapped block by block: unmap block by block.
-    for (uint64_t off = 0; off < it->second.bytes; off += d.granularity) {
+    for (uint64_t off = 0; off < m.bytes; off += d.granularity) {
       api_.MemUnmap(va + off, d.granularity);
     }
   }
   d.space->Free(va).IgnoreError();
-  for (uint64_t id : it->second.blocks) d.pending_free.push_back(id);
-  leased_bytes_ -= it->second.bytes;
-  d.mappings.erase(it);
+  for (uint64_t id : m.blocks) d.pending_free.push_back(id);
+}
+
+void MemoryManager::ReturnFreed(Device& d) {
+  {
+    absl::MutexLock lock(&d.mu);
+    DrainCache(d);
+  }
+  FlushFrees(d, /*force=*/true);
 }
 
 void MemoryManager::FlushFrees(Device& d, bool force) {
@@ -486,7 +559,9 @@ std::optional<CUresult> MemoryManager::GetInfo(size_t* free_bytes, size_t* total
   auto d = CurrentDevice();
   if (!d.ok()) return std::nullopt;
   ReapDeferred(/*wait=*/false);
-  FlushFrees(**d, /*force=*/true);
+  // The daemon counts cached and queued frees as used; a program asking what is free expects
+  // what it freed to be.
+  ReturnFreed(**d);
   auto usage = client->Usage((*d)->gpu);
   if (!usage.ok()) return ToResult(usage.status(), "cuMemGetInfo");
   uint64_t total = std::min(usage->quota_bytes, (*d)->device_total);

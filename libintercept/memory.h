@@ -3,10 +3,13 @@
 // Every device allocation the program makes (cuMemAlloc, pitch, stream-ordered and its own VMM
 // handles) is backed by blocks leased from the daemon within the tenant's quota. Large
 // allocations map whole 2 MiB blocks into an address range the shim reserved per GPU; small ones
-// (up to 1 MiB) are carved from blocks the shim already holds, with no round trip. Frees return
-// blocks to the daemon in batches. Capacity queries report the tenant's quota and use, and
-// pointer-range queries answer for Missile's allocations (the driver only knows the 2 MiB
-// mappings behind them).
+// (up to 1 MiB) are carved from blocks the shim already holds, with no round trip. A freed range
+// stays mapped, with its blocks, for the next allocation of the same rounded size (a bounded
+// cache per GPU); what leaves that cache goes back to the daemon in batches. Until then the
+// daemon counts it against the tenant's quota, so an allocation that hits the quota and
+// cuMemGetInfo first return the cache and the batch. Capacity queries report the tenant's
+// quota and use, and pointer-range queries answer for Missile's allocations (the driver only
+// knows the 2 MiB mappings behind them); a freed range is unknown to them even while cached.
 //
 // Each method returns std::nullopt when the call is not Missile's to serve (the hook then
 // passes it to the driver): memory Missile did not allocate, host memory, calls made while
@@ -62,7 +65,9 @@ class MemoryManager {
   void VmmMapped(CUdeviceptr ptr, size_t size, CUmemGenericAllocationHandle handle);
   void VmmUnmapped(CUdeviceptr ptr, size_t size);
 
-  // For the exit report: bytes Missile holds from the daemon now, and allocations served.
+  // For the exit report: bytes of daemon blocks behind the program's live allocations (freed
+  // ranges kept for reuse or waiting to go back are not counted, though the daemon counts them
+  // until they are returned), and allocations served.
   uint64_t leased_bytes() const { return leased_bytes_.load(std::memory_order_relaxed); }
   uint64_t allocations() const { return allocations_.load(std::memory_order_relaxed); }
   bool connected() const;
@@ -74,6 +79,11 @@ class MemoryManager {
 
  private:
   struct Device;
+  // Daemon blocks mapped, in order, at an address of the shim's range.
+  struct Mapping {
+    uint64_t bytes;
+    std::vector<uint64_t> blocks;
+  };
   struct DeferredFree {
     CUevent event;
     CUdeviceptr ptr;
@@ -92,16 +102,28 @@ class MemoryManager {
   absl::StatusOr<Device*> DeviceOf(CUdevice dev);
   std::optional<CUresult> Unmanaged(const char* what);
 
-  // Reserves addresses, leases `bytes` from the daemon (one block if `single`, else one per
-  // granule), maps them and records the mapping.
+  // A freed range of exactly `bytes` taken from the reuse cache (the newest), or else: reserves
+  // addresses, leases `bytes` from the daemon (one block if `single`, else one per granule),
+  // maps them. Records the mapping either way.
   absl::StatusOr<CUdeviceptr> MapNew(Device& d, uint64_t bytes, bool single);
   absl::StatusOr<CUdeviceptr> AllocLarge(Device& d, uint64_t bytes);
   absl::StatusOr<CUdeviceptr> AllocSmall(Device& d, uint64_t bytes);
   absl::Status MapBlocks(Device& d, CUdeviceptr va, std::vector<BlockLease>& leases);
   absl::StatusOr<std::vector<BlockLease>> Lease(Device& d, bool single, uint64_t bytes);
-  // Unmaps the mapping at `va` and queues its blocks for return. The caller holds d.mu.
+  // Takes the mapping at `va` out of use: keeps it mapped in the reuse cache, evicting the
+  // oldest ranges past the cache's bounds. The caller holds d.mu.
   void ReleaseRange(Device& d, CUdeviceptr va);
+  // The newest cached range of exactly `bytes`, moved back to the mappings. The caller holds d.mu.
+  std::optional<CUdeviceptr> TakeCached(Device& d, uint64_t bytes);
+  // Evicts every cached range. The caller holds d.mu.
+  void DrainCache(Device& d);
+  // Unmaps a range, frees its addresses and queues its blocks for return. The caller holds d.mu.
+  void UnmapRange(Device& d, CUdeviceptr va, const Mapping& m);
+  // Sends the daemon the queued blocks: once a batch is full, or now if `force`.
   void FlushFrees(Device& d, bool force);
+  // Returns everything freed that the daemon still counts against the tenant on this GPU: the
+  // reuse cache and the queued blocks.
+  void ReturnFreed(Device& d);
   absl::Status FreeManaged(CUdeviceptr dptr, const AllocationTable::Entry& entry, bool sync);
   void ReapDeferred(bool wait);
   // Returns a program VMM handle's block once it is released and unmapped everywhere.

@@ -113,6 +113,17 @@ class DaemonTest : public ::testing::Test {
     return st.pools_size() > 0 ? st.pools(0).leased_bytes() : ~0ull;
   }
 
+  // Leased bytes once they settle at `want` (a tenant that exited is reaped asynchronously), or
+  // what they are after three seconds.
+  uint64_t LeasedWithin3s(uint64_t want) {
+    uint64_t leased = Leased();
+    for (int i = 0; i < 300 && leased != want; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      leased = Leased();
+    }
+    return leased;
+  }
+
   TempDir dir_;
   std::string shm_;
   std::string socket_;
@@ -169,12 +180,13 @@ TEST_F(DaemonTest, OverQuotaFailsCleanlyInOneTenantOnly) {
 TEST_F(DaemonTest, KilledTenantReturnsEverythingWithinASecond) {
   StartDaemon();
   Child victim;
-  ASSERT_TRUE(victim.Start({TENANT_PROBE, "alloc:32", "small:20", "vmm:4", "hold"},
+  ASSERT_TRUE(victim.Start({TENANT_PROBE, "alloc:32", "small:20", "vmm:4", "loop:8:3", "hold"},
                            TenantEnv("be", "victim")));
   ASSERT_EQ(victim.WaitForLine("ready"), "ready");
-  // 32 MiB, one block carved for the small allocations, and the 4 MiB VMM block: released by
-  // the program, but frees go back to the daemon in batches, so it is still held.
-  ASSERT_EQ(Leased(), 38 * kMiB);
+  // 32 MiB, one block carved for the small allocations, the 4 MiB VMM block (released by the
+  // program, but frees go back to the daemon in batches, so it is still held) and the 8 MiB the
+  // loop freed, kept mapped by the shim for reuse.
+  ASSERT_EQ(Leased(), 46 * kMiB);
   ASSERT_EQ(Status().tenants(), 1u);
   auto killed = std::chrono::steady_clock::now();
   victim.Kill(SIGKILL);
@@ -204,6 +216,111 @@ TEST_F(DaemonTest, SmallAllocationsAreCarvedFromHeldBlocks) {
   EXPECT_EQ(Leased(), 2 * kMiB);  // 200 x 4 KiB fit in one block: one round trip, not 200
   t.CloseStdin();
   EXPECT_EQ(t.Wait(), 0);
+}
+
+// An allocate-free loop of one size is served from the range the first allocation mapped: the
+// shim imports its blocks once, and the daemon leases them once, whichever shape backs it. The
+// freed range stays leased (counted against the tenant) until a capacity query returns it.
+TEST_F(DaemonTest, AllocFreeLoopReusesTheFreedRange) {
+  StartDaemon();
+  for (const auto& [blocks, imports] : {std::pair{"single", 1}, std::pair{"chunks", 8}}) {
+    SCOPED_TRACE(blocks);
+    auto env = TenantEnv("ls", std::string("loop-") + blocks);
+    env["MISSILE_BLOCKS"] = blocks;
+    Child t;
+    ASSERT_TRUE(t.Start({TENANT_PROBE, "loop:16:40", "hold"}, env));
+    ASSERT_EQ(t.WaitForLine("ready"), "ready");
+    EXPECT_NE(t.out().find("loop 16 40 ok imports=" + std::to_string(imports) + "\n"),
+              std::string::npos) << t.out();
+    EXPECT_EQ(Leased(), 16 * kMiB);  // the one range, cached
+    t.CloseStdin();
+    EXPECT_EQ(t.Wait(), 0);
+    ASSERT_EQ(LeasedWithin3s(0), 0u);
+
+    // cuMemGetInfo returns the cached range: the daemon's numbers are those of a tenant that
+    // kept nothing.
+    Child q;
+    ASSERT_TRUE(q.Start({TENANT_PROBE, "loop:16:40", "info", "hold"}, env));
+    ASSERT_EQ(q.WaitForLine("ready"), "ready");
+    EXPECT_EQ(Leased(), 0u);
+    size_t pos = q.out().find("info free=");
+    ASSERT_NE(pos, std::string::npos) << q.out();
+    uint64_t free_bytes = strtoull(q.out().c_str() + pos + 10, nullptr, 10);
+    pos = q.out().find("total=", pos);
+    uint64_t total_bytes = strtoull(q.out().c_str() + pos + 6, nullptr, 10);
+    EXPECT_EQ(free_bytes, total_bytes) << q.out();
+    q.CloseStdin();
+    EXPECT_EQ(q.Wait(), 0);
+    ASSERT_EQ(LeasedWithin3s(0), 0u);
+  }
+}
+
+// The chunks the small-allocation carver gives back are reused like any freed range of their
+// size (one granule).
+TEST_F(DaemonTest, ChunksTheSmallAllocatorReleasesAreReused) {
+  StartDaemon();
+  Child t;
+  // 1100 x 4 KiB fill three 2 MiB chunks; once freed, one stays with the carver and two are
+  // cached, so the loop imports nothing.
+  ASSERT_TRUE(t.Start({TENANT_PROBE, "small:1100", "freeall", "loop:2:10", "small:1", "check"},
+                      TenantEnv("ls")));
+  EXPECT_EQ(t.Wait(), 0);
+  EXPECT_NE(t.out().find("small 1100 ok"), std::string::npos) << t.out();
+  EXPECT_NE(t.out().find("loop 2 10 ok imports=0\n"), std::string::npos) << t.out();
+  EXPECT_NE(t.out().find("check ok"), std::string::npos) << t.out();
+}
+
+// The cache keeps at most 32 ranges and at most an eighth of the quota asked for (here 256 MiB:
+// 32 MiB); past either, the oldest go back to the daemon and the next allocations of their size
+// import again.
+TEST_F(DaemonTest, ReuseCacheIsBoundedByCountAndBytes) {
+  StartDaemon();
+  Child by_count;
+  ASSERT_TRUE(by_count.Start({TENANT_PROBE, "many:2:40", "freeall", "many:2:40", "check"},
+                             TenantEnv("ls", "count")));
+  EXPECT_EQ(by_count.Wait(), 0);
+  EXPECT_NE(by_count.out().find("many 2 40 ok imports=40\n"), std::string::npos) << by_count.out();
+  EXPECT_NE(by_count.out().find("many 2 40 ok imports=8\n"), std::string::npos) << by_count.out();
+  EXPECT_NE(by_count.out().find("check ok"), std::string::npos) << by_count.out();
+  ASSERT_EQ(LeasedWithin3s(0), 0u);
+
+  auto env = TenantEnv("ls", "bytes");
+  env["MISSILE_QUOTA"] = "256MiB";
+  Child by_bytes;
+  ASSERT_TRUE(by_bytes.Start({TENANT_PROBE, "many:16:4", "freeall", "many:16:4", "check",
+                              "freeall", "alloc:64", "freeall", "loop:64:3"},
+                             env));
+  EXPECT_EQ(by_bytes.Wait(), 0);
+  EXPECT_NE(by_bytes.out().find("many 16 4 ok imports=4\n"), std::string::npos) << by_bytes.out();
+  EXPECT_NE(by_bytes.out().find("many 16 4 ok imports=2\n"), std::string::npos) << by_bytes.out();
+  EXPECT_NE(by_bytes.out().find("check ok"), std::string::npos) << by_bytes.out();
+  // A range larger than the bound is never cached: each allocation imports.
+  EXPECT_NE(by_bytes.out().find("loop 64 3 ok imports=3\n"), std::string::npos) << by_bytes.out();
+}
+
+// Memory the tenant freed but the shim still caches counts against its quota; an allocation
+// that only fits once it goes back must succeed, and the data of the next allocation is its own.
+TEST_F(DaemonTest, AllocationOverQuotaReturnsTheCacheAndSucceeds) {
+  StartDaemon("[classes.be]\ntenant_quota = \"64MiB\"\n");
+  for (const char* blocks : {"single", "chunks"}) {
+    SCOPED_TRACE(blocks);
+    auto env = TenantEnv("be", std::string("quota-") + blocks);
+    env["MISSILE_BLOCKS"] = blocks;
+    Child t;
+    ASSERT_TRUE(t.Start({TENANT_PROBE, "alloc:48", "freeall", "alloc:32", "alloc:30", "check",
+                         "info", "hold"},
+                        env));
+    ASSERT_EQ(t.WaitForLine("ready"), "ready");
+    EXPECT_NE(t.out().find("alloc 48 ok"), std::string::npos) << t.out();
+    EXPECT_NE(t.out().find("alloc 32 ok"), std::string::npos) << t.out();
+    EXPECT_NE(t.out().find("alloc 30 ok"), std::string::npos) << t.out();
+    EXPECT_NE(t.out().find("check ok"), std::string::npos) << t.out();
+    EXPECT_NE(t.out().find("info free=2097152 total=67108864"), std::string::npos) << t.out();
+    EXPECT_EQ(Leased(), 62 * kMiB);
+    t.CloseStdin();
+    EXPECT_EQ(t.Wait(), 0);
+    ASSERT_EQ(LeasedWithin3s(0), 0u);
+  }
 }
 
 TEST_F(DaemonTest, VmmStreamOrderedAndPointerQueriesWork) {

@@ -6,6 +6,10 @@
 //                        "alloc <MiB> ok phys=<physical address of each 2 MiB, comma-separated>"
 //                        or "alloc <MiB> err <code>"
 //   small:<count>        <count> allocations of 4 KiB each, kept: "small <count> ok|err <code>"
+//   many:<MiB>:<n>       <n> allocations of <MiB>, each filled and checked, all kept:
+//                        "many <MiB> <n> ok|corrupt imports=<k>" or "many <MiB> <n> err <code>"
+//   loop:<MiB>:<n>       <n> times: allocate <MiB>, fill and check, free:
+//                        "loop <MiB> <n> ok|corrupt imports=<k>" or "loop <MiB> <n> err <code>"
 //   vmm:<MiB>            cuMemCreate + cuMemAddressReserve + cuMemMap + cuMemSetAccess, write,
 //                        read, unmap, release: "vmm <MiB> ok|err <code>"
 //   async:<MiB>          cuMemAllocAsync + write + cuMemFreeAsync + synchronize: "async ..."
@@ -15,7 +19,9 @@
 //   freeall              frees every allocation: "freeall ok|err <code>"
 //   hold                 prints "ready" and waits until stdin closes (or the process is killed)
 // Physical addresses come from the driver test double when it is the driver (fakecuda's
-// fakecudaPointerPhysAddr); on a real driver they print as 0.
+// fakecudaPointerPhysAddr); on a real driver they print as 0. <k> is how many blocks this process
+// imported (cuMemImportFromShareableHandle, counted by the test double) during the step; -1 on a
+// real driver.
 #include <cuda.h>
 #include <dlfcn.h>
 #include <unistd.h>
@@ -49,6 +55,21 @@ unsigned long long PhysAddr(CUdeviceptr p) {
   dlclose(h);
   return phys;
 }
+
+// This process's calls of a driver entry point so far, as the test double counts them; -1 when
+// the driver is not the test double.
+long long CallCount(const char* name) {
+  const char* path = getenv("MISSILE_REAL_LIBCUDA");
+  void* h = path != nullptr ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  if (h == nullptr) return -1;
+  using Fn = unsigned long long (*)(const char*);
+  auto fn = reinterpret_cast<Fn>(dlsym(h, "fakecudaCallCount"));
+  long long n = fn != nullptr ? static_cast<long long>(fn(name)) : -1;
+  dlclose(h);
+  return n;
+}
+
+long long Imports() { return CallCount("cuMemImportFromShareableHandle"); }
 
 bool FillAndCheck(CUdeviceptr p, size_t bytes, unsigned char pattern) {
   if (cuMemsetD8_v2(p, pattern, bytes) != CUDA_SUCCESS) return false;
@@ -111,6 +132,34 @@ int main(int argc, char** argv) {
         printf("small %zu ok\n", count);
       } else {
         printf("small %zu err %d\n", count, r);
+      }
+    } else if (step.rfind("many:", 0) == 0 || step.rfind("loop:", 0) == 0) {
+      const bool loop = step[0] == 'l';
+      const char* what = loop ? "loop" : "many";
+      size_t colon = arg.find(':');
+      size_t count =
+          colon == std::string::npos ? 1 : strtoull(arg.c_str() + colon + 1, nullptr, 10);
+      size_t bytes = mib << 20;
+      long long before = Imports();
+      CUresult r = CUDA_SUCCESS;
+      bool ok = true;
+      for (size_t k = 0; k < count && r == CUDA_SUCCESS; ++k) {
+        CUdeviceptr p = 0;
+        r = cuMemAlloc_v2(&p, bytes);
+        if (r != CUDA_SUCCESS) break;
+        ok = FillAndCheck(p, bytes, pattern) && ok;
+        if (loop) {
+          r = cuMemFree_v2(p);
+        } else {
+          held.push_back({p, bytes, pattern});
+        }
+      }
+      long long after = Imports();
+      if (r != CUDA_SUCCESS) {
+        printf("%s %zu %zu err %d\n", what, mib, count, r);
+      } else {
+        printf("%s %zu %zu %s imports=%lld\n", what, mib, count, ok ? "ok" : "corrupt",
+               before < 0 ? -1 : after - before);
       }
     } else if (step.rfind("vmm:", 0) == 0) {
       size_t bytes = mib << 20;
