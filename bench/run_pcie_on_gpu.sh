@@ -5,8 +5,9 @@
 #  (c) two BE tenants with weights 1:3,
 #  (d) both directions at once (BE host-to-device + BE device-to-host, LS host-to-device),
 #  (e) ResNet-50 LS end to end (input copy + CUDA graph + output copy) next to a BE copying 1 GiB,
-# for each scheduler setting in SETTINGS (chunk:be_chunk:max_inflight_chunks:max_inflight_per_tenant,
-# default "2MiB:0:2:2 2MiB:4MiB:2:2 2MiB:8MiB:2:2"); first, bench/chunk_cost (what chunk
+# for each scheduler setting in SETTINGS (chunk:be_chunk:max_inflight_chunks:max_inflight_per_tenant
+# [:spin_us], default "2MiB:0:2:2 2MiB:4MiB:2:2 2MiB:8MiB:2:2"; be_chunk is what BE tenants use
+# while no LS tenant copies); first, bench/chunk_cost (what chunk
 # boundaries cost the GPU, no Missile involved); and checks that ResNet-50's outputs under missile-run
 # (copies scheduled) are bitwise identical to a plain run. Tenants are PyTorch processes run by
 # missile-run. usage: bench/run_pcie_on_gpu.sh RUNTIME_DIR OUT_DIR
@@ -40,7 +41,8 @@ S=${MEASURE_SECONDS:-4}
   wait $pid; grep RESULT "$out/pcie/u-rbe"
   first=1
   for setting in ${SETTINGS:-2MiB:0:2:2 2MiB:4MiB:2:2 2MiB:8MiB:2:2}; do
-    IFS=: read -r chunk be_chunk inflight per_tenant <<< "$setting"
+    IFS=: read -r chunk be_chunk inflight per_tenant spin <<< "$setting"
+    spin=${spin:-200}
     cat > /tmp/missile/missiled.toml <<TOML
 [daemon]
 socket = "$MISSILE_SOCKET"
@@ -53,13 +55,14 @@ chunk = "$chunk"
 be_chunk = "$be_chunk"
 max_inflight_chunks = $inflight
 max_inflight_per_tenant = $per_tenant
+spin_us = $spin
 TOML
     chmod 644 /tmp/missile/missiled.toml
-    m="missile-$chunk-be$be_chunk-$inflight-$per_tenant"
+    m="missile-$chunk-be$be_chunk-$inflight-$per_tenant-spin$spin"
     "$rt/missiled" --config /tmp/missile/missiled.toml > "$out/pcie/missiled-$m.log" 2>&1 &
     daemon=$!
     for _ in $(seq 1 100); do [ -S "$MISSILE_SOCKET" ] && break; sleep 0.1; done
-    echo "== Missile, $chunk chunks (BE: $be_chunk), $inflight in flight, $per_tenant per tenant"
+    echo "== Missile, $chunk chunks (BE: $be_chunk), $inflight in flight, $per_tenant per tenant, spin_us $spin"
     if [ $first = 1 ]; then
       first=0
       python3 "$here/tests/gpu/torch_infer.py" "$out/pcie/plain.pt" --model resnet50 > /dev/null 2>&1
