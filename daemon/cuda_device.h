@@ -58,13 +58,16 @@ class CudaDevice : public BlockSource {
  private:
   struct Mapped {
     int fd = -1;
-    uint64_t va = 0;
+    uint64_t va = 0;  // the daemon's mapping, 0 until the block is first scrubbed
     uint64_t bytes = 0;
   };
 
   CudaDevice() = default;
   absl::Status MakeCurrent() const;
   void DestroyLocked(uint64_t handle, const Mapped& m);
+  // The daemon's own mapping of the block (made on first use), for scrubbing.
+  absl::StatusOr<uint64_t> MappedLocked(uint64_t handle, Mapped& m)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   DeviceInfo info_;
   void* context_ = nullptr;  // CUcontext of the primary context

@@ -30,11 +30,13 @@ using testing::TempDir;
 
 constexpr uint64_t kMiB = 1 << 20;
 
-std::set<std::string> PhysOf(const std::string& line) {
+// The physical addresses on the first line of `text` that has them.
+std::set<std::string> PhysOf(const std::string& text) {
   std::set<std::string> out;
-  size_t pos = line.find("phys=");
+  size_t pos = text.find("phys=");
   if (pos == std::string::npos) return out;
-  std::stringstream ss(line.substr(pos + 5));
+  size_t end = text.find('\n', pos);
+  std::stringstream ss(text.substr(pos + 5, end == std::string::npos ? end : end - pos - 5));
   std::string item;
   while (std::getline(ss, item, ',')) out.insert(item);
   return out;
@@ -205,6 +207,27 @@ TEST_F(DaemonTest, KilledTenantReturnsEverythingWithinASecond) {
   ASSERT_TRUE(next.Start({TENANT_PROBE, "alloc:32", "check"}, TenantEnv("be", "next")));
   EXPECT_EQ(next.Wait(), 0);
   EXPECT_NE(next.out().find("check ok"), std::string::npos) << next.out();
+}
+
+// A block one tenant wrote and gave back reaches the next tenant scrubbed (the daemon maps a
+// block only to scrub it, the first time it comes back).
+TEST_F(DaemonTest, ReturnedBlocksAreScrubbedBeforeTheNextTenantGetsThem) {
+  StartDaemon();
+  Child first;
+  ASSERT_TRUE(first.Start({TENANT_PROBE, "alloc:16", "freeall", "info"}, TenantEnv("be", "first")));
+  EXPECT_EQ(first.Wait(), 0);
+  ASSERT_NE(first.out().find("alloc 16 ok"), std::string::npos) << first.out();
+  const std::set<std::string> written = PhysOf(first.out());
+  ASSERT_EQ(written.size(), 8u) << first.out();
+  ASSERT_EQ(LeasedWithin3s(0), 0u);
+  Child next;
+  ASSERT_TRUE(next.Start({TENANT_PROBE, "zero:16"}, TenantEnv("be", "next")));
+  EXPECT_EQ(next.Wait(), 0);
+  const std::string out = next.out();
+  ASSERT_NE(out.find("zero 16 "), std::string::npos) << out;
+  EXPECT_EQ(PhysOf(out.substr(out.find("zero 16 "))), written)
+      << "the next tenant did not get the same block: " << out;
+  EXPECT_NE(out.find("zero 16 yes"), std::string::npos) << out;
 }
 
 TEST_F(DaemonTest, SmallAllocationsAreCarvedFromHeldBlocks) {

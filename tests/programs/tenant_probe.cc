@@ -5,6 +5,8 @@
 //   alloc:<MiB>          allocate, fill with a pattern unique to this process, read it back:
 //                        "alloc <MiB> ok phys=<physical address of each 2 MiB, comma-separated>"
 //                        or "alloc <MiB> err <code>"
+//   zero:<MiB>           allocate and read before writing anything: "zero <MiB> yes|no
+//                        phys=<...>" (yes: every byte was 0), then fill it like alloc
 //   small:<count>        <count> allocations of 4 KiB each, kept: "small <count> ok|err <code>"
 //   many:<MiB>:<n>       <n> allocations of <MiB>, each filled and checked, all kept:
 //                        "many <MiB> <n> ok|corrupt imports=<k>" or "many <MiB> <n> err <code>"
@@ -117,6 +119,24 @@ int main(int argc, char** argv) {
         phys += (phys.empty() ? "" : ",") + std::to_string(PhysAddr(p + off));
       }
       printf("alloc %zu %s phys=%s\n", mib, ok ? "ok" : "corrupt", phys.c_str());
+    } else if (step.rfind("zero:", 0) == 0) {
+      CUdeviceptr p = 0;
+      size_t bytes = mib << 20;
+      CUresult r = cuMemAlloc_v2(&p, bytes);
+      if (r != CUDA_SUCCESS) {
+        printf("zero %zu err %d\n", mib, r);
+        continue;
+      }
+      std::vector<unsigned char> before(bytes, 0xff);
+      bool zero = cuMemcpyDtoH_v2(before.data(), p, bytes) == CUDA_SUCCESS;
+      for (size_t k = 0; k < bytes && zero; ++k) zero = before[k] == 0;
+      FillAndCheck(p, bytes, pattern);
+      held.push_back({p, bytes, pattern});
+      std::string phys;
+      for (size_t off = 0; off < bytes; off += size_t{2} << 20) {
+        phys += (phys.empty() ? "" : ",") + std::to_string(PhysAddr(p + off));
+      }
+      printf("zero %zu %s phys=%s\n", mib, zero ? "yes" : "no", phys.c_str());
     } else if (step.rfind("small:", 0) == 0) {
       size_t count = mib;
       CUresult r = CUDA_SUCCESS;
