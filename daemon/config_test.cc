@@ -90,6 +90,7 @@ TEST(ConfigTest, Defaults) {
   EXPECT_EQ(config.pcie.spin_us, 200);
   EXPECT_EQ(config.pcie.ls_spin_us, 20000);
   EXPECT_EQ(config.pcie.ls_quiet_ms, 1000);
+  EXPECT_EQ(config.pcie.be_chunk, 16 * kMiB);
   // Empty tables change nothing.
   EXPECT_EQ(Parse("[daemon]\n[gpu]\n[classes]\n[classes.ls]\n[classes.be]\n[pcie]\n"),
             DaemonConfig{});
