@@ -243,7 +243,7 @@ int Run(int argc, char** argv) {
   }
   log->set_level(level);
   if (flags->check_only) {
-    printf("%s", DescribeConfig(*config).c_str());
+    printf("%s\n", DescribeConfig(*config).c_str());
     return 0;
   }
   log->info("missiled {} starting; configuration:\n{}", MISSILE_VERSION, DescribeConfig(*config));
