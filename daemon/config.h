@@ -126,7 +126,8 @@ struct PcieSection {
   // Size: copies are cut into chunks of this size. A multiple of 4 KiB in [64 KiB, 64 MiB].
   uint64_t chunk = 2 * kMiB;
   // Size: the chunk size for BE tenants' copies while no LS tenant copies; 0: `chunk`. Same
-  // range as `chunk`. While an LS tenant copies (and ls_quiet_ms after), BE copies use `chunk`.
+  // range as `chunk`; a value below `chunk` counts as `chunk`. While an LS tenant copies (and
+  // ls_quiet_ms after), BE copies use `chunk`.
   // 16 MiB: a lone BE tenant moved 98.3 % of the H200's link (2 MiB: 83-85 %), and an LS copy
   // next to a BE stayed within 1.25x of alone (bench/results/2026-11-29-pcie6-h200).
   uint64_t be_chunk = 16 * kMiB;
@@ -145,7 +146,7 @@ struct PcieSection {
   // LS service copying every few milliseconds then never finds it asleep.
   int ls_spin_us = 20000;
   // Milliseconds after an LS tenant's last copy request until BE tenants' new copies go back to
-  // be_chunk, in [0, 600000].
+  // be_chunk, in [0, 600000]. 0: BE tenants always copy in be_chunk.
   int ls_quiet_ms = 1000;
 
   bool operator==(const PcieSection&) const = default;

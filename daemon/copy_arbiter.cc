@@ -41,6 +41,10 @@ struct CopyArbiter::Channel {
   uint64_t session = 0;
   int bell = -1;    // the daemon's end of the doorbell socket pair
   bool ls = false;  // its class now
+  // When the channel was last offered the BE chunk size (0: never): requests in that size are
+  // accepted up to Options::large_chunk_grace_ns after, so that a tenant cannot keep using it
+  // while LS tenants copy, but a request posted just before the offer changed is not refused.
+  uint64_t large_offered_ns = 0;
   int memfd = -1;
   Region* region = nullptr;
   struct Request {
@@ -121,8 +125,7 @@ absl::StatusOr<std::pair<int, int>> CopyArbiter::OpenChannel(uint64_t session,
   c->region = new (p) Region();  // zero-filled by ftruncate; construct the atomics in place
   c->region->magic = copych::kMagic;
   c->region->version = copych::kVersion;
-  c->region->chunk_bytes.store(OfferedChunk(latency_sensitive, copych::MonotonicNs()),
-                               std::memory_order_relaxed);
+  Offer(*c, copych::MonotonicNs());
   c->region->bypass_bytes = options_.scheduler.min_bypass_bytes;
   for (int d = 0; d < 2; ++d) {
     if (absl::Status s = sched_[d]->AddTenant(session, Cls(latency_sensitive), weight); !s.ok()) {
@@ -153,6 +156,14 @@ uint64_t CopyArbiter::OfferedChunk(bool latency_sensitive, uint64_t now) const {
   return ls_copying ? c.chunk_bytes : c.ChunkFor(pcie::TenantClass::kBestEffort);
 }
 
+void CopyArbiter::Offer(Channel& c, uint64_t now) {
+  const uint64_t offered = OfferedChunk(c.ls, now);
+  if (offered != options_.scheduler.chunk_bytes) c.large_offered_ns = now;
+  if (c.region->chunk_bytes.load(std::memory_order_relaxed) != offered) {
+    c.region->chunk_bytes.store(offered, std::memory_order_relaxed);
+  }
+}
+
 void CopyArbiter::DropLocked(uint64_t session, const char* why) {
   auto it = channels_.find(session);
   if (it == channels_.end()) return;
@@ -176,8 +187,7 @@ void CopyArbiter::SetPolicy(uint64_t session, bool latency_sensitive, uint32_t w
   auto it = channels_.find(session);
   if (it == channels_.end()) return;
   it->second->ls = latency_sensitive;
-  it->second->region->chunk_bytes.store(OfferedChunk(latency_sensitive, copych::MonotonicNs()),
-                                        std::memory_order_relaxed);
+  Offer(*it->second, copych::MonotonicNs());
   for (int d = 0; d < 2; ++d) {
     sched_[d]->SetClass(session, Cls(latency_sensitive)).IgnoreError();
     sched_[d]->SetWeight(session, weight).IgnoreError();
@@ -221,8 +231,10 @@ bool CopyArbiter::Poll(bool* busy, bool* ls_posted) {
       }
       for (; cd.request_tail < head; ++cd.request_tail) {
         copych::RequestEntry e = r.requests[cd.request_tail % kGates];
-        const bool chunk_ok = e.chunk_bytes == options_.scheduler.chunk_bytes ||
-                              e.chunk_bytes == options_.scheduler.ChunkFor(pcie::TenantClass::kBestEffort);
+        const bool chunk_ok =
+            e.chunk_bytes == options_.scheduler.chunk_bytes ||
+            (e.chunk_bytes == options_.scheduler.ChunkFor(pcie::TenantClass::kBestEffort) &&
+             c.large_offered_ns != 0 && now - c.large_offered_ns < options_.large_chunk_grace_ns);
         uint64_t chunks =
             e.bytes == 0 || !chunk_ok ? 0 : (e.bytes + e.chunk_bytes - 1) / e.chunk_bytes;
         if (e.bytes == 0 || e.bytes > kMaxCopyBytes || !chunk_ok || e.first >= kGates ||
@@ -291,12 +303,7 @@ bool CopyArbiter::Poll(bool* busy, bool* ls_posted) {
   }
   for (uint64_t s : bad) DropLocked(s, "malformed request in its ring");
   // What the tenants cut their next copies into: BE chunks shrink while an LS tenant copies.
-  for (auto& [session, cp] : channels_) {
-    const uint64_t offered = OfferedChunk(cp->ls, now);
-    if (cp->region->chunk_bytes.load(std::memory_order_relaxed) != offered) {
-      cp->region->chunk_bytes.store(offered, std::memory_order_relaxed);
-    }
-  }
+  for (auto& [session, cp] : channels_) Offer(*cp, now);
   // Open the gates of what the schedulers grant.
   for (int d = 0; d < 2; ++d) {
     while (std::optional<pcie::Grant> g = sched_[d]->NextGrant(now)) {

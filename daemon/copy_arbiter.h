@@ -51,6 +51,10 @@ class CopyArbiter {
     // chunk waits behind at most the in-flight BE chunks) until no LS tenant has posted one for
     // this long. A copy keeps the size it was posted with.
     uint64_t ls_quiet_ns = 1'000'000'000;
+    // A request cut into the BE size is accepted up to this long after the channel was last
+    // offered it; later, the channel is dropped as malformed (its tenant then copies
+    // unscheduled, which the daemon logs).
+    uint64_t large_chunk_grace_ns = 1'000'000'000;
   };
   static absl::StatusOr<std::unique_ptr<CopyArbiter>> Create(const Options& options);
   // Closes every channel (the tenants then copy unscheduled) and stops the thread.
@@ -75,6 +79,8 @@ class CopyArbiter {
   // The chunk size a tenant of this class should cut its next copy into.
   uint64_t OfferedChunk(bool latency_sensitive, uint64_t now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes OfferedChunk into the channel's region and notes when the large size was offered.
+  void Offer(Channel& c, uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Options options_;
   absl::Mutex mu_;

@@ -195,6 +195,36 @@ TEST(CopyArbiterTest, UnofferedChunkSizeClosesTheChannel) {
   EXPECT_EQ(good.region().closed.load(), 0u);
 }
 
+// The large size is for BE tenants while no LS tenant copies: an LS tenant, or a BE tenant
+// that keeps using it once it is offered the small one, loses its channel after the grace time.
+TEST(CopyArbiterTest, LargeChunksOnlyWhileOffered) {
+  CopyArbiter::Options o = OneInFlight(/*be_chunk=*/8 * kMiB);
+  o.large_chunk_grace_ns = 100'000'000;
+  auto arbiter = CopyArbiter::Create(o);
+  ASSERT_TRUE(arbiter.ok());
+  Tenant ls_big(**arbiter, 1, /*ls=*/true);
+  ls_big.Post(8 * kMiB, 0, true, /*chunk=*/8 * kMiB);
+  ASSERT_TRUE(Eventually([&] { return ls_big.region().closed.load() != 0; }))
+      << "an LS tenant was never offered the large size";
+  Tenant be(**arbiter, 2, /*ls=*/false);
+  Tenant ls(**arbiter, 3, /*ls=*/true);
+  ls.Post(2 * kMiB, 0, true);
+  ASSERT_TRUE(Eventually([&] { return ls.Go(0); }));
+  ls.gates().done[0] = copych::kDoneCopied;
+  ASSERT_TRUE(Eventually([&] { return be.Chunk() == 2 * kMiB; }));
+  be.Post(8 * kMiB, 0, true, /*chunk=*/8 * kMiB);  // within the grace time: accepted
+  ASSERT_TRUE(Eventually([&] { return be.Go(0); }));
+  be.gates().done[0] = copych::kDoneCopied;
+  ASSERT_TRUE(Eventually([&] { return be.gates().done[0].load() == copych::kDoneCounted; }));
+  EXPECT_EQ(be.region().closed.load(), 0u);
+  // Past the grace time, with the LS tenant's last copy within ls_quiet_ns: still offered 2 MiB.
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  EXPECT_EQ(be.Chunk(), 2 * kMiB);
+  be.Post(8 * kMiB, 1, true, /*chunk=*/8 * kMiB);
+  ASSERT_TRUE(Eventually([&] { return be.region().closed.load() != 0; }));
+  EXPECT_EQ(ls.region().closed.load(), 0u);
+}
+
 // A malformed request (a gate out of range, a size of 0) drops that tenant's channel only.
 TEST(CopyArbiterTest, MalformedRequestClosesOnlyThatChannel) {
   auto arbiter = CopyArbiter::Create(OneInFlight());

@@ -149,26 +149,24 @@ absl::StatusOr<PhysicalBlock> CudaDevice::Create(uint64_t bytes) {
   return block;
 }
 
-absl::StatusOr<uint64_t> CudaDevice::MappedLocked(uint64_t handle, Mapped& m) {
-  if (m.va != 0) return m.va;
+absl::StatusOr<uint64_t> CudaDevice::MapForScrub(uint64_t handle, uint64_t bytes) const {
   CUdeviceptr va = 0;
-  CUresult r = cuMemAddressReserve(&va, m.bytes, info_.granularity, 0, 0);
+  CUresult r = cuMemAddressReserve(&va, bytes, info_.granularity, 0, 0);
   if (r != CUDA_SUCCESS) return CudaError("reserving addresses to scrub a block", r);
-  r = cuMemMap(va, m.bytes, 0, handle, 0);
+  r = cuMemMap(va, bytes, 0, handle, 0);
   if (r == CUDA_SUCCESS) {
     CUmemAccessDesc access{};
     access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     access.location.id = info_.ordinal;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    r = cuMemSetAccess(va, m.bytes, &access, 1);
-    if (r != CUDA_SUCCESS) cuMemUnmap(va, m.bytes);
+    r = cuMemSetAccess(va, bytes, &access, 1);
+    if (r != CUDA_SUCCESS) cuMemUnmap(va, bytes);
   }
   if (r != CUDA_SUCCESS) {
-    cuMemAddressFree(va, m.bytes);
+    cuMemAddressFree(va, bytes);
     return CudaError("mapping a block to scrub it", r);
   }
-  m.va = va;
-  return m.va;
+  return va;
 }
 
 void CudaDevice::DestroyLocked(uint64_t handle, const Mapped& m) {
@@ -196,9 +194,22 @@ absl::Status CudaDevice::Scrub(const PhysicalBlock& block) {
     absl::MutexLock lock(&mu_);
     auto it = blocks_.find(block.handle);
     if (it == blocks_.end()) return absl::NotFoundError("scrub of an unknown block");
-    absl::StatusOr<uint64_t> mapped = MappedLocked(it->first, it->second);
+    va = it->second.va;
+  }
+  if (va == 0) {
+    // Mapped outside the lock (a map can wait half a millisecond on the driver), then published.
+    absl::StatusOr<uint64_t> mapped = MapForScrub(block.handle, block.bytes);
     if (!mapped.ok()) return mapped.status();
-    va = *mapped;
+    absl::MutexLock lock(&mu_);
+    auto it = blocks_.find(block.handle);
+    if (it == blocks_.end() || it->second.va != 0) {
+      cuMemUnmap(*mapped, block.bytes);
+      cuMemAddressFree(*mapped, block.bytes);
+      if (it == blocks_.end()) return absl::NotFoundError("block destroyed while being scrubbed");
+      va = it->second.va;
+    } else {
+      it->second.va = va = *mapped;
+    }
   }
   auto stream = static_cast<CUstream>(stream_);
   if (CUresult r = cuMemsetD8Async(va, 0, block.bytes, stream); r != CUDA_SUCCESS) {

@@ -2,8 +2,9 @@
 // on it (the BlockSource behind the VRAM pool).
 //
 // Each block is made with cuMemCreate (pinned device memory, exportable as a POSIX file
-// descriptor), exported once, and mapped read-write into the daemon's own address space so it
-// can be scrubbed (zeroed) before another tenant gets it. Tenants receive a duplicate of the
+// descriptor) and exported once. The daemon maps it read-write into its own address space the
+// first time it scrubs (zeroes) it, on its way back from a tenant: mapping it at creation would
+// put a map and an access change on the allocating tenant's time. Tenants receive a duplicate of the
 // exported descriptor over the side channel, import it and map it themselves; the physical
 // memory lives until every handle and mapping (the daemon's and the tenants') is gone.
 // Thread-safety: every method may be called from any thread; the device's primary context is
@@ -65,9 +66,8 @@ class CudaDevice : public BlockSource {
   CudaDevice() = default;
   absl::Status MakeCurrent() const;
   void DestroyLocked(uint64_t handle, const Mapped& m);
-  // The daemon's own mapping of the block (made on first use), for scrubbing.
-  absl::StatusOr<uint64_t> MappedLocked(uint64_t handle, Mapped& m)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Maps the block read-write into the daemon's address space, for scrubbing.
+  absl::StatusOr<uint64_t> MapForScrub(uint64_t handle, uint64_t bytes) const;
 
   DeviceInfo info_;
   void* context_ = nullptr;  // CUcontext of the primary context

@@ -184,7 +184,10 @@ absl::StatusOr<Gpu> OpenGpu(int ordinal, const DaemonConfig& config, spdlog::log
   CopyArbiter::Options copies;
   pcie::FairScheduler::Config& sched = copies.scheduler;
   sched.chunk_bytes = config.pcie.chunk;
-  sched.be_chunk_bytes = config.pcie.be_chunk;
+  // Never smaller than the LS chunk: with a large pcie.chunk and the default be_chunk, BE copies
+  // would otherwise be cut finer while alone than while an LS tenant copies.
+  sched.be_chunk_bytes =
+      config.pcie.be_chunk == 0 ? 0 : std::max(config.pcie.be_chunk, config.pcie.chunk);
   sched.max_inflight_chunks_total = static_cast<uint32_t>(config.pcie.max_inflight_chunks);
   sched.max_inflight_chunks_per_tenant = static_cast<uint32_t>(config.pcie.max_inflight_per_tenant);
   sched.min_bypass_bytes = config.pcie.bypass_below;

@@ -149,24 +149,26 @@ CUresult CopyGate::Unscheduled(const Chunk& copy, uint64_t bytes) {
 
 CUresult CopyGate::RunSync(copych::Direction dir, uint64_t bytes, CUstream order, bool ptsz,
                            const Chunk& copy) {
-  const uint64_t chunk = chunk_bytes();
   CUresult r = CUDA_SUCCESS;
-  for (uint64_t off = 0; off < bytes && r == CUDA_SUCCESS; off += PieceBytes(chunk)) {
+  for (uint64_t off = 0; off < bytes && r == CUDA_SUCCESS;) {
+    const uint64_t chunk = chunk_bytes();  // per piece: a long copy follows the daemon's word
     const uint64_t len = std::min(PieceBytes(chunk), bytes - off);
     r = RunSyncPiece(dir, len, chunk, order, ptsz,
                      [&](uint64_t o, uint64_t l) { return copy(off + o, l); });
+    off += len;
   }
   return r;
 }
 
 CUresult CopyGate::EnqueueAsync(copych::Direction dir, uint64_t bytes, CUstream stream, bool ptsz,
                                 const AsyncChunk& copy) {
-  const uint64_t chunk = chunk_bytes();
   CUresult r = CUDA_SUCCESS;
-  for (uint64_t off = 0; off < bytes && r == CUDA_SUCCESS; off += PieceBytes(chunk)) {
+  for (uint64_t off = 0; off < bytes && r == CUDA_SUCCESS;) {
+    const uint64_t chunk = chunk_bytes();
     const uint64_t len = std::min(PieceBytes(chunk), bytes - off);
     r = EnqueueAsyncPiece(dir, len, chunk, stream, ptsz,
                           [&](uint64_t o, uint64_t l, CUstream s) { return copy(off + o, l, s); });
+    off += len;
   }
   return r;
 }

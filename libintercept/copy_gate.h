@@ -25,6 +25,7 @@
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -63,8 +64,8 @@ class CopyGate {
   // Copies that found every gate taken and ran unscheduled.
   uint64_t overflowed() const { return overflowed_.load(std::memory_order_relaxed); }
 
-  // A copy of more than a quarter of the gates' worth of chunks goes as several requests, one
-  // after the other, so that no copy is too large to schedule.
+  // A copy of more than a quarter of the gates' worth of chunks, or of more than 1 GiB, goes as
+  // several requests, one after the other, so that no copy is too large to schedule.
   // RunSync: `order` is the stream the copy is ordered on (CU_STREAM_LEGACY or
   // CU_STREAM_PER_THREAD for the synchronous entry points, the caller's stream for a pageable
   // asynchronous copy; `ptsz`: with the per-thread flavour of the stream calls), so that the
@@ -79,7 +80,12 @@ class CopyGate {
 
  private:
   CopyGate() = default;
-  static uint64_t PieceBytes(uint64_t chunk) { return chunk * (copych::kGates / 4); }
+  // At most a quarter of the gates' worth of chunks, and at most about 1 GiB, so that a long
+  // synchronous copy re-reads the chunk size (which changes with contention) every 1 GiB.
+  static uint64_t PieceBytes(uint64_t chunk) {
+    constexpr uint64_t kMaxPiece = uint64_t{1} << 30;
+    return std::max(chunk, std::min(chunk * (copych::kGates / 4), kMaxPiece / chunk * chunk));
+  }
   CUresult RunSyncPiece(copych::Direction dir, uint64_t bytes, uint64_t chunk, CUstream order,
                         bool ptsz, const Chunk& copy);
   CUresult EnqueueAsyncPiece(copych::Direction dir, uint64_t bytes, uint64_t chunk,

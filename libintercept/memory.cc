@@ -17,12 +17,13 @@ namespace {
 // when an allocation hits the quota).
 constexpr size_t kFreeBatchBlocks = 32;
 // A freed range stays mapped for the next allocation of its rounded size, which then costs no
-// round trip and no driver call. A new one costs an import in the shim (537-790 us) and, when
-// the daemon's cache has no block of that size, an export in the daemon (586-843 us): 1 x 2 MiB
-// to 1 x 1 GiB, bench/vmm_cost on the H200, docs/results.md (2026-11-29-alloc-h200). The cache
-// holds at most as many ranges as a free batch has blocks, and at most kReuseMaxBytes, or an
-// eighth of the GPU (of the quota asked for with MISSILE_QUOTA, if smaller): the daemon counts
-// cached memory against the tenant, and other tenants cannot have it until it is evicted. 1 GiB
+// round trip and no driver call (p99 under 1 us on the H200). A new one costs a round trip, an
+// import, a map and an access change in the shim and, when the daemon's cache has no block of
+// that size, a create and an export in the daemon: p99 0.3-0.7 ms for 2-64 MiB
+// (docs/results.md, 2026-11-29-alloc2-h200). The cache holds at most as many ranges as a free
+// batch has blocks, and at most kReuseMaxBytes, or an eighth of the GPU (of the tenant's quota,
+// if smaller): the daemon counts cached memory against the tenant, its class and the pool, and
+// other tenants cannot have it until it is evicted. 1 GiB
 // covers the sizes bench/alloc_latency loops over; an allocation that hits the quota returns the
 // whole cache first, so the bound only limits what a tenant keeps from the others.
 constexpr size_t kReuseMaxRanges = kFreeBatchBlocks;
@@ -156,6 +157,11 @@ absl::StatusOr<MemoryManager::Device*> MemoryManager::DeviceOf(CUdevice dev) {
   d->device_total = link->total_bytes;
   uint64_t share = link->total_bytes;
   if (config_.quota_bytes != 0) share = std::min(share, config_.quota_bytes);
+  // The quota the daemon holds this tenant to (its class's default, or what an admin set), as
+  // it is now; a later change does not resize the cache.
+  if (auto usage = client->Usage(link->index); usage.ok() && usage->quota_bytes != 0) {
+    share = std::min(share, usage->quota_bytes);
+  }
   d->reuse_max_bytes = std::min(kReuseMaxBytes, share / 8);
   // Twice the device's memory: room for fragmentation without ever running out of addresses.
   d->va_size = RoundUp(link->total_bytes * 2, link->granularity);

@@ -321,6 +321,20 @@ TEST_F(DaemonTest, ReuseCacheIsBoundedByCountAndBytes) {
   EXPECT_NE(by_bytes.out().find("loop 64 3 ok imports=3\n"), std::string::npos) << by_bytes.out();
 }
 
+// The byte bound also follows the quota the daemon sets (here the BE class's), not only the one
+// the tenant asks for.
+TEST_F(DaemonTest, ReuseCacheBoundFollowsTheDaemonsQuota) {
+  StartDaemon("[classes.be]\ntenant_quota = \"256MiB\"\n");
+  Child t;
+  ASSERT_TRUE(t.Start({TENANT_PROBE, "many:16:4", "freeall", "many:16:4", "check"},
+                      TenantEnv("be", "bytes")));
+  EXPECT_EQ(t.Wait(), 0);
+  EXPECT_NE(t.out().find("many 16 4 ok imports=4\n"), std::string::npos) << t.out();
+  // An eighth of 256 MiB: two of the four 16 MiB ranges stayed cached.
+  EXPECT_NE(t.out().find("many 16 4 ok imports=2\n"), std::string::npos) << t.out();
+  EXPECT_NE(t.out().find("check ok"), std::string::npos) << t.out();
+}
+
 // Memory the tenant freed but the shim still caches counts against its quota; an allocation
 // that only fits once it goes back must succeed, and the data of the next allocation is its own.
 TEST_F(DaemonTest, AllocationOverQuotaReturnsTheCacheAndSucceeds) {
@@ -521,6 +535,8 @@ TEST_F(DaemonTest, PcieSchedulerKeepsAnLsCopyFastUnderBulkCopies) {
   link_rate_ = "1000";
   // The simulated link moves a chunk in a millisecond, so keeping the arbiter polling after LS
   // requests buys nothing here, and on a machine with two cores it takes one from the tenants.
+  // The BE tenant starts on the default be_chunk (16 MiB) and shrinks to 1 MiB chunks once the
+  // LS tenant copies; the few LS copies that meet 16 MiB chunks do not move the median checked.
   StartDaemon("[pcie]\nchunk = \"1MiB\"\nmax_inflight_chunks = 1\nmax_inflight_per_tenant = 1\n"
               "ls_spin_us = 0\n");
   auto plain = FakeEnv();
@@ -568,8 +584,8 @@ TEST_F(DaemonTest, PcieSchedulerKeepsAnLsCopyFastUnderBulkCopies) {
 // flight while an LS tenant's copies wait.
 TEST_F(DaemonTest, PcieCopyWaitingOnItsStreamDoesNotHoldTheLink) {
   link_rate_ = "1000";
-  StartDaemon("[pcie]\nchunk = \"1MiB\"\nmax_inflight_chunks = 1\nmax_inflight_per_tenant = 1\n"
-              "ls_spin_us = 0\n");  // as in the test above
+  StartDaemon("[pcie]\nchunk = \"1MiB\"\nbe_chunk = \"0\"\nmax_inflight_chunks = 1\n"
+              "max_inflight_per_tenant = 1\nls_spin_us = 0\n");  // as in the test above
   auto measure_ls = [&]() {
     ProcessResult r = testing::Run({COPY_PROBE, "lat", "4", "30", "10"}, TenantEnv("ls", "web"), 120);
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -610,7 +626,8 @@ TEST_F(DaemonTest, FailedStreamMemoryOperationStillCopies) {
 // A copy of more chunks than a quarter of the gates (here 4800 chunks of 64 KiB, more than there are gates) goes as several
 // requests: scheduled, intact, and without running out of gates.
 TEST_F(DaemonTest, CopyLargerThanTheGatesIsScheduledInPieces) {
-  StartDaemon("[pcie]\nchunk = \"64KiB\"\n");
+  // be_chunk 0: the BE tenant's copy is cut into 64 KiB chunks even while no LS tenant copies.
+  StartDaemon("[pcie]\nchunk = \"64KiB\"\nbe_chunk = \"0\"\n");
   for (const char* mode : {"async", "sync"}) {
     auto env = TenantEnv("be", "big");
     std::string report = dir_.path() + "/big-" + mode + ".report";

@@ -10,7 +10,8 @@
 //             k * chunk bytes) uses gate (first + k) % kGates. The tenant cuts each copy by the
 //             region's chunk_bytes as it reads it when posting; the daemon changes that word
 //             with contention (a BE tenant copies in large chunks while no LS tenant is
-//             copying, in small ones while one is) and accepts only sizes it has offered.
+//             copying, in small ones while one is). It always accepts the small size, and
+//             the large one from a channel that was offered it within the last second.
 //   gates     per chunk:
 //     arrived  the copy has reached the head of its stream (written once per request, on the
 //              first gate: by the GPU for an asynchronous copy, by the calling thread for a
