@@ -12,12 +12,6 @@ CopyGate* CopyManager::GateFor(uint64_t bytes) {
   CopyGate* gate = nullptr;
   {
     absl::MutexLock lock(&mu_);
-    if (const uint64_t now = memory_->generation(); now != generation_) {
-      for (auto& [d, g] : gates_) retired_.push_back(std::move(g));
-      gates_.clear();
-      failed_.clear();
-      generation_ = now;
-    }
     auto it = gates_.find(static_cast<int>(dev));
     if (it != gates_.end()) {
       gate = it->second.get();

@@ -13,7 +13,6 @@
 
 #include <atomic>
 #include <memory>
-#include <vector>
 #include <optional>
 
 #include "absl/base/thread_annotations.h"
@@ -52,11 +51,6 @@ class CopyManager {
   absl::Mutex mu_;
   absl::flat_hash_map<int, std::unique_ptr<CopyGate>> gates_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int, bool> failed_ ABSL_GUARDED_BY(mu_);
-  // The memory manager's generation the gates and failures above belong to: after the shim
-  // registers again with a restarted daemon, each device's channel is opened again.
-  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
-  // Gates of ended sessions (other threads may still be copying through them).
-  std::vector<std::unique_ptr<CopyGate>> retired_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> scheduled_{0};
 };
 

@@ -38,10 +38,6 @@ struct DaemonClient::Rpc {
 DaemonClient::DaemonClient() : rpc_(std::make_unique<Rpc>()) {}
 
 DaemonClient::~DaemonClient() {
-  {
-    absl::MutexLock lock(&gone_mu_);
-    closing_ = true;
-  }
   connected_ = false;
   rpc_->watch_ctx.TryCancel();
   if (watcher_.joinable()) watcher_.join();
@@ -114,25 +110,6 @@ void DaemonClient::WatchLoop() {
   }
   reader->Finish();
   connected_ = false;
-  std::function<void()> f;
-  {
-    absl::MutexLock lock(&gone_mu_);
-    gone_ = true;
-    if (!closing_) f = std::move(on_gone_);
-  }
-  if (f) f();
-}
-
-void DaemonClient::OnGone(std::function<void()> f) {
-  {
-    absl::MutexLock lock(&gone_mu_);
-    if (!gone_) {
-      on_gone_ = std::move(f);
-      return;
-    }
-    if (closing_) return;
-  }
-  f();
 }
 
 absl::Status DaemonClient::FetchDescriptors(uint32_t gpu, std::vector<BlockLease>* leases) {

@@ -12,7 +12,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -68,8 +67,6 @@ class DaemonClient {
 
   // False once the daemon ended the session or went away.
   bool connected() const { return connected_.load(std::memory_order_relaxed); }
-  // Calls `f` once, on the client's own thread, when the session ends (at once if it has).
-  void OnGone(std::function<void()> f);
 
  private:
   struct Rpc;  // gRPC channel and stub, kept out of this header
@@ -83,10 +80,6 @@ class DaemonClient {
   absl::Mutex side_mu_;
   int side_fd_ ABSL_GUARDED_BY(side_mu_) = -1;
   std::atomic<bool> connected_{false};
-  absl::Mutex gone_mu_;
-  std::function<void()> on_gone_ ABSL_GUARDED_BY(gone_mu_);
-  bool gone_ ABSL_GUARDED_BY(gone_mu_) = false;
-  bool closing_ ABSL_GUARDED_BY(gone_mu_) = false;  // being destroyed: tell nobody
   std::thread watcher_;
 };
 

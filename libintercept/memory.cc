@@ -4,8 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
-#include <thread>
 #include <cstring>
 #include <string>
 
@@ -79,8 +77,6 @@ struct MemoryManager::Device {
   std::vector<Cached> reuse ABSL_GUARDED_BY(mu);
   uint64_t reuse_bytes ABSL_GUARDED_BY(mu) = 0;
   std::vector<uint64_t> pending_free ABSL_GUARDED_BY(mu);
-  // Of an ended session: nothing is cached or returned any more.
-  bool retired ABSL_GUARDED_BY(mu) = false;
 };
 
 MemoryManager::MemoryManager(const Config& config, const DriverApi& api, spdlog::logger* log)
@@ -88,25 +84,17 @@ MemoryManager::MemoryManager(const Config& config, const DriverApi& api, spdlog:
 
 MemoryManager::~MemoryManager() = default;
 
-TenantIdentity MemoryManager::Identity() const {
+DaemonClient* MemoryManager::Client() {
+  if (DaemonClient* c = client_ptr_.load(std::memory_order_acquire)) return c;
+  if (client_failed_.load(std::memory_order_acquire)) return nullptr;
+  absl::MutexLock lock(&client_mu_);
+  if (client_tried_) return client_.get();
+  client_tried_ = true;
   TenantIdentity who;
   who.socket_path = config_.socket_path;
   who.name = config_.tenant_name.empty() ? program_invocation_short_name : config_.tenant_name;
   who.latency_sensitive = config_.latency_sensitive;
   who.quota_bytes = config_.quota_bytes;
-  return who;
-}
-
-DaemonClient* MemoryManager::Client() {
-  if (DaemonClient* c = client_ptr_.load(std::memory_order_acquire)) {
-    if (!c->connected()) StartReconnecting(c);
-    return c;
-  }
-  if (client_failed_.load(std::memory_order_acquire)) return nullptr;
-  absl::MutexLock lock(&client_mu_);
-  if (client_tried_) return client_.get();
-  client_tried_ = true;
-  const TenantIdentity who = Identity();
   absl::StatusOr<std::unique_ptr<DaemonClient>> c;
   if (access(who.socket_path.c_str(), F_OK) != 0) {
     c = absl::UnavailableError("no socket at " + who.socket_path);
@@ -127,77 +115,8 @@ DaemonClient* MemoryManager::Client() {
   client_ = std::move(*c);
   log_->info("registered with missiled as '{}' ({}), session {}", who.name,
              who.latency_sensitive ? "ls" : "be", client_->session_id());
-  DaemonClient* first = client_.get();
-  client_ptr_.store(first, std::memory_order_release);
-  first->OnGone([this, first] { StartReconnecting(first); });
-  return first;
-}
-
-void MemoryManager::StartReconnecting(DaemonClient* gone) {
-  if (reconnecting_.exchange(true)) return;
-  // Never on the program's own call: connecting to a daemon that is not back yet takes seconds.
-  std::thread([this, gone] {
-    while (!TryReconnect(gone)) std::this_thread::sleep_for(std::chrono::seconds(1));
-    reconnecting_.store(false);
-  }).detach();
-}
-
-bool MemoryManager::TryReconnect(DaemonClient* gone) {
-  {
-    absl::MutexLock lock(&client_mu_);
-    if (client_.get() != gone) return true;
-  }
-  const TenantIdentity who = Identity();
-  if (access(who.socket_path.c_str(), F_OK) != 0) return false;
-  absl::StatusOr<std::unique_ptr<DaemonClient>> c = DaemonClient::Connect(who);
-  if (!c.ok()) return false;
-  DaemonClient* fresh = nullptr;
-  {
-    absl::MutexLock lock(&client_mu_);
-    if (client_.get() != gone) return true;
-    retired_clients_.push_back(std::move(client_));
-    client_ = std::move(*c);
-    fresh = client_.get();
-  }
-  // Devices set up with the ended session keep their allocations; new ones are set up with the
-  // new session on first use.
-  std::vector<Device*> old;
-  {
-    absl::MutexLock lock(&devices_mu_);
-    for (auto& [ordinal, d] : devices_) {
-      old.push_back(d.get());
-      retired_devices_.push_back(std::move(d));
-    }
-    devices_.clear();
-  }
-  for (Device* d : old) {
-    absl::MutexLock lock(&d->mu);
-    d->retired = true;
-    DrainCache(*d);  // the ended session's blocks: unmapped, not returned
-    d->pending_free.clear();
-  }
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  client_ptr_.store(fresh, std::memory_order_release);
-  fresh->OnGone([this, fresh] { StartReconnecting(fresh); });
-  log_->warn("missiled's session ended; registered again as '{}', session {}. Memory allocated "
-             "before stays mapped, outside the new daemon's accounting", who.name,
-             fresh->session_id());
-  return true;
-}
-
-MemoryManager::Device* MemoryManager::DeviceHolding(int ordinal, CUdeviceptr ptr) {
-  absl::MutexLock lock(&devices_mu_);
-  auto holds = [ptr](const Device& d) { return ptr >= d.va_base && ptr - d.va_base < d.va_size; };
-  auto it = devices_.find(ordinal);
-  if (it != devices_.end() && holds(*it->second)) return it->second.get();
-  for (auto& d : retired_devices_) {
-    if (d->ordinal == ordinal && holds(*d)) return d.get();
-  }
-  return nullptr;
-}
-
-void MemoryManager::QueueFree(Device& d, uint64_t block) {
-  if (!d.retired) d.pending_free.push_back(block);
+  client_ptr_.store(client_.get(), std::memory_order_release);
+  return client_.get();
 }
 
 bool MemoryManager::connected() const {
@@ -378,7 +297,7 @@ absl::StatusOr<CUdeviceptr> MemoryManager::MapNew(Device& d, uint64_t bytes, boo
     d.space->Free(*va).IgnoreError();
     if (leases.ok()) {
       for (const BlockLease& l : *leases) {
-        QueueFree(d, l.id);
+        d.pending_free.push_back(l.id);
         leased_bytes_ -= l.bytes;
       }
     }
@@ -457,7 +376,7 @@ void MemoryManager::ReleaseRange(Device& d, CUdeviceptr va) {
   Mapping m = std::move(it->second);
   d.mappings.erase(it);
   leased_bytes_ -= m.bytes;
-  if (m.bytes > d.reuse_max_bytes || d.retired) {
+  if (m.bytes > d.reuse_max_bytes) {
     UnmapRange(d, va, m);  // would evict everything else and then itself
     return;
   }
@@ -502,7 +421,7 @@ void MemoryManager::UnmapRange(Device& d, CUdeviceptr va, const Mapping& m) {
     }
   }
   d.space->Free(va).IgnoreError();
-  for (uint64_t id : m.blocks) QueueFree(d, id);
+  for (uint64_t id : m.blocks) d.pending_free.push_back(id);
 }
 
 void MemoryManager::ReturnFreed(Device& d) {
@@ -529,8 +448,13 @@ void MemoryManager::FlushFrees(Device& d, bool force) {
 
 absl::Status MemoryManager::FreeManaged(CUdeviceptr dptr, const AllocationTable::Entry& entry,
                                         bool sync) {
-  Device* d = DeviceHolding(static_cast<int>(entry.cookie), dptr);
-  if (d == nullptr) return absl::InternalError("allocation of an unknown device");
+  Device* d = nullptr;
+  {
+    absl::MutexLock lock(&devices_mu_);
+    auto it = devices_.find(static_cast<int>(entry.cookie));
+    if (it == devices_.end()) return absl::InternalError("allocation of an unknown device");
+    d = it->second.get();
+  }
   // cuMemFree waits for the device before memory goes away; so must we, since unmapping
   // memory a kernel still uses would fault it.
   if (sync) api_.CtxSynchronize();
@@ -691,14 +615,14 @@ std::optional<CUresult> MemoryManager::VmmCreate(CUmemGenericAllocationHandle* h
   close(l.fd);
   if (r != CUDA_SUCCESS) {
     absl::MutexLock lock(&(*d)->mu);
-    QueueFree(**d, l.id);
+    (*d)->pending_free.push_back(l.id);
     leased_bytes_ -= l.bytes;
     return r;
   }
   {
     absl::MutexLock lock(&vmm_mu_);
     vmm_[h] = VmmHandle{(*d)->gpu, l.id, l.bytes};
-    vmm_devices_[h] = *d;
+    vmm_devices_[h] = (*d)->ordinal;
   }
   allocations_.fetch_add(1, std::memory_order_relaxed);
   *handle = h;
@@ -707,20 +631,26 @@ std::optional<CUresult> MemoryManager::VmmCreate(CUmemGenericAllocationHandle* h
 
 void MemoryManager::MaybeReturnVmm(CUmemGenericAllocationHandle handle) {
   VmmHandle v;
-  Device* d = nullptr;
+  int ordinal = 0;
   {
     absl::MutexLock lock(&vmm_mu_);
     auto it = vmm_.find(handle);
     if (it == vmm_.end() || it->second.refs > 0 || it->second.mappings > 0) return;
     v = it->second;
-    d = vmm_devices_[handle];
+    ordinal = vmm_devices_[handle];
     vmm_.erase(it);
     vmm_devices_.erase(handle);
   }
-  if (d == nullptr) return;
+  Device* d = nullptr;
+  {
+    absl::MutexLock lock(&devices_mu_);
+    auto it = devices_.find(ordinal);
+    if (it == devices_.end()) return;
+    d = it->second.get();
+  }
   {
     absl::MutexLock lock(&d->mu);
-    QueueFree(*d, v.block);
+    d->pending_free.push_back(v.block);
     leased_bytes_ -= v.bytes;
   }
   FlushFrees(*d, /*force=*/false);

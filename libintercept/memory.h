@@ -72,14 +72,8 @@ class MemoryManager {
   uint64_t allocations() const { return allocations_.load(std::memory_order_relaxed); }
   bool connected() const;
 
-  // The daemon session, connected on first use; nullptr when unreachable. When the session
-  // ends (the daemon restarted), a thread of the shim registers again, once a second until it
-  // succeeds; meanwhile this returns the ended session, whose calls fail. Allocations from then
-  // on come from the new daemon; what was allocated before stays mapped but is the old
-  // session's (freeing it unmaps it; nothing goes back to the new daemon).
+  // The daemon session, connected on first use; nullptr when unreachable.
   DaemonClient* Client();
-  // How many times the shim has registered again since the first session.
-  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
   // The daemon's index for a device, if the daemon manages it.
   std::optional<uint32_t> GpuIndex(CUdevice dev);
 
@@ -106,16 +100,6 @@ class MemoryManager {
   // The GPU of the calling thread's current context, or the given device.
   absl::StatusOr<Device*> CurrentDevice();
   absl::StatusOr<Device*> DeviceOf(CUdevice dev);
-  // The device, current or of an earlier session, whose address range holds `ptr`.
-  Device* DeviceHolding(int ordinal, CUdeviceptr ptr);
-  TenantIdentity Identity() const;
-  // Starts the thread that registers again after the session `gone` ended (once).
-  void StartReconnecting(DaemonClient* gone);
-  // One attempt; true once `gone` is no longer the session (replaced, by this or another call).
-  bool TryReconnect(DaemonClient* gone);
-  // Queues a block for return to the daemon, unless it belongs to an earlier session. The
-  // caller holds d.mu.
-  void QueueFree(Device& d, uint64_t block);
   std::optional<CUresult> Unmanaged(const char* what);
 
   // A freed range of exactly `bytes` taken from the reuse cache (the newest), or else: reserves
@@ -155,17 +139,10 @@ class MemoryManager {
   std::unique_ptr<DaemonClient> client_ ABSL_GUARDED_BY(client_mu_);
   bool client_tried_ ABSL_GUARDED_BY(client_mu_) = false;
   std::atomic<DaemonClient*> client_ptr_{nullptr};
-  std::atomic<bool> client_failed_{false};  // the first connection attempt failed
-  // Clients of ended sessions: kept, since copy gates and other threads may still hold them.
-  std::vector<std::unique_ptr<DaemonClient>> retired_clients_ ABSL_GUARDED_BY(client_mu_);
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<bool> reconnecting_{false};
+  std::atomic<bool> client_failed_{false};  // the one connection attempt failed
 
   absl::Mutex devices_mu_;
   absl::flat_hash_map<int, std::unique_ptr<Device>> devices_ ABSL_GUARDED_BY(devices_mu_);
-  // Devices of ended sessions, with the allocations made then (never destroyed: their
-  // allocations may be freed at any time).
-  std::vector<std::unique_ptr<Device>> retired_devices_ ABSL_GUARDED_BY(devices_mu_);
 
   absl::Mutex deferred_mu_;
   std::vector<DeferredFree> deferred_ ABSL_GUARDED_BY(deferred_mu_);
@@ -174,7 +151,7 @@ class MemoryManager {
 
   absl::Mutex vmm_mu_;
   absl::flat_hash_map<CUmemGenericAllocationHandle, VmmHandle> vmm_ ABSL_GUARDED_BY(vmm_mu_);
-  absl::flat_hash_map<CUmemGenericAllocationHandle, Device*> vmm_devices_ ABSL_GUARDED_BY(vmm_mu_);
+  absl::flat_hash_map<CUmemGenericAllocationHandle, int> vmm_devices_ ABSL_GUARDED_BY(vmm_mu_);
   absl::btree_map<CUdeviceptr, std::pair<CUmemGenericAllocationHandle, size_t>> vmm_maps_
       ABSL_GUARDED_BY(vmm_mu_);
 

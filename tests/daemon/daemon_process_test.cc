@@ -230,63 +230,6 @@ TEST_F(DaemonTest, ReturnedBlocksAreScrubbedBeforeTheNextTenantGetsThem) {
   EXPECT_NE(out.find("zero 16 yes"), std::string::npos) << out;
 }
 
-// A tenant whose daemon is killed and started again registers with the new one: new memory
-// comes from the new daemon, the memory from before stays intact, freeing it returns nothing to
-// the new daemon (which never leased it), and copies are scheduled again.
-TEST_F(DaemonTest, TenantRegistersAgainAfterTheDaemonRestarts) {
-  StartDaemon();
-  const std::string go = dir_.path() + "/go";
-  Child t;
-  ASSERT_TRUE(t.Start({TENANT_PROBE, "alloc:16", "small:10", "waitfile:" + go, "alloc:8",
-                       "check", "info", "freeall", "info", "hold"},
-                      TenantEnv("ls", "survivor")));
-  ASSERT_EQ(t.WaitForLine("waiting"), "waiting");
-  ASSERT_EQ(Status().tenants(), 1u);
-  daemon_.Kill(SIGKILL);
-  daemon_.Wait();
-  unlink(socket_.c_str());
-  StartDaemon();
-  // The shim notices the session ended and registers again on its own, within seconds, while
-  // the program does nothing.
-  uint32_t tenants = 0;
-  for (int i = 0; i < 100 && tenants == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    tenants = Status().tenants();
-  }
-  ASSERT_EQ(tenants, 1u) << "the tenant did not register with the new daemon";
-  std::ofstream(go) << "go\n";
-  ASSERT_EQ(t.WaitForLine("ready"), "ready");
-  const std::string out = t.out();
-  EXPECT_NE(out.find("alloc 8 ok"), std::string::npos) << out;
-  EXPECT_NE(out.find("check ok"), std::string::npos) << out;  // the old memory is intact
-  EXPECT_NE(out.find("freeall ok"), std::string::npos) << out;
-  v1::StatusResponse st = Status();
-  EXPECT_EQ(st.tenants(), 1u) << "the tenant did not register again";
-  // Its copies (the probe reads back every allocation it checks) are scheduled by the new
-  // daemon: the copy channel was opened again.
-  {
-    v1::ListTenantsResponse list;
-    grpc::ClientContext ctx;
-    ASSERT_TRUE(admin_->ListTenants(&ctx, v1::ListTenantsRequest(), &list).ok());
-    ASSERT_EQ(list.tenants_size(), 1);
-    ASSERT_EQ(list.tenants(0).pcie_size(), 1);
-    EXPECT_GE(list.tenants(0).pcie(0).d2h_bytes(), 24 * kMiB);
-  }
-  EXPECT_EQ(Leased(), 0u) << "the new daemon still counts memory after freeall and info";
-  // The new daemon counts the tenant's use of its own blocks only: 8 MiB, then nothing.
-  size_t first = out.find("info free=", out.find("alloc 8 ok"));
-  ASSERT_NE(first, std::string::npos) << out;
-  size_t second = out.find("info free=", first + 1);
-  ASSERT_NE(second, std::string::npos) << out;
-  auto number = [&](size_t from, const char* key) {
-    return std::stoull(out.substr(out.find(key, from) + strlen(key)));
-  };
-  EXPECT_EQ(number(first, "free="), number(first, "total=") - 8 * kMiB) << out;
-  EXPECT_EQ(number(second, "free="), number(second, "total=")) << out;
-  t.CloseStdin();
-  EXPECT_EQ(t.Wait(), 0);
-}
-
 TEST_F(DaemonTest, SmallAllocationsAreCarvedFromHeldBlocks) {
   StartDaemon();
   Child t;

@@ -20,7 +20,6 @@
 //   check                re-reads every allocation still held: "check ok|corrupt"
 //   freeall              frees every allocation: "freeall ok|err <code>"
 //   hold                 prints "ready" and waits until stdin closes (or the process is killed)
-//   waitfile:<path>      prints "waiting" and waits until <path> exists (at most 30 s)
 // Physical addresses come from the driver test double when it is the driver (fakecuda's
 // fakecudaPointerPhysAddr); on a real driver they print as 0. <k> is how many blocks this process
 // imported (cuMemImportFromShareableHandle, counted by the test double) during the step; -1 on a
@@ -255,9 +254,6 @@ int main(int argc, char** argv) {
       } else {
         printf("freeall err %d\n", r);
       }
-    } else if (step.rfind("waitfile:", 0) == 0) {
-      printf("waiting\n");
-      for (int k = 0; k < 3000 && access(arg.c_str(), F_OK) != 0; ++k) usleep(10000);
     } else if (step == "hold") {
       printf("ready\n");
       char buf[64];

@@ -128,14 +128,6 @@ bool Child::Start(const std::vector<std::string>& argv,
   std::vector<std::string> argv_copy = argv;
   for (auto& s : argv_copy) args.push_back(s.data());
   args.push_back(nullptr);
-  if (running()) return false;
-  // A Child may start a new process once the last one has been waited for.
-  CloseStdin();
-  if (out_fd_ >= 0) close(out_fd_);
-  out_fd_ = -1;
-  out_.clear();
-  consumed_ = 0;
-  reaped_ = false;
   int in_pipe[2], out_pipe[2];
   if (pipe2(in_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0) return false;
   pid_ = fork();

@@ -34,7 +34,6 @@ class Child {
   Child(const Child&) = delete;
   Child& operator=(const Child&) = delete;
 
-  // Starts the process; false if one is still running (a finished one must be waited for).
   bool Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env);
   // Reads stdout lines until one starts with `prefix`; returns it, or "" after `timeout_s`.
   std::string WaitForLine(const std::string& prefix, double timeout_s = 20);
