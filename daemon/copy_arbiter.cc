@@ -42,8 +42,10 @@ struct CopyArbiter::Channel {
   int bell = -1;    // the daemon's end of the doorbell socket pair
   bool ls = false;  // its class now
   // When the channel was last offered the BE chunk size (0: never): requests in that size are
-  // accepted up to Options::large_chunk_grace_ns after, so that a tenant cannot keep using it
-  // while LS tenants copy, but a request posted just before the offer changed is not refused.
+  // accepted until the arbiter has run for Options::large_chunk_grace_ns after (measured to its
+  // previous pass, so a daemon that was not scheduled for a while refuses nothing), so that a
+  // tenant cannot keep using it while LS tenants copy, but a request posted just before the
+  // offer changed is not refused.
   uint64_t large_offered_ns = 0;
   int memfd = -1;
   Region* region = nullptr;
@@ -213,6 +215,7 @@ std::vector<PcieUse> CopyArbiter::Usage() {
 
 bool CopyArbiter::Poll(bool* busy, bool* ls_posted) {
   const uint64_t now = copych::MonotonicNs();
+  const uint64_t offers_seen = prev_poll_ns_ != 0 ? prev_poll_ns_ : now;
   bool moved = false;
   *busy = false;
   *ls_posted = false;
@@ -234,7 +237,8 @@ bool CopyArbiter::Poll(bool* busy, bool* ls_posted) {
         const bool chunk_ok =
             e.chunk_bytes == options_.scheduler.chunk_bytes ||
             (e.chunk_bytes == options_.scheduler.ChunkFor(pcie::TenantClass::kBestEffort) &&
-             c.large_offered_ns != 0 && now - c.large_offered_ns < options_.large_chunk_grace_ns);
+             c.large_offered_ns != 0 &&
+             offers_seen < c.large_offered_ns + options_.large_chunk_grace_ns);
         uint64_t chunks =
             e.bytes == 0 || !chunk_ok ? 0 : (e.bytes + e.chunk_bytes - 1) / e.chunk_bytes;
         if (e.bytes == 0 || e.bytes > kMaxCopyBytes || !chunk_ok || e.first >= kGates ||
@@ -304,6 +308,7 @@ bool CopyArbiter::Poll(bool* busy, bool* ls_posted) {
   for (uint64_t s : bad) DropLocked(s, "malformed request in its ring");
   // What the tenants cut their next copies into: BE chunks shrink while an LS tenant copies.
   for (auto& [session, cp] : channels_) Offer(*cp, now);
+  prev_poll_ns_ = now;
   // Open the gates of what the schedulers grant.
   for (int d = 0; d < 2; ++d) {
     while (std::optional<pcie::Grant> g = sched_[d]->NextGrant(now)) {

@@ -87,6 +87,7 @@ class CopyArbiter {
   std::unique_ptr<pcie::FairScheduler> sched_[2] ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, std::unique_ptr<Channel>> channels_ ABSL_GUARDED_BY(mu_);
   uint64_t last_ls_request_ns_ ABSL_GUARDED_BY(mu_) = 0;  // when an LS tenant last posted
+  uint64_t prev_poll_ns_ ABSL_GUARDED_BY(mu_) = 0;        // when the last pass started
   int wake_ = -1;  // eventfd: wakes the thread (to stop, or to poll a new channel's doorbell)
   // Doorbells of dropped channels, closed by the thread between two polls (it may be polling
   // them when the channel is dropped from another thread).
