@@ -23,9 +23,9 @@ constexpr size_t kFreeBatchBlocks = 32;
 // (docs/results.md, 2026-11-29-alloc2-h200). The cache holds at most as many ranges as a free
 // batch has blocks, and at most kReuseMaxBytes, or an eighth of the GPU (of the tenant's quota,
 // if smaller): the daemon counts cached memory against the tenant, its class and the pool, and
-// other tenants cannot have it until it is evicted. 1 GiB
-// covers the sizes bench/alloc_latency loops over; an allocation that hits the quota returns the
-// whole cache first, so the bound only limits what a tenant keeps from the others.
+// other tenants cannot have it until it is evicted. 1 GiB covers the sizes bench/alloc_latency
+// loops over; an allocation that hits the quota returns the whole cache first, so the bound only
+// limits what a tenant keeps from the others.
 constexpr size_t kReuseMaxRanges = kFreeBatchBlocks;
 constexpr uint64_t kReuseMaxBytes = uint64_t{1} << 30;
 constexpr uint64_t kSmallMax = uint64_t{1} << 20;

@@ -83,6 +83,15 @@ bool FillAndCheck(CUdeviceptr p, size_t bytes, unsigned char pattern) {
   return true;
 }
 
+// The physical address of each 2 MiB of an allocation, comma-separated.
+std::string PhysList(CUdeviceptr p, size_t bytes) {
+  std::string phys;
+  for (size_t off = 0; off < bytes; off += size_t{2} << 20) {
+    phys += (phys.empty() ? "" : ",") + std::to_string(PhysAddr(p + off));
+  }
+  return phys;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -114,10 +123,7 @@ int main(int argc, char** argv) {
       }
       bool ok = FillAndCheck(p, bytes, pattern);
       held.push_back({p, bytes, pattern});
-      std::string phys;
-      for (size_t off = 0; off < bytes; off += size_t{2} << 20) {
-        phys += (phys.empty() ? "" : ",") + std::to_string(PhysAddr(p + off));
-      }
+      const std::string phys = PhysList(p, bytes);
       printf("alloc %zu %s phys=%s\n", mib, ok ? "ok" : "corrupt", phys.c_str());
     } else if (step.rfind("zero:", 0) == 0) {
       CUdeviceptr p = 0;
@@ -132,10 +138,7 @@ int main(int argc, char** argv) {
       for (size_t k = 0; k < bytes && zero; ++k) zero = before[k] == 0;
       FillAndCheck(p, bytes, pattern);
       held.push_back({p, bytes, pattern});
-      std::string phys;
-      for (size_t off = 0; off < bytes; off += size_t{2} << 20) {
-        phys += (phys.empty() ? "" : ",") + std::to_string(PhysAddr(p + off));
-      }
+      const std::string phys = PhysList(p, bytes);
       printf("zero %zu %s phys=%s\n", mib, zero ? "yes" : "no", phys.c_str());
     } else if (step.rfind("small:", 0) == 0) {
       size_t count = mib;
