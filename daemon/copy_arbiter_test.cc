@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <thread>
@@ -173,9 +174,9 @@ TEST(CopyArbiterTest, BestEffortChunksShrinkWhileLsCopiesAndGrowBackAfter) {
   }
   ASSERT_TRUE(Eventually([&] { return be.gates().done[3].load() == copych::kDoneCounted; }));
   std::vector<PcieUse> use = (*arbiter)->Usage();
-  for (const PcieUse& u : use) {
-    if (u.session == 1) EXPECT_EQ(u.bytes[kHostToDevice], 20 * kMiB);
-  }
+  auto be_use = std::find_if(use.begin(), use.end(), [](const PcieUse& u) { return u.session == 1; });
+  ASSERT_NE(be_use, use.end()) << "the BE session has no usage entry";
+  EXPECT_EQ(be_use->bytes[kHostToDevice], 20 * kMiB);
   ASSERT_TRUE(Eventually([&] { return be.Chunk() == 8 * kMiB; }, 3000));
   EXPECT_GE(std::chrono::steady_clock::now() - ls_posted, std::chrono::milliseconds(200))
       << "grew back before ls_quiet_ns had passed";
