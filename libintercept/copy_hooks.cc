@@ -2,8 +2,10 @@
 // gate. Synchronous entry points run chunk by chunk through the same synchronous entry point;
 // asynchronous ones from pinned memory stay asynchronous on the caller's stream; asynchronous
 // ones from pageable memory, which the driver already runs synchronously, run like the
-// synchronous ones.
+// synchronous ones. A 2D or 3D copy is cut at byte offsets of its payload like any other, and
+// each chunk moves as the few rectangular copies that SplitBox (copy_box.h) makes of it.
 #include "copy.h"
+#include "copy_box.h"
 #include "copy_policy.h"
 #include "shim.h"
 
@@ -113,6 +115,187 @@ CUresult AsyncUnified(Fn real, bool ptsz, CUdeviceptr dst, CUdeviceptr src, size
                        [&](uint64_t off, uint64_t len) { return real(dst + off, src + off, len, s); });
 }
 
+// --- 2D and 3D copies --------------------------------------------------------------------
+
+// What one side of a 2D or 3D copy is. An array is device memory.
+MemKind EndpointKind(CopyManager* m, CUmemorytype type, const void* host, CUdeviceptr device) {
+  switch (type) {
+    case CU_MEMORYTYPE_HOST: {
+      const MemKind k = m->Classify(reinterpret_cast<CUdeviceptr>(host));
+      return k == MemKind::kDevice ? MemKind::kOther : k;  // not host memory after all: leave it
+    }
+    case CU_MEMORYTYPE_DEVICE:
+    case CU_MEMORYTYPE_ARRAY:
+      return MemKind::kDevice;
+    case CU_MEMORYTYPE_UNIFIED:
+      return m->Classify(device);
+    default:
+      return MemKind::kOther;  // the driver rejects it; it passes through to say so
+  }
+}
+
+bool IsHost(MemKind k) { return k == MemKind::kPinnedHost || k == MemKind::kPageableHost; }
+
+// The direction of a 2D or 3D copy and whether its host side is pinned, if it crosses PCIe.
+struct Crossing {
+  copych::Direction dir;
+  bool pinned;
+};
+template <typename Desc>
+std::optional<Crossing> CrossingOf(CopyManager* m, const Desc& c) {
+  const MemKind s = EndpointKind(m, c.srcMemoryType, c.srcHost, c.srcDevice);
+  const MemKind d = EndpointKind(m, c.dstMemoryType, c.dstHost, c.dstDevice);
+  if (IsHost(s) && d == MemKind::kDevice) return Crossing{kHostToDevice, s == MemKind::kPinnedHost};
+  if (IsHost(d) && s == MemKind::kDevice) return Crossing{kDeviceToHost, d == MemKind::kPinnedHost};
+  return std::nullopt;
+}
+
+uint64_t DepthOf(const CUDA_MEMCPY2D&) { return 1; }
+uint64_t DepthOf(const CUDA_MEMCPY3D& c) { return c.Depth; }
+
+// The copy of one part of `c`: the same description, moved to the part's origin and cut to
+// its size. Pitches (and a 3D copy's plane heights) stay, so the part lands where it would
+// have in the whole copy.
+CUDA_MEMCPY2D PartOf(const CUDA_MEMCPY2D& c, const BoxPart& p) {
+  CUDA_MEMCPY2D d = c;
+  d.srcXInBytes += p.x;
+  d.srcY += p.y;
+  d.dstXInBytes += p.x;
+  d.dstY += p.y;
+  d.WidthInBytes = p.width;
+  d.Height = p.height;
+  return d;
+}
+CUDA_MEMCPY3D PartOf(const CUDA_MEMCPY3D& c, const BoxPart& p) {
+  CUDA_MEMCPY3D d = c;
+  d.srcXInBytes += p.x;
+  d.srcY += p.y;
+  d.srcZ += p.z;
+  d.dstXInBytes += p.x;
+  d.dstY += p.y;
+  d.dstZ += p.z;
+  d.WidthInBytes = p.width;
+  d.Height = p.height;
+  d.Depth = p.depth;
+  return d;
+}
+
+// Moves payload bytes [off, off + len) of `c` with `one` (a copy of one description).
+template <typename Desc, typename One>
+CUresult CopyRange(const Desc& c, uint64_t off, uint64_t len, const One& one) {
+  const BoxParts parts = SplitBox(c.WidthInBytes, c.Height, DepthOf(c), off, off + len);
+  for (int i = 0; i < parts.count; ++i) {
+    const Desc part = PartOf(c, parts.part[i]);
+    if (CUresult r = one(&part); r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+// The payload of a 2D or 3D copy worth scheduling, or nullopt (none, or too large to count).
+template <typename Desc>
+std::optional<uint64_t> PayloadOf(const Desc* c) {
+  if (c == nullptr) return std::nullopt;  // the driver says what is wrong with it
+  std::optional<uint64_t> bytes = BoxBytes(c->WidthInBytes, c->Height, DepthOf(*c));
+  if (!bytes.has_value() || *bytes == 0) return std::nullopt;
+  return bytes;
+}
+
+template <typename Desc, typename Fn>
+CUresult SyncShaped(Fn real, bool ptds, const Desc* c) {
+  CopyManager* m = Copies();
+  std::optional<uint64_t> bytes = m ? PayloadOf(c) : std::nullopt;
+  CopyGate* gate = bytes ? m->GateFor(*bytes) : nullptr;
+  if (gate == nullptr) return real(c);
+  std::optional<Crossing> crossing = CrossingOf(m, *c);
+  if (!crossing) return real(c);
+  m->CountScheduled();
+  const Desc copy = *c;
+  return gate->RunSync(crossing->dir, *bytes, SyncOrder(ptds), false, [&](uint64_t off, uint64_t len) {
+    return CopyRange(copy, off, len, [&](const Desc* part) { return real(part); });
+  });
+}
+
+template <typename Desc, typename Fn>
+CUresult AsyncShaped(Fn real, bool ptsz, const Desc* c, CUstream s) {
+  CopyManager* m = Copies();
+  std::optional<uint64_t> bytes = m ? PayloadOf(c) : std::nullopt;
+  CopyGate* gate = bytes ? m->GateForAsync(*bytes, s, ptsz) : nullptr;
+  if (gate == nullptr) return real(c, s);
+  std::optional<Crossing> crossing = CrossingOf(m, *c);
+  if (!crossing) return real(c, s);
+  m->CountScheduled();
+  const Desc copy = *c;
+  if (crossing->pinned) {
+    return gate->EnqueueAsync(crossing->dir, *bytes, s, ptsz,
+                              [&](uint64_t off, uint64_t len, CUstream st) {
+                                return CopyRange(copy, off, len,
+                                                 [&](const Desc* part) { return real(part, st); });
+                              });
+  }
+  return gate->RunSync(crossing->dir, *bytes, s, ptsz, [&](uint64_t off, uint64_t len) {
+    return CopyRange(copy, off, len, [&](const Desc* part) { return real(part, s); });
+  });
+}
+
+// --- Copies between host memory and an array ---------------------------------------------
+
+template <typename Fn>
+CUresult SyncHtoA(Fn real, bool ptds, CUarray dst, size_t at, const void* src, size_t n) {
+  CopyManager* m = Copies();
+  CopyGate* gate = m ? m->GateFor(n) : nullptr;
+  if (gate == nullptr) return real(dst, at, src, n);
+  m->CountScheduled();
+  const char* from = static_cast<const char*>(src);
+  return gate->RunSync(kHostToDevice, n, SyncOrder(ptds), false,
+                       [&](uint64_t off, uint64_t len) { return real(dst, at + off, from + off, len); });
+}
+
+template <typename Fn>
+CUresult SyncAtoH(Fn real, bool ptds, void* dst, CUarray src, size_t at, size_t n) {
+  CopyManager* m = Copies();
+  CopyGate* gate = m ? m->GateFor(n) : nullptr;
+  if (gate == nullptr) return real(dst, src, at, n);
+  m->CountScheduled();
+  char* to = static_cast<char*>(dst);
+  return gate->RunSync(kDeviceToHost, n, SyncOrder(ptds), false,
+                       [&](uint64_t off, uint64_t len) { return real(to + off, src, at + off, len); });
+}
+
+template <typename Fn>
+CUresult AsyncHtoA(Fn real, bool ptsz, CUarray dst, size_t at, const void* src, size_t n,
+                   CUstream s) {
+  CopyManager* m = Copies();
+  CopyGate* gate = m ? m->GateForAsync(n, s, ptsz) : nullptr;
+  if (gate == nullptr) return real(dst, at, src, n, s);
+  m->CountScheduled();
+  const char* from = static_cast<const char*>(src);
+  if (m->Classify(reinterpret_cast<CUdeviceptr>(src)) == MemKind::kPinnedHost) {
+    return gate->EnqueueAsync(kHostToDevice, n, s, ptsz, [&](uint64_t off, uint64_t len, CUstream st) {
+      return real(dst, at + off, from + off, len, st);
+    });
+  }
+  return gate->RunSync(kHostToDevice, n, s, ptsz, [&](uint64_t off, uint64_t len) {
+    return real(dst, at + off, from + off, len, s);
+  });
+}
+
+template <typename Fn>
+CUresult AsyncAtoH(Fn real, bool ptsz, void* dst, CUarray src, size_t at, size_t n, CUstream s) {
+  CopyManager* m = Copies();
+  CopyGate* gate = m ? m->GateForAsync(n, s, ptsz) : nullptr;
+  if (gate == nullptr) return real(dst, src, at, n, s);
+  m->CountScheduled();
+  char* to = static_cast<char*>(dst);
+  if (m->Classify(reinterpret_cast<CUdeviceptr>(dst)) == MemKind::kPinnedHost) {
+    return gate->EnqueueAsync(kDeviceToHost, n, s, ptsz, [&](uint64_t off, uint64_t len, CUstream st) {
+      return real(to + off, src, at + off, len, st);
+    });
+  }
+  return gate->RunSync(kDeviceToHost, n, s, ptsz, [&](uint64_t off, uint64_t len) {
+    return real(to + off, src, at + off, len, s);
+  });
+}
+
 }  // namespace
 
 CUresult Policy<HookId::k_cuMemcpyHtoD_v2>::Run(PFN_cuMemcpyHtoD_v3020 real, CUdeviceptr dst,
@@ -166,6 +349,82 @@ CUresult Policy<HookId::k_cuMemcpyAsync_ptsz>::Run(PFN_cuMemcpyAsync_v7000_ptsz 
                                                    CUdeviceptr dst, CUdeviceptr src, size_t n,
                                                    CUstream s) {
   return AsyncUnified(real, true, dst, src, n, s);
+}
+
+CUresult Policy<HookId::k_cuMemcpy2D_v2>::Run(PFN_cuMemcpy2D_v3020 real, const CUDA_MEMCPY2D* c) {
+  return SyncShaped(real, false, c);
+}
+CUresult Policy<HookId::k_cuMemcpy2D_v2_ptds>::Run(PFN_cuMemcpy2D_v7000_ptds real,
+                                                   const CUDA_MEMCPY2D* c) {
+  return SyncShaped(real, true, c);
+}
+CUresult Policy<HookId::k_cuMemcpy2DUnaligned_v2>::Run(PFN_cuMemcpy2DUnaligned_v3020 real,
+                                                       const CUDA_MEMCPY2D* c) {
+  return SyncShaped(real, false, c);
+}
+CUresult Policy<HookId::k_cuMemcpy2DUnaligned_v2_ptds>::Run(
+    PFN_cuMemcpy2DUnaligned_v7000_ptds real, const CUDA_MEMCPY2D* c) {
+  return SyncShaped(real, true, c);
+}
+CUresult Policy<HookId::k_cuMemcpy2DAsync_v2>::Run(PFN_cuMemcpy2DAsync_v3020 real,
+                                                   const CUDA_MEMCPY2D* c, CUstream s) {
+  return AsyncShaped(real, false, c, s);
+}
+CUresult Policy<HookId::k_cuMemcpy2DAsync_v2_ptsz>::Run(PFN_cuMemcpy2DAsync_v7000_ptsz real,
+                                                        const CUDA_MEMCPY2D* c, CUstream s) {
+  return AsyncShaped(real, true, c, s);
+}
+CUresult Policy<HookId::k_cuMemcpy3D_v2>::Run(PFN_cuMemcpy3D_v3020 real, const CUDA_MEMCPY3D* c) {
+  return SyncShaped(real, false, c);
+}
+CUresult Policy<HookId::k_cuMemcpy3D_v2_ptds>::Run(PFN_cuMemcpy3D_v7000_ptds real,
+                                                   const CUDA_MEMCPY3D* c) {
+  return SyncShaped(real, true, c);
+}
+CUresult Policy<HookId::k_cuMemcpy3DAsync_v2>::Run(PFN_cuMemcpy3DAsync_v3020 real,
+                                                   const CUDA_MEMCPY3D* c, CUstream s) {
+  return AsyncShaped(real, false, c, s);
+}
+CUresult Policy<HookId::k_cuMemcpy3DAsync_v2_ptsz>::Run(PFN_cuMemcpy3DAsync_v7000_ptsz real,
+                                                        const CUDA_MEMCPY3D* c, CUstream s) {
+  return AsyncShaped(real, true, c, s);
+}
+CUresult Policy<HookId::k_cuMemcpyHtoA_v2>::Run(PFN_cuMemcpyHtoA_v3020 real, CUarray dst,
+                                                size_t at, const void* src, size_t n) {
+  return SyncHtoA(real, false, dst, at, src, n);
+}
+CUresult Policy<HookId::k_cuMemcpyHtoA_v2_ptds>::Run(PFN_cuMemcpyHtoA_v7000_ptds real,
+                                                     CUarray dst, size_t at, const void* src,
+                                                     size_t n) {
+  return SyncHtoA(real, true, dst, at, src, n);
+}
+CUresult Policy<HookId::k_cuMemcpyAtoH_v2>::Run(PFN_cuMemcpyAtoH_v3020 real, void* dst,
+                                                CUarray src, size_t at, size_t n) {
+  return SyncAtoH(real, false, dst, src, at, n);
+}
+CUresult Policy<HookId::k_cuMemcpyAtoH_v2_ptds>::Run(PFN_cuMemcpyAtoH_v7000_ptds real, void* dst,
+                                                     CUarray src, size_t at, size_t n) {
+  return SyncAtoH(real, true, dst, src, at, n);
+}
+CUresult Policy<HookId::k_cuMemcpyHtoAAsync_v2>::Run(PFN_cuMemcpyHtoAAsync_v3020 real,
+                                                     CUarray dst, size_t at, const void* src,
+                                                     size_t n, CUstream s) {
+  return AsyncHtoA(real, false, dst, at, src, n, s);
+}
+CUresult Policy<HookId::k_cuMemcpyHtoAAsync_v2_ptsz>::Run(PFN_cuMemcpyHtoAAsync_v7000_ptsz real,
+                                                          CUarray dst, size_t at,
+                                                          const void* src, size_t n, CUstream s) {
+  return AsyncHtoA(real, true, dst, at, src, n, s);
+}
+CUresult Policy<HookId::k_cuMemcpyAtoHAsync_v2>::Run(PFN_cuMemcpyAtoHAsync_v3020 real, void* dst,
+                                                     CUarray src, size_t at, size_t n,
+                                                     CUstream s) {
+  return AsyncAtoH(real, false, dst, src, at, n, s);
+}
+CUresult Policy<HookId::k_cuMemcpyAtoHAsync_v2_ptsz>::Run(PFN_cuMemcpyAtoHAsync_v7000_ptsz real,
+                                                          void* dst, CUarray src, size_t at,
+                                                          size_t n, CUstream s) {
+  return AsyncAtoH(real, true, dst, src, at, n, s);
 }
 
 }  // namespace missile::shim

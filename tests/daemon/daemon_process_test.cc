@@ -644,6 +644,34 @@ TEST_F(DaemonTest, CopyLargerThanTheGatesIsScheduledInPieces) {
   }
 }
 
+// 2D and 3D copies between host and device memory (pinned, pageable, and given as unified
+// addresses; synchronous and asynchronous) go through the scheduler in 64 KiB chunks that start
+// and end inside rows, and every byte lands where the whole copy would have put it.
+TEST_F(DaemonTest, TwoAndThreeDimensionalCopiesAreScheduledAndIntact) {
+  // The probe itself, on the test double alone: its checks pass without Missile.
+  auto plain = FakeEnv();
+  plain["LD_LIBRARY_PATH"] = FAKECUDA_DIR;
+  ProcessResult alone = testing::Run({SHAPE_PROBE}, plain, 60);
+  ASSERT_EQ(alone.exit_code, 0) << alone.out << alone.err;
+  ASSERT_NE(alone.out.find("data ok"), std::string::npos) << alone.out;
+
+  StartDaemon("[pcie]\nchunk = \"64KiB\"\nbe_chunk = \"0\"\n");
+  auto env = TenantEnv("be", "shapes");
+  const std::string report = dir_.path() + "/shapes.report";
+  env["MISSILE_REPORT"] = report;
+  ProcessResult r = testing::Run({SHAPE_PROBE}, env, 120);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.find("corrupt"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("data ok"), std::string::npos) << r.out;
+  const int copies = static_cast<int>(Field(r.out, "copies"));
+  EXPECT_EQ(copies, 20) << r.out;
+  std::ifstream in(report);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("# " + std::to_string(copies) +
+                      " host-device copies went through the PCIe scheduler"),
+            std::string::npos) << text;
+}
+
 // A daemon that dies without warning (SIGKILL) must not hang the tenants' scheduled copies:
 // the shim notices the session is gone and lets every waiting chunk through.
 TEST_F(DaemonTest, KilledDaemonDoesNotHangScheduledCopies) {

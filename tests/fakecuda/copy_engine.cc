@@ -23,12 +23,14 @@ bool Describe(uintptr_t ptr, size_t x, size_t y, size_t z, size_t pitch, size_t 
               size_t width, size_t height, size_t depth, Side* side) {
   if (height == 1 && depth == 1 && pitch == 0) pitch = width;
   if (pitch < width) return false;
-  if (depth > 1 && height_of_plane < height) return false;
+  // Planes are height_of_plane rows apart; a copy of one plane at z = 0 may leave it unset.
+  const bool planes = depth > 1 || z > 0;
+  if (planes && height_of_plane < height) return false;
   size_t slice = 0;
   size_t offset = 0;
   size_t span = 0;
   size_t tmp = 0;
-  if (!Mul(pitch, depth > 1 ? height_of_plane : height, &slice)) return false;
+  if (!Mul(pitch, planes ? height_of_plane : height, &slice)) return false;
   // offset = z * slice + y * pitch + x
   if (!Mul(z, slice, &offset) || !Mul(y, pitch, &tmp) || !Add(offset, tmp, &offset) ||
       !Add(offset, x, &offset)) {
