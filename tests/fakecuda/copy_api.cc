@@ -40,6 +40,12 @@ CUresult Copy3D(const CUDA_MEMCPY3D* copy, Issue issue) {
   return State().copies().Copy3D(*copy, issue);
 }
 
+// A linear copy between host memory and an array.
+CUresult ArrayCopy(CUarray array, size_t offset, const void* host, size_t bytes, bool to_array,
+                   Issue issue) {
+  return State().copies().CopyArray(array, offset, Addr(host), bytes, to_array, issue);
+}
+
 CUresult Set(CUdeviceptr dst, size_t pitch, uint32_t value, unsigned element_size, size_t width,
              size_t height, Issue issue) {
   return State().copies().Memset(dst, pitch, value, element_size, width, height, issue);
@@ -49,6 +55,7 @@ CUresult Set(CUdeviceptr dst, size_t pitch, uint32_t value, unsigned element_siz
 }  // namespace fakecuda
 
 using fakecuda::Addr;
+using fakecuda::ArrayCopy;
 using fakecuda::Async;
 using fakecuda::kLegacy;
 using fakecuda::kPerThread;
@@ -222,6 +229,51 @@ CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D* pCopy, CUstream hStream) {
 CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D* pCopy, CUstream hStream) {
   FAKECUDA_ENTER(cuMemcpy3DAsync_v2_ptsz);
   return fakecuda::Copy3D(pCopy, Async(hStream, kPerThread));
+}
+
+CUresult cuMemcpyHtoA_v2(CUarray dstArray, size_t dstOffset, const void* srcHost, size_t ByteCount) {
+  FAKECUDA_ENTER(cuMemcpyHtoA_v2);
+  return ArrayCopy(dstArray, dstOffset, srcHost, ByteCount, true, Sync(kLegacy));
+}
+
+CUresult cuMemcpyHtoA_v2_ptds(CUarray dstArray, size_t dstOffset, const void* srcHost,
+                              size_t ByteCount) {
+  FAKECUDA_ENTER(cuMemcpyHtoA_v2_ptds);
+  return ArrayCopy(dstArray, dstOffset, srcHost, ByteCount, true, Sync(kPerThread));
+}
+
+CUresult cuMemcpyAtoH_v2(void* dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount) {
+  FAKECUDA_ENTER(cuMemcpyAtoH_v2);
+  return ArrayCopy(srcArray, srcOffset, dstHost, ByteCount, false, Sync(kLegacy));
+}
+
+CUresult cuMemcpyAtoH_v2_ptds(void* dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount) {
+  FAKECUDA_ENTER(cuMemcpyAtoH_v2_ptds);
+  return ArrayCopy(srcArray, srcOffset, dstHost, ByteCount, false, Sync(kPerThread));
+}
+
+CUresult cuMemcpyHtoAAsync_v2(CUarray dstArray, size_t dstOffset, const void* srcHost,
+                              size_t ByteCount, CUstream hStream) {
+  FAKECUDA_ENTER(cuMemcpyHtoAAsync_v2);
+  return ArrayCopy(dstArray, dstOffset, srcHost, ByteCount, true, Async(hStream, kLegacy));
+}
+
+CUresult cuMemcpyHtoAAsync_v2_ptsz(CUarray dstArray, size_t dstOffset, const void* srcHost,
+                                   size_t ByteCount, CUstream hStream) {
+  FAKECUDA_ENTER(cuMemcpyHtoAAsync_v2_ptsz);
+  return ArrayCopy(dstArray, dstOffset, srcHost, ByteCount, true, Async(hStream, kPerThread));
+}
+
+CUresult cuMemcpyAtoHAsync_v2(void* dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount,
+                              CUstream hStream) {
+  FAKECUDA_ENTER(cuMemcpyAtoHAsync_v2);
+  return ArrayCopy(srcArray, srcOffset, dstHost, ByteCount, false, Async(hStream, kLegacy));
+}
+
+CUresult cuMemcpyAtoHAsync_v2_ptsz(void* dstHost, CUarray srcArray, size_t srcOffset,
+                                   size_t ByteCount, CUstream hStream) {
+  FAKECUDA_ENTER(cuMemcpyAtoHAsync_v2_ptsz);
+  return ArrayCopy(srcArray, srcOffset, dstHost, ByteCount, false, Async(hStream, kPerThread));
 }
 
 // Memsets: a 1D memset is one row of N elements. The trailing macro arguments are the extra

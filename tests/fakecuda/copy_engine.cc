@@ -130,9 +130,100 @@ CUDA_MEMCPY3D CopyEngine::From2D(const CUDA_MEMCPY2D& c) {
   return d;
 }
 
-CUresult CopyEngine::Copy3D(const CUDA_MEMCPY3D& c, Issue issue) {
-  if (c.srcMemoryType == CU_MEMORYTYPE_ARRAY || c.dstMemoryType == CU_MEMORYTYPE_ARRAY) {
-    return CUDA_ERROR_NOT_SUPPORTED;
+CUresult CopyEngine::CreateArray(Context* ctx, const CUDA_ARRAY_DESCRIPTOR* desc, CUarray* out) {
+  if (desc == nullptr || out == nullptr || desc->Width == 0) return CUDA_ERROR_INVALID_VALUE;
+  unsigned size = 0;
+  switch (desc->Format) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+      size = 1;
+      break;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+      size = 2;
+      break;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT:
+      size = 4;
+      break;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (desc->NumChannels != 1 && desc->NumChannels != 2 && desc->NumChannels != 4) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  FakeArray a;
+  a.element = size * desc->NumChannels;
+  a.rows = desc->Height == 0 ? 1 : desc->Height;
+  size_t bytes = 0;
+  if (!Mul(desc->Width, a.element, &a.row_bytes) || !Mul(a.row_bytes, a.rows, &bytes)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (CUresult r = state_->memory().Alloc(ctx, bytes, &a.base); r != CUDA_SUCCESS) return r;
+  std::lock_guard<std::mutex> lock(arrays_mu_);
+  const uintptr_t handle = next_array_;
+  next_array_ += 0x10;
+  arrays_[handle] = a;
+  *out = reinterpret_cast<CUarray>(handle);
+  return CUDA_SUCCESS;
+}
+
+CUresult CopyEngine::DestroyArray(CUarray array) {
+  CUdeviceptr base = 0;
+  {
+    std::lock_guard<std::mutex> lock(arrays_mu_);
+    auto it = arrays_.find(reinterpret_cast<uintptr_t>(array));
+    if (it == arrays_.end()) return CUDA_ERROR_INVALID_HANDLE;
+    base = it->second.base;
+    arrays_.erase(it);
+  }
+  return state_->memory().Free(base);
+}
+
+std::optional<CopyEngine::FakeArray> CopyEngine::FindArray(CUarray array) const {
+  std::lock_guard<std::mutex> lock(arrays_mu_);
+  auto it = arrays_.find(reinterpret_cast<uintptr_t>(array));
+  if (it == arrays_.end()) return std::nullopt;
+  return it->second;
+}
+
+CUresult CopyEngine::CopyArray(CUarray array, size_t offset, uintptr_t host, size_t bytes,
+                               bool to_array, Issue issue) {
+  std::optional<FakeArray> a = FindArray(array);
+  if (!a.has_value()) return CUDA_ERROR_INVALID_VALUE;
+  size_t end = 0;
+  if (!Add(offset, bytes, &end) || end > a->row_bytes * a->rows) return CUDA_ERROR_INVALID_VALUE;
+  const uintptr_t at = a->base + offset;
+  return to_array ? Copy(at, true, host, false, bytes, issue) : Copy(host, false, at, true, bytes, issue);
+}
+
+CUresult CopyEngine::Copy3D(const CUDA_MEMCPY3D& in, Issue issue) {
+  CUDA_MEMCPY3D c = in;
+  // An array side becomes device memory with the array's own pitch and plane height.
+  auto array_side = [this, &c](CUarray array, size_t x, size_t y, size_t z, CUmemorytype* type,
+                               CUdeviceptr* device, size_t* pitch, size_t* plane_rows) {
+    std::optional<FakeArray> a = FindArray(array);
+    if (!a.has_value() || x % a->element != 0 || c.WidthInBytes % a->element != 0 || z != 0 ||
+        c.Depth > 1 || x + c.WidthInBytes > a->row_bytes || y + c.Height > a->rows) {
+      return false;
+    }
+    *type = CU_MEMORYTYPE_DEVICE;
+    *device = a->base;
+    *pitch = a->row_bytes;
+    *plane_rows = a->rows;
+    return true;
+  };
+  if (c.srcMemoryType == CU_MEMORYTYPE_ARRAY &&
+      !array_side(c.srcArray, c.srcXInBytes, c.srcY, c.srcZ, &c.srcMemoryType, &c.srcDevice,
+                  &c.srcPitch, &c.srcHeight)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (c.dstMemoryType == CU_MEMORYTYPE_ARRAY &&
+      !array_side(c.dstArray, c.dstXInBytes, c.dstY, c.dstZ, &c.dstMemoryType, &c.dstDevice,
+                  &c.dstPitch, &c.dstHeight)) {
+    return CUDA_ERROR_INVALID_VALUE;
   }
   auto pointer_of = [](CUmemorytype type, const void* host, CUdeviceptr device, uintptr_t* out) {
     switch (type) {

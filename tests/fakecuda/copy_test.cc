@@ -81,8 +81,54 @@ TEST_F(CopyTest, RejectsDevicePointersItDoesNotKnow) {
   arr.dstDevice = d;
   arr.WidthInBytes = 4;
   arr.Height = 1;
-  CU_EXPECT_ERR(CUDA_ERROR_NOT_SUPPORTED, cuMemcpy2D(&arr));
+  CU_EXPECT_ERR(CUDA_ERROR_INVALID_VALUE, cuMemcpy2D(&arr));  // no such array
   CU_ASSERT(cuMemFree(d));
+}
+
+TEST_F(CopyTest, ArraysHoldRowsAndCopyToAndFromHostMemory) {
+  // A 2D array of 10 x 6 float2 elements: rows of 80 bytes.
+  CUDA_ARRAY_DESCRIPTOR desc{};
+  desc.Width = 10;
+  desc.Height = 6;
+  desc.Format = CU_AD_FORMAT_FLOAT;
+  desc.NumChannels = 2;
+  CUarray a = nullptr;
+  CU_ASSERT(cuArrayCreate(&a, &desc));
+  std::vector<unsigned char> host = Bytes(480, 3);
+  std::vector<unsigned char> back(480, 0);
+  CU_ASSERT(cuMemcpyHtoA(a, 0, host.data(), 480));
+  CU_ASSERT(cuMemcpyAtoH(back.data(), a, 0, 480));
+  EXPECT_EQ(back, host);
+  // A 2D window: 3 elements of rows 2..4 out to a host image with a 40-byte pitch.
+  std::vector<unsigned char> window(40 * 3, 0);
+  CUDA_MEMCPY2D c{};
+  c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+  c.srcArray = a;
+  c.srcXInBytes = 16;
+  c.srcY = 2;
+  c.dstMemoryType = CU_MEMORYTYPE_HOST;
+  c.dstHost = window.data();
+  c.dstPitch = 40;
+  c.WidthInBytes = 24;
+  c.Height = 3;
+  CU_ASSERT(cuMemcpy2D(&c));
+  for (int y = 0; y < 3; ++y) {
+    for (int x = 0; x < 24; ++x) EXPECT_EQ(window[y * 40 + x], host[(y + 2) * 80 + 16 + x]);
+  }
+  CU_ASSERT(cuMemcpyHtoAAsync(a, 8, host.data(), 16, nullptr));
+  CU_ASSERT(cuStreamSynchronize(nullptr));
+  // Out of range, misaligned, unknown.
+  CU_EXPECT_ERR(CUDA_ERROR_INVALID_VALUE, cuMemcpyHtoA(a, 400, host.data(), 81));
+  c.srcXInBytes = 3;
+  CU_EXPECT_ERR(CUDA_ERROR_INVALID_VALUE, cuMemcpy2D(&c));
+  c.srcXInBytes = 64;  // 64 + 24 > 80
+  CU_EXPECT_ERR(CUDA_ERROR_INVALID_VALUE, cuMemcpy2D(&c));
+  desc.NumChannels = 3;
+  CUarray bad = nullptr;
+  CU_EXPECT_ERR(CUDA_ERROR_INVALID_VALUE, cuArrayCreate(&bad, &desc));
+  CU_ASSERT(cuArrayDestroy(a));
+  CU_EXPECT_ERR(CUDA_ERROR_INVALID_VALUE, cuMemcpyHtoA(a, 0, host.data(), 16));
+  CU_EXPECT_ERR(CUDA_ERROR_INVALID_HANDLE, cuArrayDestroy(a));
 }
 
 TEST_F(CopyTest, TwoAndThreeDimensionalCopies) {

@@ -21,6 +21,18 @@ CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   return State().memory().Alloc(ctx, bytesize, dptr);
 }
 
+CUresult cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* pAllocateArray) {
+  FAKECUDA_ENTER(cuArrayCreate_v2);
+  Context* ctx = nullptr;
+  if (CUresult r = Current(&ctx); r != CUDA_SUCCESS) return r;
+  return State().copies().CreateArray(ctx, pAllocateArray, pHandle);
+}
+
+CUresult cuArrayDestroy(CUarray hArray) {
+  FAKECUDA_ENTER(cuArrayDestroy);
+  return State().copies().DestroyArray(hArray);
+}
+
 CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes, size_t Height,
                             unsigned int ElementSizeBytes) {
   FAKECUDA_ENTER(cuMemAllocPitch_v2);

@@ -1,9 +1,10 @@
 // shape_probe: 2D and 3D host-device copies, and copies the PCIe scheduler must leave alone,
 // checked byte for byte (driver API).
 //   shape_probe
-// Each case copies a box from a host buffer to device memory and back into a second host
-// buffer, at different origins and pitches on every side (a 3D case also with plane heights
-// larger than the box), then checks that the box arrived and nothing around it was written.
+// Each case copies a box from a host buffer to device memory (linear, or a CUDA array) and back
+// into a second host buffer, at different origins and pitches on every side (a 3D case also with
+// plane heights larger than the box), then checks that the box arrived and nothing around it
+// was written. The array cases also copy a range between host memory and an array at an offset.
 // Prints one line per case ("case NAME ok|corrupt"), then "shapes copies=N" (the host-device
 // copies it made) and "data ok" or "data corrupt".
 #include <cuda.h>
@@ -43,6 +44,7 @@ struct Case {
   bool three_d;
   Host host;
   Call call;
+  bool array = false;  // the device side is a CUDA array (2D only)
 };
 
 int copies = 0;
@@ -63,7 +65,7 @@ void SetHost(Desc* d, bool src, Host host, void* p) {
 
 // One copy of a w x h x depth box from `from` (in `fl`) to `to` (in `tl`).
 void Copy(const Case& c, size_t w, size_t h, size_t depth, bool to_device, void* host_ptr,
-          const Layout& hl, CUdeviceptr dev, const Layout& dl, CUstream stream) {
+          const Layout& hl, CUdeviceptr dev, CUarray array, const Layout& dl, CUstream stream) {
   const Layout& sl = to_device ? hl : dl;
   const Layout& tl = to_device ? dl : hl;
   ++copies;
@@ -95,11 +97,12 @@ void Copy(const Case& c, size_t w, size_t h, size_t depth, bool to_device, void*
   d.srcXInBytes = sl.x, d.srcY = sl.y, d.srcPitch = sl.pitch;
   d.dstXInBytes = tl.x, d.dstY = tl.y, d.dstPitch = tl.pitch;
   d.WidthInBytes = w, d.Height = h;
+  const CUmemorytype device_type = c.array ? CU_MEMORYTYPE_ARRAY : CU_MEMORYTYPE_DEVICE;
   if (to_device) {
     SetHost(&d, true, c.host, host_ptr);
-    d.dstMemoryType = CU_MEMORYTYPE_DEVICE, d.dstDevice = dev;
+    d.dstMemoryType = device_type, d.dstDevice = dev, d.dstArray = array;
   } else {
-    d.srcMemoryType = CU_MEMORYTYPE_DEVICE, d.srcDevice = dev;
+    d.srcMemoryType = device_type, d.srcDevice = dev, d.srcArray = array;
     SetHost(&d, false, c.host, host_ptr);
   }
   switch (c.call) {
@@ -126,7 +129,8 @@ bool RunCase(const Case& c, CUstream stream) {
   // A row of 12388 bytes: chunk boundaries (multiples of 4 KiB) fall inside rows.
   const size_t w = 3 * 4096 + 100, h = 40, depth = c.three_d ? 3 : 1;
   const Layout src{w + 40, h + 3, depth + 1, 5, 2, c.three_d ? 1u : 0u};
-  const Layout dev{w + 512, h + 1, depth, 64, 1, 0};
+  // A float array's rows are its width in bytes; a linear device buffer gets a wider pitch.
+  const Layout dev{c.array ? w + 128 : w + 512, h + 1, depth, 64, 1, 0};
   const Layout back{w + 8, h + 5, depth + 2, 3, 4, c.three_d ? 2u : 0u};
   std::vector<unsigned char> src_store, back_store;
   auto* a = static_cast<unsigned char*>(HostBuffer(c.host, src.bytes(), &src_store));
@@ -134,9 +138,19 @@ bool RunCase(const Case& c, CUstream stream) {
   for (size_t i = 0; i < src.bytes(); ++i) a[i] = static_cast<unsigned char>(i * 7 + i / 4099);
   memset(b, kUntouched, back.bytes());
   CUdeviceptr d = 0;
-  Check(cuMemAlloc_v2(&d, dev.bytes()), "cuMemAlloc");
-  Copy(c, w, h, depth, /*to_device=*/true, a, src, d, dev, stream);
-  Copy(c, w, h, depth, /*to_device=*/false, b, back, d, dev, stream);
+  CUarray array = nullptr;
+  if (c.array) {
+    CUDA_ARRAY_DESCRIPTOR desc{};
+    desc.Width = dev.pitch / 4;
+    desc.Height = dev.rows_per_plane;
+    desc.Format = CU_AD_FORMAT_FLOAT;
+    desc.NumChannels = 1;
+    Check(cuArrayCreate_v2(&array, &desc), "cuArrayCreate");
+  } else {
+    Check(cuMemAlloc_v2(&d, dev.bytes()), "cuMemAlloc");
+  }
+  Copy(c, w, h, depth, /*to_device=*/true, a, src, d, array, dev, stream);
+  Copy(c, w, h, depth, /*to_device=*/false, b, back, d, array, dev, stream);
   bool ok = true;
   std::vector<bool> in_box(back.bytes(), false);
   for (size_t z = 0; z < depth && ok; ++z) {
@@ -157,12 +171,51 @@ bool RunCase(const Case& c, CUstream stream) {
       ok = false;
     }
   }
-  Check(cuMemFree_v2(d), "cuMemFree");
+  if (c.array) {
+    Check(cuArrayDestroy(array), "cuArrayDestroy");
+  } else {
+    Check(cuMemFree_v2(d), "cuMemFree");
+  }
   if (c.host != Host::kPageable) {
     Check(cuMemFreeHost(a), "cuMemFreeHost");
     Check(cuMemFreeHost(b), "cuMemFreeHost");
   }
   printf("case %s %s\n", c.name, ok ? "ok" : "corrupt");
+  return ok;
+}
+
+// A range of host memory into a 1D array at an offset and back out of it.
+bool RunArrayRange(const char* name, bool pinned, bool async, CUstream stream) {
+  const size_t elements = 300'000, offset = 4096 + 8, bytes = 1'000'000;
+  std::vector<unsigned char> src_store, back_store;
+  const Host host = pinned ? Host::kPinned : Host::kPageable;
+  auto* a = static_cast<unsigned char*>(HostBuffer(host, bytes, &src_store));
+  auto* b = static_cast<unsigned char*>(HostBuffer(host, bytes, &back_store));
+  for (size_t i = 0; i < bytes; ++i) a[i] = static_cast<unsigned char>(i * 13 + i / 5003);
+  memset(b, kUntouched, bytes);
+  CUDA_ARRAY_DESCRIPTOR desc{};
+  desc.Width = elements;
+  desc.Height = 0;
+  desc.Format = CU_AD_FORMAT_UNSIGNED_INT32;
+  desc.NumChannels = 1;
+  CUarray array = nullptr;
+  Check(cuArrayCreate_v2(&array, &desc), "cuArrayCreate");
+  copies += 2;
+  if (async) {
+    Check(cuMemcpyHtoAAsync_v2(array, offset, a, bytes, stream), "cuMemcpyHtoAAsync");
+    Check(cuMemcpyAtoHAsync_v2(b, array, offset, bytes, stream), "cuMemcpyAtoHAsync");
+    Check(cuStreamSynchronize(stream), "sync");
+  } else {
+    Check(cuMemcpyHtoA_v2(array, offset, a, bytes), "cuMemcpyHtoA");
+    Check(cuMemcpyAtoH_v2(b, array, offset, bytes), "cuMemcpyAtoH");
+  }
+  const bool ok = memcmp(a, b, bytes) == 0;
+  Check(cuArrayDestroy(array), "cuArrayDestroy");
+  if (pinned) {
+    Check(cuMemFreeHost(a), "cuMemFreeHost");
+    Check(cuMemFreeHost(b), "cuMemFreeHost");
+  }
+  printf("case %s %s\n", name, ok ? "ok" : "corrupt");
   return ok;
 }
 
@@ -189,9 +242,14 @@ int main() {
       {"3d-pageable-sync", true, Host::kPageable, Call::kSync},
       {"3d-pinned-async", true, Host::kPinned, Call::kAsync},
       {"3d-unified-sync", true, Host::kUnified, Call::kSync},
+      {"2d-array-pinned-sync", false, Host::kPinned, Call::kSync, true},
+      {"2d-array-pinned-async", false, Host::kPinned, Call::kAsync, true},
   };
   bool ok = true;
   for (const Case& c : cases) ok = RunCase(c, stream) && ok;
+  ok = RunArrayRange("array-range-pinned-sync", true, false, stream) && ok;
+  ok = RunArrayRange("array-range-pinned-async", true, true, stream) && ok;
+  ok = RunArrayRange("array-range-pageable-async", false, true, stream) && ok;
   printf("shapes copies=%d\n", copies);
   printf("data %s\n", ok ? "ok" : "corrupt");
   return ok ? 0 : 1;
