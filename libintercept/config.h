@@ -13,9 +13,9 @@
 //                              the whole size: one import and one map), "chunks" (one 2 MiB
 //                              block per granule, each placed by colour), or "auto" (default:
 //                              chunks where the GPU has several colours, single elsewhere)
-//   MISSILE_NO_DAEMON=MODE     when missiled cannot be reached: "passthrough" (default; the
-//                              program uses the GPU directly, with a warning) or "refuse"
-//                              (every device allocation fails with CUDA_ERROR_OUT_OF_MEMORY)
+//   MISSILE_NO_DAEMON=MODE     when missiled cannot be reached, or its session ends: new
+//                              device allocations go to the driver ("passthrough", default,
+//                              with a warning) or fail with CUDA_ERROR_OUT_OF_MEMORY ("refuse")
 //
 // Parsing is pure (takes a getenv-like function) and never fails: a bad value is reported as a
 // warning and replaced by its default, because the shim must never stop the host program.

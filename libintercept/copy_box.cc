@@ -35,6 +35,7 @@ std::optional<uint64_t> BoxBytes(uint64_t width, uint64_t height, uint64_t depth
 
 BoxParts SplitBox(uint64_t width, uint64_t height, uint64_t depth, uint64_t begin, uint64_t end) {
   BoxParts parts;
+  if (width == 0 || height == 0 || depth == 0 || begin >= end) return parts;  // nothing to move
   const uint64_t plane = width * height;
   uint64_t z0 = begin / plane;
   const uint64_t z1 = end / plane;

@@ -16,12 +16,12 @@
 namespace missile::shim {
 
 struct BoxPart {
-  uint64_t x = 0;  // bytes into the row
-  uint64_t y = 0;  // rows into the plane
-  uint64_t z = 0;  // planes
-  uint64_t width = 0;  // bytes
+  uint64_t x = 0;       // bytes into the row
+  uint64_t y = 0;       // rows into the plane
+  uint64_t z = 0;       // planes
+  uint64_t width = 0;   // bytes
   uint64_t height = 0;  // rows
-  uint64_t depth = 0;  // planes
+  uint64_t depth = 0;   // planes
 };
 
 // At most five parts: head row, head rows, whole planes, tail rows, tail row.
@@ -33,8 +33,8 @@ struct BoxParts {
 // The payload of a width x height x depth box in bytes, or nullopt if it overflows.
 std::optional<uint64_t> BoxBytes(uint64_t width, uint64_t height, uint64_t depth);
 
-// The parts covering payload bytes [begin, end) of the box, in payload order. Requires a box
-// with a payload and begin < end <= its payload. The whole payload is one part.
+// The parts covering payload bytes [begin, end) of the box, in payload order; none for an empty
+// box or range. Requires end <= the payload (BoxBytes). The whole payload is one part.
 BoxParts SplitBox(uint64_t width, uint64_t height, uint64_t depth, uint64_t begin, uint64_t end);
 
 }  // namespace missile::shim

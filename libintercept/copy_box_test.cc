@@ -39,7 +39,8 @@ void ExpectExactCover(uint64_t w, uint64_t h, uint64_t d, uint64_t begin, uint64
     }
   }
   std::vector<uint64_t> got = Covered(parts, w, h);
-  ASSERT_EQ(got.size(), end - begin) << w << "x" << h << "x" << d << " [" << begin << "," << end << ")";
+  ASSERT_EQ(got.size(), end - begin)
+      << w << "x" << h << "x" << d << " [" << begin << "," << end << ")";
   for (uint64_t i = 0; i < got.size(); ++i) {
     ASSERT_EQ(got[i], begin + i) << w << "x" << h << "x" << d << " [" << begin << "," << end << ")";
   }
@@ -96,6 +97,12 @@ TEST(CopyBoxTest, RandomRangesOfLargerBoxes) {
     ExpectExactCover(w, h, d, a, b + 1);
     if (HasFatalFailure()) return;
   }
+}
+
+TEST(CopyBoxTest, EmptyBoxesAndRangesHaveNoParts) {
+  EXPECT_EQ(SplitBox(0, 4, 1, 0, 0).count, 0);
+  EXPECT_EQ(SplitBox(8, 0, 1, 0, 0).count, 0);
+  EXPECT_EQ(SplitBox(8, 4, 2, 17, 17).count, 0);
 }
 
 TEST(CopyBoxTest, PayloadOverflowIsReported) {

@@ -196,10 +196,13 @@ CUresult CopyGate::RunSyncPiece(copych::Direction dir, uint64_t bytes, uint64_t 
   CUresult result = CUDA_SUCCESS;
   for (uint64_t k = 0; k < chunks; ++k) {
     uint32_t gate = copych::GateOf(*first, k);
-    WaitGo(dir, gate);  // abandoned: go ahead without the daemon
-    uint64_t off = k * chunk;
-    if (result == CUDA_SUCCESS) result = copy(off, std::min(chunk, bytes - off));
-    // Even after an error: the daemon counts every chunk it granted.
+    // After an error the rest is not copied, so it need not wait for its grants: reported done
+    // now, it is counted when the daemon grants it (as an asynchronous copy's are).
+    if (result == CUDA_SUCCESS) {
+      WaitGo(dir, gate);  // abandoned: go ahead without the daemon
+      uint64_t off = k * chunk;
+      result = copy(off, std::min(chunk, bytes - off));
+    }
     g.done[gate].store(copych::kDoneCopied, std::memory_order_release);
   }
   return result;

@@ -51,12 +51,14 @@ CUresult AsyncHtoD(Fn real, bool ptsz, CUdeviceptr dst, const void* src, size_t 
   m->CountScheduled();
   const char* from = static_cast<const char*>(src);
   if (m->Classify(reinterpret_cast<CUdeviceptr>(src)) == MemKind::kPinnedHost) {
-    return gate->EnqueueAsync(kHostToDevice, n, s, ptsz, [&](uint64_t off, uint64_t len, CUstream st) {
-      return real(dst + off, from + off, len, st);
-    });
+    return gate->EnqueueAsync(kHostToDevice, n, s, ptsz,
+                              [&](uint64_t off, uint64_t len, CUstream st) {
+                                return real(dst + off, from + off, len, st);
+                              });
   }
-  return gate->RunSync(kHostToDevice, n, s, ptsz,
-                       [&](uint64_t off, uint64_t len) { return real(dst + off, from + off, len, s); });
+  return gate->RunSync(kHostToDevice, n, s, ptsz, [&](uint64_t off, uint64_t len) {
+    return real(dst + off, from + off, len, s);
+  });
 }
 
 template <typename Fn>
@@ -67,12 +69,14 @@ CUresult AsyncDtoH(Fn real, bool ptsz, void* dst, CUdeviceptr src, size_t n, CUs
   m->CountScheduled();
   char* to = static_cast<char*>(dst);
   if (m->Classify(reinterpret_cast<CUdeviceptr>(dst)) == MemKind::kPinnedHost) {
-    return gate->EnqueueAsync(kDeviceToHost, n, s, ptsz, [&](uint64_t off, uint64_t len, CUstream st) {
-      return real(to + off, src + off, len, st);
-    });
+    return gate->EnqueueAsync(kDeviceToHost, n, s, ptsz,
+                              [&](uint64_t off, uint64_t len, CUstream st) {
+                                return real(to + off, src + off, len, st);
+                              });
   }
-  return gate->RunSync(kDeviceToHost, n, s, ptsz,
-                       [&](uint64_t off, uint64_t len) { return real(to + off, src + off, len, s); });
+  return gate->RunSync(kDeviceToHost, n, s, ptsz, [&](uint64_t off, uint64_t len) {
+    return real(to + off, src + off, len, s);
+  });
 }
 
 // The direction of a unified-address copy, if it crosses PCIe.
@@ -111,13 +115,16 @@ CUresult AsyncUnified(Fn real, bool ptsz, CUdeviceptr dst, CUdeviceptr src, size
       return real(dst + off, src + off, len, st);
     });
   }
-  return gate->RunSync(*dir, n, s, ptsz,
-                       [&](uint64_t off, uint64_t len) { return real(dst + off, src + off, len, s); });
+  return gate->RunSync(*dir, n, s, ptsz, [&](uint64_t off, uint64_t len) {
+    return real(dst + off, src + off, len, s);
+  });
 }
 
 // --- 2D and 3D copies --------------------------------------------------------------------
 
-// What one side of a 2D or 3D copy is. An array is device memory.
+// What one side of a 2D or 3D copy is. Arrays are left alone (kOther): how the driver lays out
+// block-compressed and multi-planar formats in rows is not documented, so their copies are not
+// cut. Managed memory is left alone as for 1D copies.
 MemKind EndpointKind(CopyManager* m, CUmemorytype type, const void* host, CUdeviceptr device) {
   switch (type) {
     case CU_MEMORYTYPE_HOST: {
@@ -125,13 +132,33 @@ MemKind EndpointKind(CopyManager* m, CUmemorytype type, const void* host, CUdevi
       return k == MemKind::kDevice ? MemKind::kOther : k;  // not host memory after all: leave it
     }
     case CU_MEMORYTYPE_DEVICE:
-    case CU_MEMORYTYPE_ARRAY:
-      return MemKind::kDevice;
+      return m->Classify(device) == MemKind::kOther ? MemKind::kOther : MemKind::kDevice;
     case CU_MEMORYTYPE_UNIFIED:
       return m->Classify(device);
     default:
-      return MemKind::kOther;  // the driver rejects it; it passes through to say so
+      return MemKind::kOther;  // an array, or a type the driver rejects
   }
+}
+
+// limit >= offset + length, without overflow.
+bool Fits(size_t limit, size_t offset, size_t length) {
+  return offset <= limit && length <= limit - offset;
+}
+
+// Whether the description keeps the driver's rules for linear memory: "srcPitch must be greater
+// than or equal to WidthInBytes + srcXInBytes" (dst likewise) and, for a 3D copy of several
+// planes, "srcHeight must be greater than or equal to Height + srcY". A part of one row or one
+// plane would not break them where the whole copy does, so a description that breaks them is
+// passed to the driver whole, for its own error.
+bool KeepsLayoutRules(const CUDA_MEMCPY2D& c) {
+  return Fits(c.srcPitch, c.srcXInBytes, c.WidthInBytes) &&
+         Fits(c.dstPitch, c.dstXInBytes, c.WidthInBytes);
+}
+bool KeepsLayoutRules(const CUDA_MEMCPY3D& c) {
+  return Fits(c.srcPitch, c.srcXInBytes, c.WidthInBytes) &&
+         Fits(c.dstPitch, c.dstXInBytes, c.WidthInBytes) &&
+         (c.Depth <= 1 ||
+          (Fits(c.srcHeight, c.srcY, c.Height) && Fits(c.dstHeight, c.dstY, c.Height)));
 }
 
 bool IsHost(MemKind k) { return k == MemKind::kPinnedHost || k == MemKind::kPageableHost; }
@@ -191,10 +218,11 @@ CUresult CopyRange(const Desc& c, uint64_t off, uint64_t len, const One& one) {
   return CUDA_SUCCESS;
 }
 
-// The payload of a 2D or 3D copy worth scheduling, or nullopt (none, or too large to count).
+// The payload of a 2D or 3D copy worth scheduling, or nullopt: none, too large to count, or a
+// description the driver will reject (it says what is wrong with it).
 template <typename Desc>
 std::optional<uint64_t> PayloadOf(const Desc* c) {
-  if (c == nullptr) return std::nullopt;  // the driver says what is wrong with it
+  if (c == nullptr || !KeepsLayoutRules(*c)) return std::nullopt;
   std::optional<uint64_t> bytes = BoxBytes(c->WidthInBytes, c->Height, DepthOf(*c));
   if (!bytes.has_value() || *bytes == 0) return std::nullopt;
   return bytes;
@@ -210,9 +238,10 @@ CUresult SyncShaped(Fn real, bool ptds, const Desc* c) {
   if (!crossing) return real(c);
   m->CountScheduled();
   const Desc copy = *c;
-  return gate->RunSync(crossing->dir, *bytes, SyncOrder(ptds), false, [&](uint64_t off, uint64_t len) {
-    return CopyRange(copy, off, len, [&](const Desc* part) { return real(part); });
-  });
+  return gate->RunSync(
+      crossing->dir, *bytes, SyncOrder(ptds), false, [&](uint64_t off, uint64_t len) {
+        return CopyRange(copy, off, len, [&](const Desc* part) { return real(part); });
+      });
 }
 
 template <typename Desc, typename Fn>
@@ -226,11 +255,10 @@ CUresult AsyncShaped(Fn real, bool ptsz, const Desc* c, CUstream s) {
   m->CountScheduled();
   const Desc copy = *c;
   if (crossing->pinned) {
-    return gate->EnqueueAsync(crossing->dir, *bytes, s, ptsz,
-                              [&](uint64_t off, uint64_t len, CUstream st) {
-                                return CopyRange(copy, off, len,
-                                                 [&](const Desc* part) { return real(part, st); });
-                              });
+    return gate->EnqueueAsync(
+        crossing->dir, *bytes, s, ptsz, [&](uint64_t off, uint64_t len, CUstream st) {
+          return CopyRange(copy, off, len, [&](const Desc* part) { return real(part, st); });
+        });
   }
   return gate->RunSync(crossing->dir, *bytes, s, ptsz, [&](uint64_t off, uint64_t len) {
     return CopyRange(copy, off, len, [&](const Desc* part) { return real(part, s); });
@@ -238,6 +266,8 @@ CUresult AsyncShaped(Fn real, bool ptsz, const Desc* c, CUstream s) {
 }
 
 // --- Copies between host memory and an array ---------------------------------------------
+// The cuts are multiples of 4 KiB (every chunk size is), so from an offset on an element
+// boundary each chunk starts on one too (elements are 1 to 16 bytes).
 
 template <typename Fn>
 CUresult SyncHtoA(Fn real, bool ptds, CUarray dst, size_t at, const void* src, size_t n) {
@@ -246,8 +276,9 @@ CUresult SyncHtoA(Fn real, bool ptds, CUarray dst, size_t at, const void* src, s
   if (gate == nullptr) return real(dst, at, src, n);
   m->CountScheduled();
   const char* from = static_cast<const char*>(src);
-  return gate->RunSync(kHostToDevice, n, SyncOrder(ptds), false,
-                       [&](uint64_t off, uint64_t len) { return real(dst, at + off, from + off, len); });
+  return gate->RunSync(kHostToDevice, n, SyncOrder(ptds), false, [&](uint64_t off, uint64_t len) {
+    return real(dst, at + off, from + off, len);
+  });
 }
 
 template <typename Fn>
@@ -257,8 +288,9 @@ CUresult SyncAtoH(Fn real, bool ptds, void* dst, CUarray src, size_t at, size_t 
   if (gate == nullptr) return real(dst, src, at, n);
   m->CountScheduled();
   char* to = static_cast<char*>(dst);
-  return gate->RunSync(kDeviceToHost, n, SyncOrder(ptds), false,
-                       [&](uint64_t off, uint64_t len) { return real(to + off, src, at + off, len); });
+  return gate->RunSync(kDeviceToHost, n, SyncOrder(ptds), false, [&](uint64_t off, uint64_t len) {
+    return real(to + off, src, at + off, len);
+  });
 }
 
 template <typename Fn>
@@ -270,9 +302,10 @@ CUresult AsyncHtoA(Fn real, bool ptsz, CUarray dst, size_t at, const void* src, 
   m->CountScheduled();
   const char* from = static_cast<const char*>(src);
   if (m->Classify(reinterpret_cast<CUdeviceptr>(src)) == MemKind::kPinnedHost) {
-    return gate->EnqueueAsync(kHostToDevice, n, s, ptsz, [&](uint64_t off, uint64_t len, CUstream st) {
-      return real(dst, at + off, from + off, len, st);
-    });
+    return gate->EnqueueAsync(kHostToDevice, n, s, ptsz,
+                              [&](uint64_t off, uint64_t len, CUstream st) {
+                                return real(dst, at + off, from + off, len, st);
+                              });
   }
   return gate->RunSync(kHostToDevice, n, s, ptsz, [&](uint64_t off, uint64_t len) {
     return real(dst, at + off, from + off, len, s);
@@ -287,9 +320,10 @@ CUresult AsyncAtoH(Fn real, bool ptsz, void* dst, CUarray src, size_t at, size_t
   m->CountScheduled();
   char* to = static_cast<char*>(dst);
   if (m->Classify(reinterpret_cast<CUdeviceptr>(dst)) == MemKind::kPinnedHost) {
-    return gate->EnqueueAsync(kDeviceToHost, n, s, ptsz, [&](uint64_t off, uint64_t len, CUstream st) {
-      return real(to + off, src, at + off, len, st);
-    });
+    return gate->EnqueueAsync(kDeviceToHost, n, s, ptsz,
+                              [&](uint64_t off, uint64_t len, CUstream st) {
+                                return real(to + off, src, at + off, len, st);
+                              });
   }
   return gate->RunSync(kDeviceToHost, n, s, ptsz, [&](uint64_t off, uint64_t len) {
     return real(to + off, src, at + off, len, s);
@@ -362,8 +396,8 @@ CUresult Policy<HookId::k_cuMemcpy2DUnaligned_v2>::Run(PFN_cuMemcpy2DUnaligned_v
                                                        const CUDA_MEMCPY2D* c) {
   return SyncShaped(real, false, c);
 }
-CUresult Policy<HookId::k_cuMemcpy2DUnaligned_v2_ptds>::Run(
-    PFN_cuMemcpy2DUnaligned_v7000_ptds real, const CUDA_MEMCPY2D* c) {
+CUresult Policy<HookId::k_cuMemcpy2DUnaligned_v2_ptds>::Run(PFN_cuMemcpy2DUnaligned_v7000_ptds real,
+                                                            const CUDA_MEMCPY2D* c) {
   return SyncShaped(real, true, c);
 }
 CUresult Policy<HookId::k_cuMemcpy2DAsync_v2>::Run(PFN_cuMemcpy2DAsync_v3020 real,
@@ -389,36 +423,34 @@ CUresult Policy<HookId::k_cuMemcpy3DAsync_v2_ptsz>::Run(PFN_cuMemcpy3DAsync_v700
                                                         const CUDA_MEMCPY3D* c, CUstream s) {
   return AsyncShaped(real, true, c, s);
 }
-CUresult Policy<HookId::k_cuMemcpyHtoA_v2>::Run(PFN_cuMemcpyHtoA_v3020 real, CUarray dst,
-                                                size_t at, const void* src, size_t n) {
+CUresult Policy<HookId::k_cuMemcpyHtoA_v2>::Run(PFN_cuMemcpyHtoA_v3020 real, CUarray dst, size_t at,
+                                                const void* src, size_t n) {
   return SyncHtoA(real, false, dst, at, src, n);
 }
-CUresult Policy<HookId::k_cuMemcpyHtoA_v2_ptds>::Run(PFN_cuMemcpyHtoA_v7000_ptds real,
-                                                     CUarray dst, size_t at, const void* src,
-                                                     size_t n) {
+CUresult Policy<HookId::k_cuMemcpyHtoA_v2_ptds>::Run(PFN_cuMemcpyHtoA_v7000_ptds real, CUarray dst,
+                                                     size_t at, const void* src, size_t n) {
   return SyncHtoA(real, true, dst, at, src, n);
 }
-CUresult Policy<HookId::k_cuMemcpyAtoH_v2>::Run(PFN_cuMemcpyAtoH_v3020 real, void* dst,
-                                                CUarray src, size_t at, size_t n) {
+CUresult Policy<HookId::k_cuMemcpyAtoH_v2>::Run(PFN_cuMemcpyAtoH_v3020 real, void* dst, CUarray src,
+                                                size_t at, size_t n) {
   return SyncAtoH(real, false, dst, src, at, n);
 }
 CUresult Policy<HookId::k_cuMemcpyAtoH_v2_ptds>::Run(PFN_cuMemcpyAtoH_v7000_ptds real, void* dst,
                                                      CUarray src, size_t at, size_t n) {
   return SyncAtoH(real, true, dst, src, at, n);
 }
-CUresult Policy<HookId::k_cuMemcpyHtoAAsync_v2>::Run(PFN_cuMemcpyHtoAAsync_v3020 real,
-                                                     CUarray dst, size_t at, const void* src,
-                                                     size_t n, CUstream s) {
+CUresult Policy<HookId::k_cuMemcpyHtoAAsync_v2>::Run(PFN_cuMemcpyHtoAAsync_v3020 real, CUarray dst,
+                                                     size_t at, const void* src, size_t n,
+                                                     CUstream s) {
   return AsyncHtoA(real, false, dst, at, src, n, s);
 }
 CUresult Policy<HookId::k_cuMemcpyHtoAAsync_v2_ptsz>::Run(PFN_cuMemcpyHtoAAsync_v7000_ptsz real,
-                                                          CUarray dst, size_t at,
-                                                          const void* src, size_t n, CUstream s) {
+                                                          CUarray dst, size_t at, const void* src,
+                                                          size_t n, CUstream s) {
   return AsyncHtoA(real, true, dst, at, src, n, s);
 }
 CUresult Policy<HookId::k_cuMemcpyAtoHAsync_v2>::Run(PFN_cuMemcpyAtoHAsync_v3020 real, void* dst,
-                                                     CUarray src, size_t at, size_t n,
-                                                     CUstream s) {
+                                                     CUarray src, size_t at, size_t n, CUstream s) {
   return AsyncAtoH(real, false, dst, src, at, n, s);
 }
 CUresult Policy<HookId::k_cuMemcpyAtoHAsync_v2_ptsz>::Run(PFN_cuMemcpyAtoHAsync_v7000_ptsz real,

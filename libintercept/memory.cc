@@ -124,6 +124,21 @@ bool MemoryManager::connected() const {
   return c != nullptr && c->connected();
 }
 
+DaemonClient* MemoryManager::Serving() {
+  DaemonClient* c = Client();
+  if (c == nullptr || c->connected()) return c;
+  if (!session_lost_logged_.exchange(true)) {
+    if (config_.refuse_without_daemon) {
+      log_->error("the session with missiled has ended; new device allocations fail with "
+                  "CUDA_ERROR_OUT_OF_MEMORY (MISSILE_NO_DAEMON=refuse)");
+    } else {
+      log_->warn("the session with missiled has ended; new device allocations go to the driver "
+                 "directly, without quotas (MISSILE_NO_DAEMON=passthrough)");
+    }
+  }
+  return nullptr;
+}
+
 std::optional<CUresult> MemoryManager::Unmanaged(const char* what) {
   if (config_.refuse_without_daemon) return CUDA_ERROR_OUT_OF_MEMORY;
   return std::nullopt;
@@ -331,14 +346,18 @@ absl::StatusOr<CUdeviceptr> MemoryManager::AllocSmall(Device& d, uint64_t bytes)
 
 std::optional<CUresult> MemoryManager::Alloc(CUdeviceptr* dptr, size_t bytes) {
   if (dptr == nullptr || bytes == 0) return std::nullopt;  // the driver's own error
-  if (Client() == nullptr) return Unmanaged("cuMemAlloc");
+  if (Serving() == nullptr) return Unmanaged("cuMemAlloc");
   ReapDeferred(/*wait=*/false);
   auto d = CurrentDevice();
   // No current context, or a GPU the daemon does not manage: the driver answers for itself.
   if (!d.ok()) return std::nullopt;
   bool small = bytes <= (*d)->small_max;
   auto ptr = small ? AllocSmall(**d, bytes) : AllocLarge(**d, bytes);
-  if (!ptr.ok()) return ToResult(ptr.status(), "cuMemAlloc");
+  if (!ptr.ok()) {
+    // The session ended during the call: as for any allocation after that.
+    if (Serving() == nullptr) return Unmanaged("cuMemAlloc");
+    return ToResult(ptr.status(), "cuMemAlloc");
+  }
   absl::Status s = table_.Insert(*ptr, bytes, small ? AllocationKind::kSmall : AllocationKind::kLarge,
                                  (*d)->ordinal);
   if (!s.ok()) return ToResult(s, "cuMemAlloc");
@@ -354,7 +373,7 @@ std::optional<CUresult> MemoryManager::AllocPitch(CUdeviceptr* dptr, size_t* pit
       !(element_bytes == 4 || element_bytes == 8 || element_bytes == 16)) {
     return std::nullopt;  // the driver reports the bad argument
   }
-  if (Client() == nullptr) return Unmanaged("cuMemAllocPitch");
+  if (Serving() == nullptr) return Unmanaged("cuMemAllocPitch");
   auto d = CurrentDevice();
   if (!d.ok()) return std::nullopt;
   int align = 0;
@@ -440,7 +459,9 @@ void MemoryManager::FlushFrees(Device& d, bool force) {
     ids.swap(d.pending_free);
   }
   DaemonClient* client = Client();
-  if (client == nullptr) return;
+  // After the session ended there is nobody to return them to: the daemon took back every
+  // block of the session when it ended, or went away with them.
+  if (client == nullptr || !client->connected()) return;
   if (absl::Status s = client->Free(d.gpu, ids); !s.ok()) {
     log_->error("returning {} blocks to missiled: {}", ids.size(), std::string(s.message()));
   }
@@ -468,7 +489,13 @@ absl::Status MemoryManager::FreeManaged(CUdeviceptr dptr, const AllocationTable:
     absl::MutexLock lock(&d->mu);
     ReleaseRange(*d, dptr);
   }
-  FlushFrees(*d, /*force=*/false);
+  DaemonClient* client = Client();
+  if (client != nullptr && !client->connected()) {
+    // Nothing will reuse the cache now: unmap it, so the memory goes back to the GPU.
+    ReturnFreed(*d);
+  } else {
+    FlushFrees(*d, /*force=*/false);
+  }
   return absl::OkStatus();
 }
 
@@ -560,8 +587,8 @@ void MemoryManager::ReapDeferred(bool wait) {
 
 std::optional<CUresult> MemoryManager::GetInfo(size_t* free_bytes, size_t* total_bytes) {
   if (free_bytes == nullptr || total_bytes == nullptr) return std::nullopt;
-  DaemonClient* client = Client();
-  if (client == nullptr) return std::nullopt;
+  DaemonClient* client = Serving();
+  if (client == nullptr) return std::nullopt;  // the driver's answer
   auto d = CurrentDevice();
   if (!d.ok()) return std::nullopt;
   ReapDeferred(/*wait=*/false);
@@ -578,7 +605,7 @@ std::optional<CUresult> MemoryManager::GetInfo(size_t* free_bytes, size_t* total
 
 std::optional<CUresult> MemoryManager::TotalMem(size_t* bytes, CUdevice dev) {
   if (bytes == nullptr) return std::nullopt;
-  DaemonClient* client = Client();
+  DaemonClient* client = Serving();
   if (client == nullptr) return std::nullopt;
   auto d = DeviceOf(dev);
   if (!d.ok()) return std::nullopt;
@@ -599,14 +626,17 @@ std::optional<CUresult> MemoryManager::VmmCreate(CUmemGenericAllocationHandle* h
       prop->allocFlags.compressionType != 0) {
     return std::nullopt;
   }
-  if (Client() == nullptr) return Unmanaged("cuMemCreate");
+  if (Serving() == nullptr) return Unmanaged("cuMemCreate");
   CUdevice dev = 0;
   if (api_.DeviceGet(&dev, prop->location.id) != CUDA_SUCCESS) return std::nullopt;
   auto d = DeviceOf(dev);
   if (!d.ok()) return std::nullopt;
   if (size % (*d)->granularity != 0) return CUDA_ERROR_INVALID_VALUE;
   auto leases = Lease(**d, /*single=*/true, size);
-  if (!leases.ok()) return ToResult(leases.status(), "cuMemCreate");
+  if (!leases.ok()) {
+    if (Serving() == nullptr) return Unmanaged("cuMemCreate");
+    return ToResult(leases.status(), "cuMemCreate");
+  }
   BlockLease& l = (*leases)[0];
   CUmemGenericAllocationHandle h = 0;
   CUresult r = api_.MemImportFromShareableHandle(

@@ -13,8 +13,10 @@
 //
 // Each method returns std::nullopt when the call is not Missile's to serve (the hook then
 // passes it to the driver): memory Missile did not allocate, host memory, calls made while
-// a stream is being captured into a CUDA graph, or every call when the daemon cannot be reached
-// and MISSILE_NO_DAEMON=passthrough.
+// a stream is being captured into a CUDA graph, or every new allocation and capacity query when
+// the daemon cannot be reached, or its session ended (the daemon was stopped, restarted or
+// killed), and MISSILE_NO_DAEMON=passthrough. Memory served before the session ended stays
+// mapped and usable until the program frees it.
 // Thread-safety: every method may be called from any thread.
 #ifndef MISSILE_LIBINTERCEPT_MEMORY_H_
 #define MISSILE_LIBINTERCEPT_MEMORY_H_
@@ -74,6 +76,8 @@ class MemoryManager {
 
   // The daemon session, connected on first use; nullptr when unreachable.
   DaemonClient* Client();
+  // The daemon session while it serves: nullptr when unreachable or once it ended (logged once).
+  DaemonClient* Serving();
   // The daemon's index for a device, if the daemon manages it.
   std::optional<uint32_t> GpuIndex(CUdevice dev);
 
@@ -140,6 +144,7 @@ class MemoryManager {
   bool client_tried_ ABSL_GUARDED_BY(client_mu_) = false;
   std::atomic<DaemonClient*> client_ptr_{nullptr};
   std::atomic<bool> client_failed_{false};  // the one connection attempt failed
+  std::atomic<bool> session_lost_logged_{false};
 
   absl::Mutex devices_mu_;
   absl::flat_hash_map<int, std::unique_ptr<Device>> devices_ ABSL_GUARDED_BY(devices_mu_);

@@ -497,6 +497,49 @@ TEST_F(DaemonTest, WithoutADaemonTheShimPassesThroughOrRefusesAsConfigured) {
   EXPECT_NE(refuse.err.find("MISSILE_NO_DAEMON=refuse"), std::string::npos) << refuse.err;
 }
 
+// A daemon killed under running tenants: each keeps the memory it was served, and its later
+// allocations go to the driver (passthrough, the default) or fail (refuse), as when there was no
+// daemon at all. Frees of the memory served before go on working.
+TEST_F(DaemonTest, TenantsOutliveAKilledDaemonAsConfigured) {
+  StartDaemon("");
+  auto refuse_env = TenantEnv("be", "refuser");
+  refuse_env["MISSILE_NO_DAEMON"] = "refuse";
+  Child pass, refuse;
+  const std::string pass_log = dir_.path() + "/survivor.err";
+  const std::string refuse_log = dir_.path() + "/refuser.err";
+  ASSERT_TRUE(pass.Start({TENANT_PROBE, "alloc:16", "small:4", "hold", "alloc:16", "vmm:4",
+                          "info", "check", "freeall", "alloc:8", "check"},
+                         TenantEnv("ls", "survivor"), pass_log));
+  ASSERT_TRUE(refuse.Start({TENANT_PROBE, "alloc:16", "hold", "alloc:16", "check", "freeall"},
+                           refuse_env, refuse_log));
+  ASSERT_EQ(pass.WaitForLine("ready"), "ready");
+  ASSERT_EQ(refuse.WaitForLine("ready"), "ready");
+  daemon_.Kill(SIGKILL);
+  daemon_.Wait();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the shims see the session end
+  pass.CloseStdin();
+  refuse.CloseStdin();
+  EXPECT_EQ(pass.Wait(30), 0) << pass.out() << testing::ReadFile(pass_log);
+  EXPECT_EQ(refuse.Wait(30), 0) << refuse.out() << testing::ReadFile(refuse_log);
+  const std::string p = pass.out(), r = refuse.out();
+  // Before the kill: served by the daemon. After: by the driver, or refused.
+  EXPECT_NE(p.find("alloc 16 ok"), std::string::npos) << p;
+  EXPECT_EQ(p.find("alloc 16 err"), std::string::npos) << p;
+  EXPECT_NE(p.find("vmm 4 ok"), std::string::npos) << p;
+  EXPECT_NE(p.find("alloc 8 ok"), std::string::npos) << p;
+  EXPECT_EQ(p.find("corrupt"), std::string::npos) << p;
+  EXPECT_NE(p.find("check ok"), std::string::npos) << p;
+  EXPECT_NE(p.find("freeall ok"), std::string::npos) << p;
+  const std::string pass_err = testing::ReadFile(pass_log);
+  EXPECT_NE(pass_err.find("new device allocations go to the driver directly"), std::string::npos)
+      << pass_err;
+  EXPECT_NE(r.find("alloc 16 err 2"), std::string::npos) << r;  // CUDA_ERROR_OUT_OF_MEMORY
+  EXPECT_NE(r.find("check ok"), std::string::npos) << r;  // what it had is intact
+  EXPECT_NE(r.find("freeall ok"), std::string::npos) << r;
+  const std::string refuse_err = testing::ReadFile(refuse_log);
+  EXPECT_NE(refuse_err.find("new device allocations fail"), std::string::npos) << refuse_err;
+}
+
 TEST_F(DaemonTest, TellsSystemdItIsReadyAndStopsCleanlyOnSigterm) {
   std::string notify = dir_.path() + "/notify.sock";
   int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -644,10 +687,11 @@ TEST_F(DaemonTest, CopyLargerThanTheGatesIsScheduledInPieces) {
   }
 }
 
-// 2D and 3D copies between host and device memory or a CUDA array (pinned, pageable, and given
-// as unified addresses; synchronous and asynchronous), and ranges between host memory and an
-// array, go through the scheduler in 64 KiB chunks that start and end inside rows, and every
-// byte lands where the whole copy would have put it.
+// 2D and 3D copies between host and device memory (pinned, pageable, and given as unified
+// addresses; synchronous and asynchronous), and ranges between host memory and an array, go
+// through the scheduler in 64 KiB chunks that start and end inside rows, and every byte lands
+// where the whole copy would have put it. 2D copies with an array side, and descriptions the
+// driver rejects, go to the driver whole: the rejected ones fail as they would without Missile.
 TEST_F(DaemonTest, ShapedAndArrayCopiesAreScheduledAndIntact) {
   // The probe itself, on the test double alone: its checks pass without Missile.
   auto plain = FakeEnv();
@@ -665,10 +709,13 @@ TEST_F(DaemonTest, ShapedAndArrayCopiesAreScheduledAndIntact) {
   EXPECT_EQ(r.out.find("corrupt"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("data ok"), std::string::npos) << r.out;
   const int copies = static_cast<int>(Field(r.out, "copies"));
+  const int array_side = static_cast<int>(Field(r.out, "array_side"));
   EXPECT_EQ(copies, 30) << r.out;
+  EXPECT_EQ(array_side, 4) << r.out;
+  // 2D copies with an array side, and the two the driver rejects, are passed to it whole.
   std::ifstream in(report);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_NE(text.find("# " + std::to_string(copies) +
+  EXPECT_NE(text.find("# " + std::to_string(copies - array_side) +
                       " host-device copies went through the PCIe scheduler"),
             std::string::npos) << text;
 }

@@ -21,11 +21,12 @@ bool Add(size_t a, size_t b, size_t* out) { return !__builtin_add_overflow(a, b,
 // Fills `side` for a copy of width x height x depth; false if the description is invalid.
 bool Describe(uintptr_t ptr, size_t x, size_t y, size_t z, size_t pitch, size_t height_of_plane,
               size_t width, size_t height, size_t depth, Side* side) {
-  if (height == 1 && depth == 1 && pitch == 0) pitch = width;
-  if (pitch < width) return false;
-  // Planes are height_of_plane rows apart; a copy of one plane at z = 0 may leave it unset.
+  if (height == 1 && depth == 1 && pitch == 0) pitch = x + width;  // one row needs no pitch
+  if (x > pitch || width > pitch - x) return false;  // "pitch >= WidthInBytes + XInBytes"
+  // Planes are height_of_plane rows apart ("Height >= Height + Y"); a copy of one plane at z = 0
+  // may leave it unset.
   const bool planes = depth > 1 || z > 0;
-  if (planes && height_of_plane < height) return false;
+  if (planes && (y > height_of_plane || height > height_of_plane - y)) return false;
   size_t slice = 0;
   size_t offset = 0;
   size_t span = 0;

@@ -7,7 +7,7 @@
 //   getproc2  dlsym(handle, "cuGetProcAddress_v2") (CUDA 12 ABI), asking for CUDA 13.0 ABIs
 //             with the per-thread default stream flag (the _ptds/_ptsz variants), as cudart does
 //   threads   8 threads make their first driver call at the same moment
-//   missing   calls an entry point the driver under test may lack (cuArrayCreate_v2)
+//   missing   calls an entry point the driver under test may lack (cuArray3DCreate_v2)
 // It prints "key value" lines that depend only on the results, so a run under the shim can be
 // compared with a plain run byte for byte. Exit status 0 when every step succeeded.
 #include <cuda.h>
@@ -212,12 +212,13 @@ int main(int argc, char** argv) {
   } else if (mode == "missing") {
     CUresult init = cuInit(0);
     CUarray array = nullptr;
-    CUDA_ARRAY_DESCRIPTOR desc{};
+    CUDA_ARRAY3D_DESCRIPTOR desc{};
     desc.Width = 16;
     desc.Height = 16;
+    desc.Depth = 4;
     desc.Format = CU_AD_FORMAT_UNSIGNED_INT8;
     desc.NumChannels = 1;
-    CUresult r = cuArrayCreate_v2(&array, &desc);
+    CUresult r = cuArray3DCreate_v2(&array, &desc);
     printf("missing init %d result %d\n", static_cast<int>(init), static_cast<int>(r));
     return 0;
   } else {

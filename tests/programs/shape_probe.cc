@@ -5,8 +5,12 @@
 // into a second host buffer, at different origins and pitches on every side (a 3D case also with
 // plane heights larger than the box), then checks that the box arrived and nothing around it
 // was written. The array cases also copy a range between host memory and an array at an offset.
-// Prints one line per case ("case NAME ok|corrupt"), then "shapes copies=N" (the host-device
-// copies it made) and "data ok" or "data corrupt".
+// Two more copies have descriptions that the driver must reject (a pitch narrower than the
+// offset plus the width; a plane height shorter than the box): each must fail with
+// CUDA_ERROR_INVALID_VALUE, as one driver call would.
+// Prints one line per case ("case NAME ok|corrupt"), then "shapes copies=N array_side=M" (the
+// host-device copies it made, M of them 2D copies with an array side) and "data ok" or
+// "data corrupt".
 #include <cuda.h>
 
 #include <cstdio>
@@ -48,18 +52,23 @@ struct Case {
 };
 
 int copies = 0;
+int array_side = 0;  // 2D copies with an array side
 
 template <typename Desc>
 void SetHost(Desc* d, bool src, Host host, void* p) {
   CUmemorytype type = host == Host::kUnified ? CU_MEMORYTYPE_UNIFIED : CU_MEMORYTYPE_HOST;
   if (src) {
     d->srcMemoryType = type;
-    if (host == Host::kUnified) d->srcDevice = reinterpret_cast<CUdeviceptr>(p);
-    else d->srcHost = p;
+    if (host == Host::kUnified)
+      d->srcDevice = reinterpret_cast<CUdeviceptr>(p);
+    else
+      d->srcHost = p;
   } else {
     d->dstMemoryType = type;
-    if (host == Host::kUnified) d->dstDevice = reinterpret_cast<CUdeviceptr>(p);
-    else d->dstHost = p;
+    if (host == Host::kUnified)
+      d->dstDevice = reinterpret_cast<CUdeviceptr>(p);
+    else
+      d->dstHost = p;
   }
 }
 
@@ -106,8 +115,12 @@ void Copy(const Case& c, size_t w, size_t h, size_t depth, bool to_device, void*
     SetHost(&d, false, c.host, host_ptr);
   }
   switch (c.call) {
-    case Call::kSync: Check(cuMemcpy2D_v2(&d), "cuMemcpy2D"); break;
-    case Call::kUnaligned: Check(cuMemcpy2DUnaligned_v2(&d), "cuMemcpy2DUnaligned"); break;
+    case Call::kSync:
+      Check(cuMemcpy2D_v2(&d), "cuMemcpy2D");
+      break;
+    case Call::kUnaligned:
+      Check(cuMemcpy2DUnaligned_v2(&d), "cuMemcpy2DUnaligned");
+      break;
     case Call::kAsync:
       Check(cuMemcpy2DAsync_v2(&d, stream), "cuMemcpy2DAsync");
       Check(cuStreamSynchronize(stream), "sync");
@@ -149,6 +162,7 @@ bool RunCase(const Case& c, CUstream stream) {
   } else {
     Check(cuMemAlloc_v2(&d, dev.bytes()), "cuMemAlloc");
   }
+  if (c.array) array_side += 2;
   Copy(c, w, h, depth, /*to_device=*/true, a, src, d, array, dev, stream);
   Copy(c, w, h, depth, /*to_device=*/false, b, back, d, array, dev, stream);
   bool ok = true;
@@ -186,7 +200,8 @@ bool RunCase(const Case& c, CUstream stream) {
 
 // A range of host memory into a 1D array at an offset and back out of it.
 bool RunArrayRange(const char* name, bool pinned, bool async, CUstream stream) {
-  const size_t elements = 300'000, offset = 4096 + 8, bytes = 1'000'000;
+  // 100000 elements of 16 bytes: within the 1D array width limit (131072 on current GPUs).
+  const size_t elements = 100'000, offset = 4096 + 16, bytes = 1'000'000;
   std::vector<unsigned char> src_store, back_store;
   const Host host = pinned ? Host::kPinned : Host::kPageable;
   auto* a = static_cast<unsigned char*>(HostBuffer(host, bytes, &src_store));
@@ -197,7 +212,7 @@ bool RunArrayRange(const char* name, bool pinned, bool async, CUstream stream) {
   desc.Width = elements;
   desc.Height = 0;
   desc.Format = CU_AD_FORMAT_UNSIGNED_INT32;
-  desc.NumChannels = 1;
+  desc.NumChannels = 4;
   CUarray array = nullptr;
   Check(cuArrayCreate_v2(&array, &desc), "cuArrayCreate");
   copies += 2;
@@ -216,6 +231,39 @@ bool RunArrayRange(const char* name, bool pinned, bool async, CUstream stream) {
     Check(cuMemFreeHost(b), "cuMemFreeHost");
   }
   printf("case %s %s\n", name, ok ? "ok" : "corrupt");
+  return ok;
+}
+
+// Copies whose descriptions break the driver's layout rules fail as a whole.
+bool RunRejected(CUstream stream) {
+  const size_t w = 3 * 4096 + 100, h = 40;
+  void* host = nullptr;
+  Check(cuMemAllocHost_v2(&host, (w + 64) * h * 4), "cuMemAllocHost");
+  CUdeviceptr dev = 0;
+  Check(cuMemAlloc_v2(&dev, (w + 64) * h * 4), "cuMemAlloc");
+  bool ok = true;
+  CUDA_MEMCPY2D flat;
+  memset(&flat, 0, sizeof(flat));
+  flat.srcMemoryType = CU_MEMORYTYPE_HOST, flat.srcHost = host, flat.srcPitch = w;
+  flat.dstMemoryType = CU_MEMORYTYPE_DEVICE, flat.dstDevice = dev, flat.dstPitch = w + 10;
+  flat.dstXInBytes = 64;  // 64 + w > w + 10
+  flat.WidthInBytes = w, flat.Height = h;
+  CUresult r = cuMemcpy2D_v2(&flat);
+  printf("case bad-pitch %s (%d)\n", r == CUDA_ERROR_INVALID_VALUE ? "ok" : "corrupt", r);
+  ok = ok && r == CUDA_ERROR_INVALID_VALUE;
+  CUDA_MEMCPY3D deep;
+  memset(&deep, 0, sizeof(deep));
+  deep.srcMemoryType = CU_MEMORYTYPE_HOST, deep.srcHost = host;
+  deep.srcPitch = w, deep.srcHeight = h / 2 + 1;
+  deep.dstMemoryType = CU_MEMORYTYPE_DEVICE, deep.dstDevice = dev;
+  deep.dstPitch = w, deep.dstHeight = h / 2;  // planes shorter than the box's h / 2 + 1 rows
+  deep.WidthInBytes = w, deep.Height = h / 2 + 1, deep.Depth = 2;
+  r = cuMemcpy3DAsync_v2(&deep, stream);
+  if (r == CUDA_SUCCESS) r = cuStreamSynchronize(stream);
+  printf("case bad-plane-height %s (%d)\n", r == CUDA_ERROR_INVALID_VALUE ? "ok" : "corrupt", r);
+  ok = ok && r == CUDA_ERROR_INVALID_VALUE;
+  Check(cuMemFree_v2(dev), "cuMemFree");
+  Check(cuMemFreeHost(host), "cuMemFreeHost");
   return ok;
 }
 
@@ -250,7 +298,8 @@ int main() {
   ok = RunArrayRange("array-range-pinned-sync", true, false, stream) && ok;
   ok = RunArrayRange("array-range-pinned-async", true, true, stream) && ok;
   ok = RunArrayRange("array-range-pageable-async", false, true, stream) && ok;
-  printf("shapes copies=%d\n", copies);
+  ok = RunRejected(stream) && ok;
+  printf("shapes copies=%d array_side=%d\n", copies, array_side);
   printf("data %s\n", ok ? "ok" : "corrupt");
   return ok ? 0 : 1;
 }

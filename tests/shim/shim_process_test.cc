@@ -196,7 +196,7 @@ TEST_F(ShimProcessTest, EntryPointTheDriverLacksReturnsNotFound) {
   ProcessResult shim = RunShim("missing");
   ASSERT_EQ(shim.exit_code, 0) << shim.out << shim.err;
   EXPECT_NE(shim.out.find("missing init 0 result 500"), std::string::npos) << shim.out;
-  EXPECT_NE(shim.err.find("cuArrayCreate_v2: the real driver"), std::string::npos) << shim.err;
+  EXPECT_NE(shim.err.find("cuArray3DCreate_v2: the real driver"), std::string::npos) << shim.err;
 }
 
 TEST_F(ShimProcessTest, FindsTheDriverOnTheLibraryPathWithoutAnExplicitPath) {

@@ -120,7 +120,7 @@ Child::~Child() {
 }
 
 bool Child::Start(const std::vector<std::string>& argv,
-                  const std::map<std::string, std::string>& env) {
+                  const std::map<std::string, std::string>& env, const std::string& stderr_path) {
   std::vector<std::string> env_strings = MergeEnv(env);
   std::vector<char*> envp, args;
   for (auto& s : env_strings) envp.push_back(s.data());
@@ -130,15 +130,22 @@ bool Child::Start(const std::vector<std::string>& argv,
   args.push_back(nullptr);
   int in_pipe[2], out_pipe[2];
   if (pipe2(in_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0) return false;
+  int err_fd = -1;
+  if (!stderr_path.empty()) {
+    err_fd = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (err_fd < 0) return false;
+  }
   pid_ = fork();
   if (pid_ == 0) {
     dup2(in_pipe[0], 0);
     dup2(out_pipe[1], 1);
+    if (err_fd >= 0) dup2(err_fd, 2);
     execve(args[0], args.data(), envp.data());
     _exit(127);
   }
   close(in_pipe[0]);
   close(out_pipe[1]);
+  if (err_fd >= 0) close(err_fd);
   in_ = in_pipe[1];
   out_fd_ = out_pipe[0];
   return pid_ > 0;

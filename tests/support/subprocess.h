@@ -25,7 +25,8 @@ ProcessResult Run(const std::vector<std::string>& argv,
                   const std::map<std::string, std::string>& env = {}, double timeout_s = 60);
 
 // A child process that keeps running while the test talks to it: stdin is a pipe the test can
-// close, stdout is read line by line, stderr is collected. The destructor kills it (SIGKILL)
+// close, stdout is read line by line, stderr goes to the test's own or a file. The destructor
+// kills it (SIGKILL)
 // if it still runs.
 class Child {
  public:
@@ -34,7 +35,9 @@ class Child {
   Child(const Child&) = delete;
   Child& operator=(const Child&) = delete;
 
-  bool Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env);
+  // `stderr_path`: a file that gets the child's stderr (else it shares the test's).
+  bool Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+             const std::string& stderr_path = "");
   // Reads stdout lines until one starts with `prefix`; returns it, or "" after `timeout_s`.
   std::string WaitForLine(const std::string& prefix, double timeout_s = 20);
   // Everything read from stdout so far.
