@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "missile/pcie_sched/fair_scheduler.h"
@@ -57,8 +58,34 @@ struct DaemonCore::Session {
   int pidfd = -1;
 };
 
+namespace {
+
+std::string NewInstanceId() {
+  unsigned char raw[16] = {};
+  if (getrandom(raw, sizeof(raw), 0) != static_cast<ssize_t>(sizeof(raw))) {
+    // No entropy: the start time and pid still tell two daemon processes apart.
+    const uint64_t t = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    const uint64_t pid = static_cast<uint64_t>(getpid());
+    memcpy(raw, &t, 8);
+    memcpy(raw + 8, &pid, 8);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id;
+  for (unsigned char b : raw) {
+    id += kHex[b >> 4];
+    id += kHex[b & 15];
+  }
+  return id;
+}
+
+}  // namespace
+
 DaemonCore::DaemonCore(CoreOptions options, std::vector<Gpu> gpus)
-    : options_(std::move(options)), gpus_(std::move(gpus)), ls_(options_.ls), be_(options_.be) {}
+    : options_(std::move(options)),
+      instance_(NewInstanceId()),
+      gpus_(std::move(gpus)),
+      ls_(options_.ls),
+      be_(options_.be) {}
 
 DaemonCore::~DaemonCore() { Stop(); }
 

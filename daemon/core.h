@@ -99,6 +99,8 @@ class DaemonCore {
 
   const std::vector<Gpu>& gpus() const { return gpus_; }
   const CoreOptions& options() const { return options_; }
+  // 32 hex digits, random per daemon process (RegisterResponse.daemon_instance).
+  const std::string& instance() const { return instance_; }
 
   // --- tenants ---
   absl::StatusOr<SessionInfo> Register(const PeerCredentials& creds, const std::string& name,
@@ -133,6 +135,7 @@ class DaemonCore {
   void ServeSideChannel(int sock);
 
   const CoreOptions options_;
+  const std::string instance_;
   std::vector<Gpu> gpus_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 

@@ -71,6 +71,7 @@ class TenantService final : public v1::Tenant::Service {
     resp->set_side_channel_token(session->token);
     resp->set_side_channel_path(core_->options().fd_socket_path);
     resp->set_tenant_class(ToProto(session->cls));
+    resp->set_daemon_instance(core_->instance());
     for (size_t g = 0; g < core_->gpus().size(); ++g) {
       FillGpu(static_cast<uint32_t>(g), core_->gpus()[g], resp->add_gpus());
     }

@@ -6,45 +6,59 @@ namespace missile::shim {
 
 CopyGate* CopyManager::GateFor(uint64_t bytes) {
   if (bytes < bypass_below_.load(std::memory_order_relaxed)) return nullptr;
-  if (memory_->Client() == nullptr) return nullptr;  // no daemon: nothing to ask (one atomic load)
+  DaemonClient* session = memory_->Client();
+  if (session == nullptr) return nullptr;  // no daemon: nothing to ask (one atomic load)
   CUdevice dev = 0;
   if (api_.CtxGetDevice == nullptr || api_.CtxGetDevice(&dev) != CUDA_SUCCESS) return nullptr;
+  const int key = static_cast<int>(dev);
   CopyGate* gate = nullptr;
   {
     absl::MutexLock lock(&mu_);
-    auto it = gates_.find(static_cast<int>(dev));
-    if (it != gates_.end()) {
-      gate = it->second.get();
-    } else if (failed_.contains(static_cast<int>(dev))) {
-      return nullptr;
+    auto it = gates_.find(key);
+    if (it != gates_.end() && it->second.session == session) {
+      if (it->second.gate == nullptr) return nullptr;  // failed in this session
+      gate = it->second.gate.get();
     }
   }
+  // An ended session: say so once and watch for a restarted daemon, as an allocation would
+  // (a program that only copies after the restart still comes back under the scheduler).
+  if (!session->connected()) {
+    memory_->Serving();
+    return nullptr;
+  }
   if (gate == nullptr) {
-    DaemonClient* client = memory_->Client();
-    std::optional<uint32_t> gpu = client ? memory_->GpuIndex(dev) : std::nullopt;
+    std::optional<uint32_t> gpu = memory_->GpuIndex(dev);
     absl::StatusOr<std::unique_ptr<CopyGate>> opened = absl::UnavailableError("no daemon");
     if (gpu.has_value()) {
-      auto fds = client->OpenCopyChannel(*gpu);
+      auto fds = session->OpenCopyChannel(*gpu);
       if (fds.ok()) {
         // Open owns the descriptors from here, and closes them itself if it fails.
         opened = CopyGate::Open(fds->first, fds->second, api_, log_,
-                                [client] { return client->connected(); });
+                                [session] { return session->connected(); });
       } else {
         opened = fds.status();
       }
     }
     absl::MutexLock lock(&mu_);
-    if (!opened.ok()) {
-      if (client != nullptr) {
-        log_->warn("PCIe copies on device {} are not scheduled: {}", static_cast<int>(dev),
-                   std::string(opened.status().message()));
+    Slot& slot = gates_[key];
+    if (slot.session == session) {
+      // Another thread opened (or failed to open) it meanwhile; ours, if any, is dropped.
+      if (slot.gate == nullptr) return nullptr;
+      gate = slot.gate.get();
+    } else {
+      if (slot.gate != nullptr) retired_.push_back(std::move(slot.gate));
+      slot.session = session;
+      if (!opened.ok()) {
+        if (session->connected()) {
+          log_->warn("PCIe copies on device {} are not scheduled: {}", key,
+                     std::string(opened.status().message()));
+        }
+        return nullptr;
       }
-      failed_[static_cast<int>(dev)] = true;
-      return nullptr;
+      slot.gate = std::move(*opened);
+      gate = slot.gate.get();
+      bypass_below_.store(gate->bypass_bytes(), std::memory_order_relaxed);
     }
-    auto [it, inserted] = gates_.emplace(static_cast<int>(dev), std::move(*opened));
-    gate = it->second.get();
-    bypass_below_.store(gate->bypass_bytes(), std::memory_order_relaxed);
   }
   if (bytes < gate->bypass_bytes() || gate->abandoned()) return nullptr;
   return gate;

@@ -1,7 +1,9 @@
 // Which copies cross PCIe, and the copy gate of each GPU (copy_gate.h).
 //
 // A copy is scheduled when it moves between host and device memory, is at least the daemon's
-// bypass size, is not being captured into a CUDA graph, and the daemon is reachable. Device
+// bypass size, is not being captured into a CUDA graph, and the daemon is reachable. Each GPU's
+// gate belongs to one daemon session; after a restarted daemon takes the process back, the next
+// copy opens a new gate in the new session. Device
 // memory is Missile's own allocations or whatever the driver reports as device memory; host
 // memory is pinned (the driver knows it) or pageable (it does not). Everything else passes
 // straight to the driver.
@@ -14,6 +16,7 @@
 #include <atomic>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -48,9 +51,15 @@ class CopyManager {
   spdlog::logger* log_;
   // Copies below this never need a gate; 0 until the first gate tells the daemon's setting.
   std::atomic<uint64_t> bypass_below_{0};
+  // A GPU's gate in one daemon session: opened, or failed to open (not retried in that session).
+  struct Slot {
+    DaemonClient* session = nullptr;
+    std::unique_ptr<CopyGate> gate;  // null: opening failed
+  };
   absl::Mutex mu_;
-  absl::flat_hash_map<int, std::unique_ptr<CopyGate>> gates_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<int, bool> failed_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int, Slot> gates_ ABSL_GUARDED_BY(mu_);
+  // Gates of ended sessions, replaced after the daemon restarted: threads may still be in them.
+  std::vector<std::unique_ptr<CopyGate>> retired_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> scheduled_{0};
 };
 

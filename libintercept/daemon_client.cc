@@ -68,6 +68,7 @@ absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Connect(const Tenant
     return s;
   }
   c->session_id_ = resp.session_id();
+  c->instance_ = resp.daemon_instance();
   for (const v1::GpuInfo& g : resp.gpus()) {
     c->gpus_.push_back(
         {g.index(), g.uuid(), g.total_bytes(), g.granularity_bytes(), std::max(1u, g.colours())});

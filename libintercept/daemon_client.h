@@ -57,6 +57,8 @@ class DaemonClient {
 
   const std::vector<GpuLink>& gpus() const { return gpus_; }
   uint64_t session_id() const { return session_id_; }
+  // The daemon process's instance id (empty from a daemon that does not send one).
+  const std::string& instance() const { return instance_; }
 
   // `single`: one block of `bytes`; otherwise bytes / granularity blocks of one granule.
   absl::StatusOr<std::vector<BlockLease>> Allocate(uint32_t gpu, bool single, uint64_t bytes);
@@ -76,6 +78,7 @@ class DaemonClient {
 
   std::unique_ptr<Rpc> rpc_;
   uint64_t session_id_ = 0;
+  std::string instance_;
   std::vector<GpuLink> gpus_;
   absl::Mutex side_mu_;
   int side_fd_ ABSL_GUARDED_BY(side_mu_) = -1;

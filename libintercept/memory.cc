@@ -1,6 +1,8 @@
 #include "memory.h"
 
 #include <errno.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -51,9 +53,25 @@ absl::Status DriverStatus(const DriverApi& api, const char* what, CUresult r) {
                                        : absl::InternalError(text);
 }
 
+// Whether something accepts connections on the Unix socket (a stale socket file of a killed
+// daemon refuses them), without going through gRPC.
+bool Listening(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) return false;
+  addr.sun_family = AF_UNIX;
+  memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  bool ok = connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
 }  // namespace
 
 struct MemoryManager::Device {
+  DaemonClient* client = nullptr;  // the session this GPU's state belongs to
+  uint64_t serial = 0;  // the tag of its allocations in the table
   uint32_t gpu = 0;  // the daemon's index
   CUdevice dev = 0;
   int ordinal = 0;
@@ -82,19 +100,31 @@ struct MemoryManager::Device {
 MemoryManager::MemoryManager(const Config& config, const DriverApi& api, spdlog::logger* log)
     : config_(config), api_(api), log_(log) {}
 
-MemoryManager::~MemoryManager() = default;
+MemoryManager::~MemoryManager() {
+  {
+    absl::MutexLock lock(&reconnect_mu_);
+    stop_reconnect_ = true;
+    reconnect_cv_.SignalAll();
+  }
+  if (reconnect_.joinable()) reconnect_.join();
+}
 
-DaemonClient* MemoryManager::Client() {
-  if (DaemonClient* c = client_ptr_.load(std::memory_order_acquire)) return c;
-  if (client_failed_.load(std::memory_order_acquire)) return nullptr;
-  absl::MutexLock lock(&client_mu_);
-  if (client_tried_) return client_.get();
-  client_tried_ = true;
+TenantIdentity MemoryManager::Identity() const {
   TenantIdentity who;
   who.socket_path = config_.socket_path;
   who.name = config_.tenant_name.empty() ? program_invocation_short_name : config_.tenant_name;
   who.latency_sensitive = config_.latency_sensitive;
   who.quota_bytes = config_.quota_bytes;
+  return who;
+}
+
+DaemonClient* MemoryManager::Client() {
+  if (DaemonClient* c = client_ptr_.load(std::memory_order_acquire)) return c;
+  if (client_failed_.load(std::memory_order_acquire)) return nullptr;
+  absl::MutexLock lock(&client_mu_);
+  if (client_tried_) return clients_.empty() ? nullptr : clients_.back().get();
+  client_tried_ = true;
+  TenantIdentity who = Identity();
   absl::StatusOr<std::unique_ptr<DaemonClient>> c;
   if (access(who.socket_path.c_str(), F_OK) != 0) {
     c = absl::UnavailableError("no socket at " + who.socket_path);
@@ -112,11 +142,58 @@ DaemonClient* MemoryManager::Client() {
     client_failed_.store(true, std::memory_order_release);
     return nullptr;
   }
-  client_ = std::move(*c);
+  clients_.push_back(std::move(*c));
+  DaemonClient* raw = clients_.back().get();
   log_->info("registered with missiled as '{}' ({}), session {}", who.name,
-             who.latency_sensitive ? "ls" : "be", client_->session_id());
-  client_ptr_.store(client_.get(), std::memory_order_release);
-  return client_.get();
+             who.latency_sensitive ? "ls" : "be", raw->session_id());
+  client_ptr_.store(raw, std::memory_order_release);
+  return raw;
+}
+
+void MemoryManager::ReconnectLoop() {
+  absl::MutexLock lock(&reconnect_mu_);
+  while (!stop_reconnect_) {
+    reconnect_cv_.WaitWithTimeout(&reconnect_mu_, absl::Seconds(1));
+    if (stop_reconnect_) break;
+    DaemonClient* current = client_ptr_.load(std::memory_order_acquire);
+    if (current == nullptr || current->connected()) continue;
+    bool give_up = false;
+    {
+      reconnect_mu_.Unlock();
+      give_up = TryRegisterAgain(current);
+      reconnect_mu_.Lock();
+    }
+    if (give_up) break;
+  }
+}
+
+bool MemoryManager::TryRegisterAgain(DaemonClient* ended) {
+  TenantIdentity who = Identity();
+  if (!Listening(who.socket_path)) return false;  // not (yet) restarted
+  absl::StatusOr<std::unique_ptr<DaemonClient>> c = DaemonClient::Connect(who);
+  if (!c.ok()) return false;
+  if ((*c)->instance().empty() || (*c)->instance() == ended->instance()) {
+    // The daemon that ended the session still runs: it took back the session's blocks, which
+    // this process still maps, and might lease them to this process again. Dropping the new
+    // client ends the new session before it leased anything.
+    log_->warn("missiled ended this process's session but still runs; the process goes on "
+               "without registering again");
+    return true;
+  }
+  DaemonClient* raw = c->get();
+  {
+    absl::MutexLock lock(&client_mu_);
+    clients_.push_back(std::move(*c));
+  }
+  {
+    // The ended session's Devices only take frees from now on (found by serial).
+    absl::MutexLock lock(&devices_mu_);
+    devices_.clear();
+  }
+  client_ptr_.store(raw, std::memory_order_release);
+  log_->warn("registered again with a restarted missiled, session {}: new device allocations "
+             "are served by it; memory allocated before stays as it is", raw->session_id());
+  return false;
 }
 
 bool MemoryManager::connected() const {
@@ -127,14 +204,17 @@ bool MemoryManager::connected() const {
 DaemonClient* MemoryManager::Serving() {
   DaemonClient* c = Client();
   if (c == nullptr || c->connected()) return c;
-  if (!session_lost_logged_.exchange(true)) {
+  if (lost_logged_for_.exchange(c) != c) {
     if (config_.refuse_without_daemon) {
       log_->error("the session with missiled has ended; new device allocations fail with "
-                  "CUDA_ERROR_OUT_OF_MEMORY (MISSILE_NO_DAEMON=refuse)");
+                  "CUDA_ERROR_OUT_OF_MEMORY (MISSILE_NO_DAEMON=refuse) until a restarted "
+                  "missiled takes the process back");
     } else {
       log_->warn("the session with missiled has ended; new device allocations go to the driver "
-                 "directly, without quotas (MISSILE_NO_DAEMON=passthrough)");
+                 "directly, without quotas (MISSILE_NO_DAEMON=passthrough), until a restarted "
+                 "missiled takes the process back");
     }
+    if (!reconnect_started_.exchange(true)) reconnect_ = std::thread([this] { ReconnectLoop(); });
   }
   return nullptr;
 }
@@ -150,7 +230,7 @@ absl::StatusOr<MemoryManager::Device*> MemoryManager::DeviceOf(CUdevice dev) {
   {
     absl::MutexLock lock(&devices_mu_);
     auto it = devices_.find(static_cast<int>(dev));
-    if (it != devices_.end()) return it->second.get();
+    if (it != devices_.end() && it->second->client == client) return it->second;
   }
   CUuuid uuid{};
   if (CUresult r = api_.DeviceGetUuid(&uuid, dev); r != CUDA_SUCCESS) {
@@ -163,6 +243,7 @@ absl::StatusOr<MemoryManager::Device*> MemoryManager::DeviceOf(CUdevice dev) {
   }
   if (link == nullptr) return absl::NotFoundError("missiled does not manage " + id);
   auto d = std::make_unique<Device>();
+  d->client = client;
   d->gpu = link->index;
   d->dev = dev;
   d->ordinal = static_cast<int>(dev);
@@ -198,12 +279,18 @@ absl::StatusOr<MemoryManager::Device*> MemoryManager::DeviceOf(CUdevice dev) {
     d->space.emplace(std::move(*space));
   }
   absl::MutexLock lock(&devices_mu_);
-  auto [it, inserted] = devices_.emplace(static_cast<int>(dev), std::move(d));
-  if (!inserted) {
+  auto it = devices_.find(static_cast<int>(dev));
+  if (it != devices_.end() && it->second->client == client) {
     // Another thread won the race; give back this reservation.
     api_.MemAddressFree(d->va_base, d->va_size);
+    return it->second;
   }
-  return it->second.get();
+  d->serial = next_serial_++;
+  Device* raw = d.get();
+  by_serial_[raw->serial] = raw;
+  all_devices_.push_back(std::move(d));
+  devices_[static_cast<int>(dev)] = raw;  // replaces an ended session's, if any
+  return raw;
 }
 
 std::optional<uint32_t> MemoryManager::GpuIndex(CUdevice dev) {
@@ -236,8 +323,8 @@ CUresult MemoryManager::ToResult(const absl::Status& s, const char* what) {
 
 absl::StatusOr<std::vector<BlockLease>> MemoryManager::Lease(Device& d, bool single,
                                                              uint64_t bytes) {
-  DaemonClient* client = Client();
-  if (client == nullptr) return absl::UnavailableError("no daemon");
+  DaemonClient* client = d.client;  // never another session's
+  if (!client->connected()) return absl::UnavailableError("the session with missiled ended");
   auto leases = client->Allocate(d.gpu, single, bytes);
   if (leases.status().code() == absl::StatusCode::kResourceExhausted) {
     // Blocks we freed but have not returned yet may be what stands between us and the quota.
@@ -346,20 +433,27 @@ absl::StatusOr<CUdeviceptr> MemoryManager::AllocSmall(Device& d, uint64_t bytes)
 
 std::optional<CUresult> MemoryManager::Alloc(CUdeviceptr* dptr, size_t bytes) {
   if (dptr == nullptr || bytes == 0) return std::nullopt;  // the driver's own error
-  if (Serving() == nullptr) return Unmanaged("cuMemAlloc");
-  ReapDeferred(/*wait=*/false);
-  auto d = CurrentDevice();
-  // No current context, or a GPU the daemon does not manage: the driver answers for itself.
-  if (!d.ok()) return std::nullopt;
-  bool small = bytes <= (*d)->small_max;
-  auto ptr = small ? AllocSmall(**d, bytes) : AllocLarge(**d, bytes);
+  absl::StatusOr<Device*> d = absl::UnavailableError("no daemon");
+  absl::StatusOr<CUdeviceptr> ptr = absl::UnavailableError("no daemon");
+  bool small = false;
+  // A second try only if the session changed during the first (a restarted daemon took over).
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (Serving() == nullptr) return Unmanaged("cuMemAlloc");
+    ReapDeferred(/*wait=*/false);
+    d = CurrentDevice();
+    // No current context, or a GPU the daemon does not manage: the driver answers for itself.
+    if (!d.ok()) return std::nullopt;
+    small = bytes <= (*d)->small_max;
+    ptr = small ? AllocSmall(**d, bytes) : AllocLarge(**d, bytes);
+    if (ptr.ok() || (*d)->client->connected()) break;
+  }
   if (!ptr.ok()) {
     // The session ended during the call: as for any allocation after that.
     if (Serving() == nullptr) return Unmanaged("cuMemAlloc");
     return ToResult(ptr.status(), "cuMemAlloc");
   }
   absl::Status s = table_.Insert(*ptr, bytes, small ? AllocationKind::kSmall : AllocationKind::kLarge,
-                                 (*d)->ordinal);
+                                 (*d)->serial);
   if (!s.ok()) return ToResult(s, "cuMemAlloc");
   allocations_.fetch_add(1, std::memory_order_relaxed);
   *dptr = *ptr;
@@ -458,10 +552,11 @@ void MemoryManager::FlushFrees(Device& d, bool force) {
     if (d.pending_free.empty() || (!force && d.pending_free.size() < kFreeBatchBlocks)) return;
     ids.swap(d.pending_free);
   }
-  DaemonClient* client = Client();
   // After the session ended there is nobody to return them to: the daemon took back every
-  // block of the session when it ended, or went away with them.
-  if (client == nullptr || !client->connected()) return;
+  // block of the session when it ended, or went away with them. (They never go to a later
+  // session: its daemon never leased them.)
+  DaemonClient* client = d.client;
+  if (!client->connected()) return;
   if (absl::Status s = client->Free(d.gpu, ids); !s.ok()) {
     log_->error("returning {} blocks to missiled: {}", ids.size(), std::string(s.message()));
   }
@@ -472,9 +567,9 @@ absl::Status MemoryManager::FreeManaged(CUdeviceptr dptr, const AllocationTable:
   Device* d = nullptr;
   {
     absl::MutexLock lock(&devices_mu_);
-    auto it = devices_.find(static_cast<int>(entry.cookie));
-    if (it == devices_.end()) return absl::InternalError("allocation of an unknown device");
-    d = it->second.get();
+    auto it = by_serial_.find(entry.cookie);
+    if (it == by_serial_.end()) return absl::InternalError("allocation of an unknown device");
+    d = it->second;
   }
   // cuMemFree waits for the device before memory goes away; so must we, since unmapping
   // memory a kernel still uses would fault it.
@@ -489,8 +584,7 @@ absl::Status MemoryManager::FreeManaged(CUdeviceptr dptr, const AllocationTable:
     absl::MutexLock lock(&d->mu);
     ReleaseRange(*d, dptr);
   }
-  DaemonClient* client = Client();
-  if (client != nullptr && !client->connected()) {
+  if (!d->client->connected()) {
     // Nothing will reuse the cache now: unmap it, so the memory goes back to the GPU.
     ReturnFreed(*d);
   } else {
@@ -595,7 +689,7 @@ std::optional<CUresult> MemoryManager::GetInfo(size_t* free_bytes, size_t* total
   // The daemon counts cached and queued frees as used; a program asking what is free expects
   // what it freed to be.
   ReturnFreed(**d);
-  auto usage = client->Usage((*d)->gpu);
+  auto usage = (*d)->client->Usage((*d)->gpu);
   if (!usage.ok()) return ToResult(usage.status(), "cuMemGetInfo");
   uint64_t total = std::min(usage->quota_bytes, (*d)->device_total);
   *total_bytes = total;
@@ -609,7 +703,7 @@ std::optional<CUresult> MemoryManager::TotalMem(size_t* bytes, CUdevice dev) {
   if (client == nullptr) return std::nullopt;
   auto d = DeviceOf(dev);
   if (!d.ok()) return std::nullopt;
-  auto usage = client->Usage((*d)->gpu);
+  auto usage = (*d)->client->Usage((*d)->gpu);
   if (!usage.ok()) return ToResult(usage.status(), "cuDeviceTotalMem");
   *bytes = std::min(usage->quota_bytes, (*d)->device_total);
   return CUDA_SUCCESS;
@@ -652,7 +746,7 @@ std::optional<CUresult> MemoryManager::VmmCreate(CUmemGenericAllocationHandle* h
   {
     absl::MutexLock lock(&vmm_mu_);
     vmm_[h] = VmmHandle{(*d)->gpu, l.id, l.bytes};
-    vmm_devices_[h] = (*d)->ordinal;
+    vmm_devices_[h] = *d;
   }
   allocations_.fetch_add(1, std::memory_order_relaxed);
   *handle = h;
@@ -661,23 +755,17 @@ std::optional<CUresult> MemoryManager::VmmCreate(CUmemGenericAllocationHandle* h
 
 void MemoryManager::MaybeReturnVmm(CUmemGenericAllocationHandle handle) {
   VmmHandle v;
-  int ordinal = 0;
+  Device* d = nullptr;
   {
     absl::MutexLock lock(&vmm_mu_);
     auto it = vmm_.find(handle);
     if (it == vmm_.end() || it->second.refs > 0 || it->second.mappings > 0) return;
     v = it->second;
-    ordinal = vmm_devices_[handle];
+    d = vmm_devices_[handle];
     vmm_.erase(it);
     vmm_devices_.erase(handle);
   }
-  Device* d = nullptr;
-  {
-    absl::MutexLock lock(&devices_mu_);
-    auto it = devices_.find(ordinal);
-    if (it == devices_.end()) return;
-    d = it->second.get();
-  }
+  if (d == nullptr) return;
   {
     absl::MutexLock lock(&d->mu);
     d->pending_free.push_back(v.block);

@@ -17,6 +17,13 @@
 // the daemon cannot be reached, or its session ended (the daemon was stopped, restarted or
 // killed), and MISSILE_NO_DAEMON=passthrough. Memory served before the session ended stays
 // mapped and usable until the program frees it.
+//
+// Sessions: the first is opened on first use (and tried once). When it ends, a thread watches
+// for a restarted daemon (a different instance id) and registers the process again; a session
+// that a still running daemon ended is not replaced (that daemon took its blocks back while
+// this process still maps them). Each GPU's state (Device) belongs to one session: its RPCs go
+// to that session only, so an old session's block ids never reach a new one, and the memory of
+// an ended session is unmapped locally when freed.
 // Thread-safety: every method may be called from any thread.
 #ifndef MISSILE_LIBINTERCEPT_MEMORY_H_
 #define MISSILE_LIBINTERCEPT_MEMORY_H_
@@ -27,6 +34,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -46,6 +54,8 @@ class MemoryManager {
  public:
   MemoryManager(const Config& config, const DriverApi& api, spdlog::logger* log);
   ~MemoryManager();
+  MemoryManager(const MemoryManager&) = delete;
+  MemoryManager& operator=(const MemoryManager&) = delete;
 
   std::optional<CUresult> Alloc(CUdeviceptr* dptr, size_t bytes);
   std::optional<CUresult> AllocPitch(CUdeviceptr* dptr, size_t* pitch, size_t width_bytes,
@@ -74,9 +84,11 @@ class MemoryManager {
   uint64_t allocations() const { return allocations_.load(std::memory_order_relaxed); }
   bool connected() const;
 
-  // The daemon session, connected on first use; nullptr when unreachable.
+  // The current daemon session (the newest), connected on first use; nullptr when unreachable.
+  // It may have ended: see connected().
   DaemonClient* Client();
-  // The daemon session while it serves: nullptr when unreachable or once it ended (logged once).
+  // The current session while it serves: nullptr when unreachable or once it ended (logged
+  // once per session, which also starts watching for a restarted daemon).
   DaemonClient* Serving();
   // The daemon's index for a device, if the daemon manages it.
   std::optional<uint32_t> GpuIndex(CUdevice dev);
@@ -101,7 +113,13 @@ class MemoryManager {
     int mappings = 0;  // live cuMemMap ranges
   };
 
-  // The GPU of the calling thread's current context, or the given device.
+  TenantIdentity Identity() const;
+  // Watches for a restarted daemon while the current session has ended (section comment above).
+  void ReconnectLoop();
+  // Registers again if a different daemon instance listens; true when it never should (the
+  // daemon that ended the session still runs).
+  bool TryRegisterAgain(DaemonClient* ended);
+  // The GPU of the calling thread's current context, or the given device, in the current session.
   absl::StatusOr<Device*> CurrentDevice();
   absl::StatusOr<Device*> DeviceOf(CUdevice dev);
   std::optional<CUresult> Unmanaged(const char* what);
@@ -140,14 +158,27 @@ class MemoryManager {
   AllocationTable table_;
 
   absl::Mutex client_mu_;
-  std::unique_ptr<DaemonClient> client_ ABSL_GUARDED_BY(client_mu_);
+  // Every session of this process, oldest first; ended ones stay, since their Devices (and
+  // threads in calls) may still point at them.
+  std::vector<std::unique_ptr<DaemonClient>> clients_ ABSL_GUARDED_BY(client_mu_);
   bool client_tried_ ABSL_GUARDED_BY(client_mu_) = false;
-  std::atomic<DaemonClient*> client_ptr_{nullptr};
-  std::atomic<bool> client_failed_{false};  // the one connection attempt failed
-  std::atomic<bool> session_lost_logged_{false};
+  std::atomic<DaemonClient*> client_ptr_{nullptr};  // clients_.back()
+  std::atomic<bool> client_failed_{false};  // the first connection attempt failed
+  std::atomic<DaemonClient*> lost_logged_for_{nullptr};
+
+  absl::Mutex reconnect_mu_;
+  absl::CondVar reconnect_cv_;
+  bool stop_reconnect_ ABSL_GUARDED_BY(reconnect_mu_) = false;
+  std::atomic<bool> reconnect_started_{false};
+  std::thread reconnect_;
 
   absl::Mutex devices_mu_;
-  absl::flat_hash_map<int, std::unique_ptr<Device>> devices_ ABSL_GUARDED_BY(devices_mu_);
+  // Every Device ever made (they are never destroyed: allocations refer to them by serial).
+  std::vector<std::unique_ptr<Device>> all_devices_ ABSL_GUARDED_BY(devices_mu_);
+  absl::flat_hash_map<uint64_t, Device*> by_serial_ ABSL_GUARDED_BY(devices_mu_);
+  // The current session's Device per CUDA ordinal.
+  absl::flat_hash_map<int, Device*> devices_ ABSL_GUARDED_BY(devices_mu_);
+  uint64_t next_serial_ ABSL_GUARDED_BY(devices_mu_) = 1;
 
   absl::Mutex deferred_mu_;
   std::vector<DeferredFree> deferred_ ABSL_GUARDED_BY(deferred_mu_);
@@ -156,7 +187,7 @@ class MemoryManager {
 
   absl::Mutex vmm_mu_;
   absl::flat_hash_map<CUmemGenericAllocationHandle, VmmHandle> vmm_ ABSL_GUARDED_BY(vmm_mu_);
-  absl::flat_hash_map<CUmemGenericAllocationHandle, int> vmm_devices_ ABSL_GUARDED_BY(vmm_mu_);
+  absl::flat_hash_map<CUmemGenericAllocationHandle, Device*> vmm_devices_ ABSL_GUARDED_BY(vmm_mu_);
   absl::btree_map<CUdeviceptr, std::pair<CUmemGenericAllocationHandle, size_t>> vmm_maps_
       ABSL_GUARDED_BY(vmm_mu_);
 

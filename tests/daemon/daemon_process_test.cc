@@ -540,6 +540,93 @@ TEST_F(DaemonTest, TenantsOutliveAKilledDaemonAsConfigured) {
   EXPECT_NE(refuse_err.find("new device allocations fail"), std::string::npos) << refuse_err;
 }
 
+// A daemon restarted under a running tenant (killed, then started again, as systemd's
+// Restart=on-failure does): until the new one is up the tenant's allocations go to the driver;
+// then the tenant registers with it again, and its allocations are served within its quota
+// again. Memory from the old daemon, from the driver and from the new daemon all stay intact.
+TEST_F(DaemonTest, TenantRegistersAgainWithARestartedDaemon) {
+  StartDaemon("");
+  auto env = TenantEnv("ls", "phoenix");
+  env["MISSILE_QUOTA"] = "256MiB";
+  const std::string log = dir_.path() + "/phoenix.err";
+  const std::string registered = dir_.path() + "/registered";
+  const std::string counted = dir_.path() + "/counted";
+  Child t;
+  ASSERT_TRUE(t.Start({TENANT_PROBE, "alloc:16", "info", "hold", "alloc:8", "info",
+                       "await:" + registered, "alloc:32", "info", "await:" + counted, "check",
+                       "freeall"},
+                      env, log));
+  ASSERT_EQ(t.WaitForLine("ready"), "ready");
+  daemon_.Kill(SIGKILL);
+  daemon_.Wait();
+  t.CloseStdin();  // alloc:8 while no daemon runs
+  ASSERT_EQ(t.WaitForLine("awaiting", 30), "awaiting") << t.out() << testing::ReadFile(log);
+  unlink(socket_.c_str());  // the stale socket: StartDaemon waits for the new one
+  StartDaemon("");
+  int tenants = 0;
+  for (int i = 0; i < 500 && tenants == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    tenants = Status().tenants();
+  }
+  ASSERT_EQ(tenants, 1) << "the tenant did not register with the restarted daemon\n"
+                        << testing::ReadFile(log);
+  std::ofstream(registered) << "";
+  ASSERT_EQ(t.WaitForLine("awaiting", 30), "awaiting") << t.out();
+  // Only the allocation made after registering again is the new daemon's.
+  EXPECT_EQ(LeasedWithin3s(32 * kMiB), 32 * kMiB);
+  std::ofstream(counted) << "";
+  EXPECT_EQ(t.Wait(30), 0) << t.out() << testing::ReadFile(log);
+  const std::string out = t.out();
+  EXPECT_EQ(out.find("err"), std::string::npos) << out;
+  EXPECT_NE(out.find("check ok"), std::string::npos) << out;
+  EXPECT_NE(out.find("freeall ok"), std::string::npos) << out;
+  // cuMemGetInfo: the quota while served, the whole device in between.
+  std::vector<double> totals;
+  for (size_t at = out.find(" total="); at != std::string::npos; at = out.find(" total=", at + 1)) {
+    totals.push_back(atof(out.c_str() + at + 7));
+  }
+  ASSERT_EQ(totals.size(), 3u) << out;
+  EXPECT_EQ(totals[0], 256.0 * kMiB) << out;
+  EXPECT_GT(totals[1], 256.0 * kMiB) << out;
+  EXPECT_EQ(totals[2], 256.0 * kMiB) << out;
+  const std::string err = testing::ReadFile(log);
+  EXPECT_NE(err.find("registered again with a restarted missiled"), std::string::npos) << err;
+  EXPECT_EQ(LeasedWithin3s(0), 0u);  // the tenant's exit returned the new daemon's blocks
+}
+
+// A program that only copies comes back under the PCIe scheduler of a restarted daemon too.
+TEST_F(DaemonTest, CopiesAreScheduledAgainByARestartedDaemon) {
+  StartDaemon("");
+  auto env = TenantEnv("ls", "copier");
+  const std::string report = dir_.path() + "/copier.report";
+  env["MISSILE_REPORT"] = report;
+  Child t;
+  // 4 MiB copies, one every 10 ms for about 4 s.
+  ASSERT_TRUE(t.Start({COPY_PROBE, "lat", "4", "400", "10"}, env, dir_.path() + "/copier.err"));
+  ASSERT_EQ(t.WaitForLine("ready"), "ready");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  daemon_.Kill(SIGKILL);
+  daemon_.Wait();
+  unlink(socket_.c_str());
+  StartDaemon("");
+  // The new daemon sees the tenant's copies.
+  uint64_t h2d = 0;
+  for (int i = 0; i < 300 && h2d == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    v1::ListTenantsResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    if (!admin_->ListTenants(&ctx, v1::ListTenantsRequest(), &resp).ok()) continue;
+    for (const v1::TenantInfo& info : resp.tenants()) {
+      for (const v1::PcieUse& use : info.pcie()) h2d += use.h2d_bytes();
+    }
+  }
+  EXPECT_GT(h2d, 0u) << "no copy went through the restarted daemon's scheduler\n"
+                     << testing::ReadFile(dir_.path() + "/copier.err");
+  EXPECT_EQ(t.Wait(60), 0) << t.out();
+  EXPECT_NE(t.out().find("data ok"), std::string::npos) << t.out();
+}
+
 TEST_F(DaemonTest, TellsSystemdItIsReadyAndStopsCleanlyOnSigterm) {
   std::string notify = dir_.path() + "/notify.sock";
   int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);

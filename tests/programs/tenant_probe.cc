@@ -20,6 +20,8 @@
 //   check                re-reads every allocation still held: "check ok|corrupt"
 //   freeall              frees every allocation: "freeall ok|err <code>"
 //   hold                 prints "ready" and waits until stdin closes (or the process is killed)
+//   await:<path>         prints "awaiting" and waits until <path> exists (at most 60 s, else
+//                        "await timeout" and exit 3)
 // Physical addresses come from the driver test double when it is the driver (fakecuda's
 // fakecudaPointerPhysAddr); on a real driver they print as 0. <k> is how many blocks this process
 // imported (cuMemImportFromShareableHandle, counted by the test double) during the step; -1 on a
@@ -256,6 +258,18 @@ int main(int argc, char** argv) {
         printf("freeall ok\n");
       } else {
         printf("freeall err %d\n", r);
+      }
+    } else if (step.rfind("await:", 0) == 0) {
+      const std::string path = step.substr(6);
+      printf("awaiting\n");
+      int waited_ms = 0;
+      while (access(path.c_str(), F_OK) != 0) {
+        if (waited_ms >= 60000) {
+          printf("await timeout\n");
+          return 3;
+        }
+        usleep(10000);
+        waited_ms += 10;
       }
     } else if (step == "hold") {
       printf("ready\n");

@@ -121,6 +121,15 @@ Child::~Child() {
 
 bool Child::Start(const std::vector<std::string>& argv,
                   const std::map<std::string, std::string>& env, const std::string& stderr_path) {
+  // A Child may be started again once the previous process is gone (a restarted daemon).
+  if (running()) return false;
+  if (in_ >= 0) close(in_);
+  if (out_fd_ >= 0) close(out_fd_);
+  in_ = out_fd_ = -1;
+  reaped_ = false;
+  status_ = 0;
+  out_.clear();
+  consumed_ = 0;
   std::vector<std::string> env_strings = MergeEnv(env);
   std::vector<char*> envp, args;
   for (auto& s : env_strings) envp.push_back(s.data());

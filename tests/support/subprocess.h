@@ -35,7 +35,8 @@ class Child {
   Child(const Child&) = delete;
   Child& operator=(const Child&) = delete;
 
-  // `stderr_path`: a file that gets the child's stderr (else it shares the test's).
+  // `stderr_path`: a file that gets the child's stderr (else it shares the test's). Fails while
+  // an earlier process of this Child still runs; once it was waited for, starts afresh.
   bool Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
              const std::string& stderr_path = "");
   // Reads stdout lines until one starts with `prefix`; returns it, or "" after `timeout_s`.
