@@ -142,6 +142,8 @@ class DaemonCore {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int, uint64_t> session_by_pid_ ABSL_GUARDED_BY(mu_);
+  // Starts at a random base (from the instance id): a restarted daemon hands out other ids than
+  // the one before, so a request a shim sent in an ended session never names a new one.
   uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
   ClassDefaults ls_ ABSL_GUARDED_BY(mu_);
   ClassDefaults be_ ABSL_GUARDED_BY(mu_);

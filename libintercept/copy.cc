@@ -40,24 +40,28 @@ CopyGate* CopyManager::GateFor(uint64_t bytes) {
       }
     }
     absl::MutexLock lock(&mu_);
+    if (session != memory_->Client()) return nullptr;  // ended meanwhile: leave the slot alone
     Slot& slot = gates_[key];
-    if (slot.session == session) {
-      // Another thread opened (or failed to open) it meanwhile; ours, if any, is dropped.
-      if (slot.gate == nullptr) return nullptr;
-      gate = slot.gate.get();
-    } else {
+    if (slot.session == session && slot.gate != nullptr) {
+      gate = slot.gate.get();  // another thread opened it meanwhile; ours, if any, is dropped
+    } else if (opened.ok()) {
+      // A success replaces a failure another thread recorded meanwhile (the daemon refuses a
+      // second channel for the same GPU and session), and an ended session's gate.
       if (slot.gate != nullptr) retired_.push_back(std::move(slot.gate));
       slot.session = session;
-      if (!opened.ok()) {
+      slot.gate = std::move(*opened);
+      gate = slot.gate.get();
+      bypass_below_.store(gate->bypass_bytes(), std::memory_order_relaxed);
+    } else {
+      if (slot.session != session) {
+        if (slot.gate != nullptr) retired_.push_back(std::move(slot.gate));
+        slot.session = session;
         if (session->connected()) {
           log_->warn("PCIe copies on device {} are not scheduled: {}", key,
                      std::string(opened.status().message()));
         }
-        return nullptr;
       }
-      slot.gate = std::move(*opened);
-      gate = slot.gate.get();
-      bypass_below_.store(gate->bypass_bytes(), std::memory_order_relaxed);
+      return nullptr;
     }
   }
   if (bytes < gate->bypass_bytes() || gate->abandoned()) return nullptr;

@@ -144,6 +144,7 @@ absl::Status DaemonClient::FetchDescriptors(uint32_t gpu, std::vector<BlockLease
 }
 
 absl::StatusOr<std::pair<int, int>> DaemonClient::OpenCopyChannel(uint32_t gpu) {
+  if (!connected()) return absl::UnavailableError("the session with missiled ended");
   absl::MutexLock lock(&side_mu_);
   if (side_fd_ < 0) return absl::UnavailableError("no side channel");
   fdpass::FetchRequest req;
@@ -166,6 +167,7 @@ absl::StatusOr<std::pair<int, int>> DaemonClient::OpenCopyChannel(uint32_t gpu) 
 
 absl::StatusOr<std::vector<BlockLease>> DaemonClient::Allocate(uint32_t gpu, bool single,
                                                                uint64_t bytes) {
+  if (!connected()) return absl::UnavailableError("the session with missiled ended");
   v1::AllocateRequest req;
   req.set_session_id(session_id_);
   req.set_gpu_index(gpu);
@@ -189,6 +191,7 @@ absl::StatusOr<std::vector<BlockLease>> DaemonClient::Allocate(uint32_t gpu, boo
 }
 
 absl::Status DaemonClient::Free(uint32_t gpu, const std::vector<uint64_t>& block_ids) {
+  if (!connected()) return absl::UnavailableError("the session with missiled ended");
   v1::FreeRequest req;
   req.set_session_id(session_id_);
   req.set_gpu_index(gpu);
@@ -200,6 +203,7 @@ absl::Status DaemonClient::Free(uint32_t gpu, const std::vector<uint64_t>& block
 }
 
 absl::StatusOr<TenantUsage> DaemonClient::Usage(uint32_t gpu) {
+  if (!connected()) return absl::UnavailableError("the session with missiled ended");
   v1::GetUsageRequest req;
   req.set_session_id(session_id_);
   req.set_gpu_index(gpu);

@@ -67,8 +67,9 @@ class DaemonClient {
   // Opens the GPU's copy channel: {shared region memfd, its end of the doorbell socket pair}, the caller's to close.
   absl::StatusOr<std::pair<int, int>> OpenCopyChannel(uint32_t gpu);
 
-  // False once the daemon ended the session or went away.
-  bool connected() const { return connected_.load(std::memory_order_relaxed); }
+  // False once the daemon ended the session or went away. Every call then fails with
+  // UNAVAILABLE without sending anything (the gRPC channel would reach a restarted daemon).
+  bool connected() const { return connected_.load(std::memory_order_acquire); }
 
  private:
   struct Rpc;  // gRPC channel and stub, kept out of this header

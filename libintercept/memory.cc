@@ -214,6 +214,16 @@ DaemonClient* MemoryManager::Serving() {
                  "directly, without quotas (MISSILE_NO_DAEMON=passthrough), until a restarted "
                  "missiled takes the process back");
     }
+    // Its reuse caches would never be used again: unmap them now, so the memory goes back to
+    // the GPU rather than waiting for the program's next free on each GPU.
+    std::vector<Device*> ended;
+    {
+      absl::MutexLock lock(&devices_mu_);
+      for (const auto& d : all_devices_) {
+        if (d->client == c) ended.push_back(d.get());
+      }
+    }
+    for (Device* d : ended) ReturnFreed(*d);
     if (!reconnect_started_.exchange(true)) reconnect_ = std::thread([this] { ReconnectLoop(); });
   }
   return nullptr;
@@ -289,7 +299,9 @@ absl::StatusOr<MemoryManager::Device*> MemoryManager::DeviceOf(CUdevice dev) {
   Device* raw = d.get();
   by_serial_[raw->serial] = raw;
   all_devices_.push_back(std::move(d));
-  devices_[static_cast<int>(dev)] = raw;  // replaces an ended session's, if any
+  // The current session's replaces an ended one's; a Device of a session that ended meanwhile
+  // serves only this call (and later frees), and never displaces the current one's.
+  if (client == client_ptr_.load(std::memory_order_acquire)) devices_[static_cast<int>(dev)] = raw;
   return raw;
 }
 

@@ -559,17 +559,21 @@ TEST_F(DaemonTest, TenantRegistersAgainWithARestartedDaemon) {
   ASSERT_EQ(t.WaitForLine("ready"), "ready");
   daemon_.Kill(SIGKILL);
   daemon_.Wait();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the shim sees the session end
   t.CloseStdin();  // alloc:8 while no daemon runs
   ASSERT_EQ(t.WaitForLine("awaiting", 30), "awaiting") << t.out() << testing::ReadFile(log);
   unlink(socket_.c_str());  // the stale socket: StartDaemon waits for the new one
   StartDaemon("");
-  int tenants = 0;
-  for (int i = 0; i < 500 && tenants == 0; ++i) {
+  // Registered, and the new session installed in the shim (it logs that after installing it).
+  bool again = false;
+  for (int i = 0; i < 1000 && !again; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    tenants = Status().tenants();
+    again = testing::ReadFile(log).find("registered again with a restarted missiled") !=
+            std::string::npos;
   }
-  ASSERT_EQ(tenants, 1) << "the tenant did not register with the restarted daemon\n"
-                        << testing::ReadFile(log);
+  ASSERT_TRUE(again) << "the tenant did not register with the restarted daemon\n"
+                     << testing::ReadFile(log);
+  EXPECT_EQ(Status().tenants(), 1);
   std::ofstream(registered) << "";
   ASSERT_EQ(t.WaitForLine("awaiting", 30), "awaiting") << t.out();
   // Only the allocation made after registering again is the new daemon's.
@@ -601,8 +605,8 @@ TEST_F(DaemonTest, CopiesAreScheduledAgainByARestartedDaemon) {
   const std::string report = dir_.path() + "/copier.report";
   env["MISSILE_REPORT"] = report;
   Child t;
-  // 4 MiB copies, one every 10 ms for about 4 s.
-  ASSERT_TRUE(t.Start({COPY_PROBE, "lat", "4", "400", "10"}, env, dir_.path() + "/copier.err"));
+  // 4 MiB copies, one every 10 ms for about 6 s.
+  ASSERT_TRUE(t.Start({COPY_PROBE, "lat", "4", "600", "10"}, env, dir_.path() + "/copier.err"));
   ASSERT_EQ(t.WaitForLine("ready"), "ready");
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   daemon_.Kill(SIGKILL);
@@ -625,6 +629,31 @@ TEST_F(DaemonTest, CopiesAreScheduledAgainByARestartedDaemon) {
                      << testing::ReadFile(dir_.path() + "/copier.err");
   EXPECT_EQ(t.Wait(60), 0) << t.out();
   EXPECT_NE(t.out().find("data ok"), std::string::npos) << t.out();
+}
+
+// A daemon restarted between a tenant's sessions hands out other session ids, so nothing a shim
+// sends in an ended session can name one of the new daemon's.
+TEST_F(DaemonTest, ARestartedDaemonHandsOutOtherSessionIds) {
+  StartDaemon("");
+  auto session_of = [&](const std::string& name) {
+    const std::string log = dir_.path() + "/" + name + ".err";
+    auto env = TenantEnv("be", name);
+    env["MISSILE_LOG_LEVEL"] = "info";
+    Child c;
+    EXPECT_TRUE(c.Start({TENANT_PROBE, "alloc:2"}, env, log));
+    EXPECT_EQ(c.Wait(30), 0);
+    const std::string err = testing::ReadFile(log);
+    const size_t at = err.find("), session ");
+    if (at == std::string::npos) return "none: " + err;
+    return err.substr(at + 11, err.find('\n', at) - at - 11);
+  };
+  const std::string first = session_of("before");
+  StopDaemon();
+  StartDaemon("");
+  const std::string second = session_of("after");
+  EXPECT_EQ(first.find("none"), std::string::npos) << first;
+  EXPECT_EQ(second.find("none"), std::string::npos) << second;
+  EXPECT_NE(first, second);
 }
 
 TEST_F(DaemonTest, TellsSystemdItIsReadyAndStopsCleanlyOnSigterm) {
