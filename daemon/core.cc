@@ -86,7 +86,7 @@ DaemonCore::DaemonCore(CoreOptions options, std::vector<Gpu> gpus)
       gpus_(std::move(gpus)),
       ls_(options_.ls),
       be_(options_.be) {
-  // 1 + a multiple of 2^20 below 2^52 (ids stay exact in JSON numbers), from the instance id.
+  // 1 + a multiple of 2^20 below 2^52, from the instance id.
   const uint64_t base = std::stoull(instance_.substr(0, 8), nullptr, 16);
   absl::MutexLock lock(&mu_);
   next_session_ = ((base & ((uint64_t{1} << 32) - 1)) << 20) + 1;

@@ -56,7 +56,8 @@ CopyGate* CopyManager::GateFor(uint64_t bytes) {
       if (slot.session != session) {
         if (slot.gate != nullptr) retired_.push_back(std::move(slot.gate));
         slot.session = session;
-        if (session->connected()) {
+        // (ALREADY_EXISTS: another thread's open won; its gate replaces this failure.)
+        if (session->connected() && opened.status().code() != absl::StatusCode::kAlreadyExists) {
           log_->warn("PCIe copies on device {} are not scheduled: {}", key,
                      std::string(opened.status().message()));
         }

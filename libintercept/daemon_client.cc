@@ -113,6 +113,12 @@ void DaemonClient::WatchLoop() {
   connected_ = false;
 }
 
+bool DaemonClient::AwaitEnd(absl::Duration limit) const {
+  const absl::Time until = absl::Now() + limit;
+  while (connected() && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
+  return !connected();
+}
+
 absl::Status DaemonClient::FetchDescriptors(uint32_t gpu, std::vector<BlockLease>* leases) {
   absl::MutexLock lock(&side_mu_);
   if (side_fd_ < 0) return absl::UnavailableError("no side channel");

@@ -20,6 +20,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace missile::shim {
 
@@ -70,6 +71,8 @@ class DaemonClient {
   // False once the daemon ended the session or went away. Every call then fails with
   // UNAVAILABLE without sending anything (the gRPC channel would reach a restarted daemon).
   bool connected() const { return connected_.load(std::memory_order_acquire); }
+  // Waits up to `limit` for the session to end; true if it has.
+  bool AwaitEnd(absl::Duration limit) const;
 
  private:
   struct Rpc;  // gRPC channel and stub, kept out of this header

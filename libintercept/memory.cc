@@ -10,6 +10,7 @@
 #include <string>
 
 #include "address_space.h"
+#include "session_policy.h"
 #include "small_allocator.h"
 
 namespace missile::shim {
@@ -171,8 +172,14 @@ bool MemoryManager::TryRegisterAgain(DaemonClient* ended) {
   TenantIdentity who = Identity();
   if (!Listening(who.socket_path)) return false;  // not (yet) restarted
   absl::StatusOr<std::unique_ptr<DaemonClient>> c = DaemonClient::Connect(who);
-  if (!c.ok()) return false;
-  if ((*c)->instance().empty() || (*c)->instance() == ended->instance()) {
+  if (!c.ok()) {
+    if (!register_failure_logged_.exchange(true)) {
+      log_->warn("registering again with missiled failed ({}); trying every second",
+                 std::string(c.status().message()));
+    }
+    return false;
+  }
+  if (!KeepNewSession(ended->instance(), (*c)->instance())) {
     // The daemon that ended the session still runs: it took back the session's blocks, which
     // this process still maps, and might lease them to this process again. Dropping the new
     // client ends the new session before it leased anything.
@@ -252,6 +259,8 @@ absl::StatusOr<MemoryManager::Device*> MemoryManager::DeviceOf(CUdevice dev) {
     if (g.uuid == id) link = &g;
   }
   if (link == nullptr) return absl::NotFoundError("missiled does not manage " + id);
+  // A session that ended meanwhile gets no new state (it could never hold memory).
+  if (!client->connected()) return absl::UnavailableError("the session with missiled ended");
   auto d = std::make_unique<Device>();
   d->client = client;
   d->gpu = link->index;
@@ -273,6 +282,11 @@ absl::StatusOr<MemoryManager::Device*> MemoryManager::DeviceOf(CUdevice dev) {
   d->va_size = RoundUp(link->total_bytes * 2, link->granularity);
   if (CUresult r = api_.MemAddressReserve(&d->va_base, d->va_size, link->granularity, 0, 0);
       r != CUDA_SUCCESS) {
+    // The program then uses the driver directly on this GPU: say so once.
+    if (!reserve_failure_logged_.exchange(true)) {
+      log_->warn("reserving {} bytes of addresses on device {} failed ({}); its allocations go "
+                 "to the driver directly", d->va_size, static_cast<int>(dev), static_cast<int>(r));
+    }
     return DriverStatus(api_, "reserving the address range", r);
   }
   auto space = AddressSpace::Create(d->va_base, d->va_size, link->granularity);
@@ -457,6 +471,11 @@ std::optional<CUresult> MemoryManager::Alloc(CUdeviceptr* dptr, size_t bytes) {
     if (!d.ok()) return std::nullopt;
     small = bytes <= (*d)->small_max;
     ptr = small ? AllocSmall(**d, bytes) : AllocLarge(**d, bytes);
+    // A daemon that just died answers UNAVAILABLE a moment before the session's watch stream
+    // says it ended: give it that moment, so the allocation follows MISSILE_NO_DAEMON.
+    if (!ptr.ok() && ptr.status().code() == absl::StatusCode::kUnavailable) {
+      (*d)->client->AwaitEnd(absl::Milliseconds(500));
+    }
     if (ptr.ok() || (*d)->client->connected()) break;
   }
   if (!ptr.ok()) {
@@ -740,6 +759,9 @@ std::optional<CUresult> MemoryManager::VmmCreate(CUmemGenericAllocationHandle* h
   if (size % (*d)->granularity != 0) return CUDA_ERROR_INVALID_VALUE;
   auto leases = Lease(**d, /*single=*/true, size);
   if (!leases.ok()) {
+    if (leases.status().code() == absl::StatusCode::kUnavailable) {
+      (*d)->client->AwaitEnd(absl::Milliseconds(500));
+    }
     if (Serving() == nullptr) return Unmanaged("cuMemCreate");
     return ToResult(leases.status(), "cuMemCreate");
   }

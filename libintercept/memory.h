@@ -165,6 +165,8 @@ class MemoryManager {
   std::atomic<DaemonClient*> client_ptr_{nullptr};  // clients_.back()
   std::atomic<bool> client_failed_{false};  // the first connection attempt failed
   std::atomic<DaemonClient*> lost_logged_for_{nullptr};
+  std::atomic<bool> register_failure_logged_{false};
+  std::atomic<bool> reserve_failure_logged_{false};
 
   absl::Mutex reconnect_mu_;
   absl::CondVar reconnect_cv_;
