@@ -21,71 +21,90 @@ CopyManager* Copies() { return Shim::Get().copies(); }
 // the per-thread one.
 CUstream SyncOrder(bool ptds) { return ptds ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY; }
 
-template <typename Fn>
-CUresult SyncHtoD(Fn real, bool ptds, CUdeviceptr dst, const void* src, size_t n) {
+// Runs an asynchronous copy through `gate`. From pinned memory it stays asynchronous on `s`;
+// from pageable memory, which the driver copies synchronously anyway, it runs chunk by chunk in
+// this thread, each chunk on `s`. `chunk(off, len, stream)` copies payload [off, off + len).
+template <typename Chunk>
+CUresult RunAsync(CopyGate* gate, copych::Direction dir, bool pinned, uint64_t n, CUstream s,
+                  bool ptsz, const Chunk& chunk) {
+  if (pinned) return gate->EnqueueAsync(dir, n, s, ptsz, chunk);
+  return gate->RunSync(dir, n, s, ptsz,
+                       [&](uint64_t off, uint64_t len) { return chunk(off, len, s); });
+}
+
+// A synchronous copy whose entry point names its direction: through the gate of the calling
+// thread's GPU, chunk by chunk (`chunk(off, len)`), or `whole()` when it is not scheduled.
+template <typename Whole, typename Chunk>
+CUresult NamedSync(copych::Direction dir, uint64_t n, bool ptds, const Whole& whole,
+                   const Chunk& chunk) {
   CopyManager* m = Copies();
   CopyGate* gate = m ? m->GateFor(n) : nullptr;
-  if (gate == nullptr) return real(dst, src, n);
+  if (gate == nullptr) return whole();
   m->CountScheduled();
-  return gate->RunSync(kHostToDevice, n, SyncOrder(ptds), false, [&](uint64_t off, uint64_t len) {
-    return real(dst + off, static_cast<const char*>(src) + off, len);
-  });
+  return gate->RunSync(dir, n, SyncOrder(ptds), false, chunk);
+}
+
+// The same for an asynchronous one; `host` is its host side.
+template <typename Whole, typename Chunk>
+CUresult NamedAsync(copych::Direction dir, uint64_t n, CUstream s, bool ptsz, const void* host,
+                    const Whole& whole, const Chunk& chunk) {
+  CopyManager* m = Copies();
+  CopyGate* gate = m ? m->GateForAsync(n, s, ptsz) : nullptr;
+  if (gate == nullptr) return whole();
+  m->CountScheduled();
+  const bool pinned = m->Classify(reinterpret_cast<CUdeviceptr>(host)) == MemKind::kPinnedHost;
+  return RunAsync(gate, dir, pinned, n, s, ptsz, chunk);
+}
+
+template <typename Fn>
+CUresult SyncHtoD(Fn real, bool ptds, CUdeviceptr dst, const void* src, size_t n) {
+  const char* from = static_cast<const char*>(src);
+  return NamedSync(
+      kHostToDevice, n, ptds, [&] { return real(dst, src, n); },
+      [&](uint64_t off, uint64_t len) { return real(dst + off, from + off, len); });
 }
 
 template <typename Fn>
 CUresult SyncDtoH(Fn real, bool ptds, void* dst, CUdeviceptr src, size_t n) {
-  CopyManager* m = Copies();
-  CopyGate* gate = m ? m->GateFor(n) : nullptr;
-  if (gate == nullptr) return real(dst, src, n);
-  m->CountScheduled();
-  return gate->RunSync(kDeviceToHost, n, SyncOrder(ptds), false, [&](uint64_t off, uint64_t len) {
-    return real(static_cast<char*>(dst) + off, src + off, len);
-  });
+  char* to = static_cast<char*>(dst);
+  return NamedSync(
+      kDeviceToHost, n, ptds, [&] { return real(dst, src, n); },
+      [&](uint64_t off, uint64_t len) { return real(to + off, src + off, len); });
 }
 
 template <typename Fn>
 CUresult AsyncHtoD(Fn real, bool ptsz, CUdeviceptr dst, const void* src, size_t n, CUstream s) {
-  CopyManager* m = Copies();
-  CopyGate* gate = m ? m->GateForAsync(n, s, ptsz) : nullptr;
-  if (gate == nullptr) return real(dst, src, n, s);
-  m->CountScheduled();
   const char* from = static_cast<const char*>(src);
-  if (m->Classify(reinterpret_cast<CUdeviceptr>(src)) == MemKind::kPinnedHost) {
-    return gate->EnqueueAsync(kHostToDevice, n, s, ptsz,
-                              [&](uint64_t off, uint64_t len, CUstream st) {
-                                return real(dst + off, from + off, len, st);
-                              });
-  }
-  return gate->RunSync(kHostToDevice, n, s, ptsz, [&](uint64_t off, uint64_t len) {
-    return real(dst + off, from + off, len, s);
-  });
+  return NamedAsync(
+      kHostToDevice, n, s, ptsz, src, [&] { return real(dst, src, n, s); },
+      [&](uint64_t off, uint64_t len, CUstream st) {
+        return real(dst + off, from + off, len, st);
+      });
 }
 
 template <typename Fn>
 CUresult AsyncDtoH(Fn real, bool ptsz, void* dst, CUdeviceptr src, size_t n, CUstream s) {
-  CopyManager* m = Copies();
-  CopyGate* gate = m ? m->GateForAsync(n, s, ptsz) : nullptr;
-  if (gate == nullptr) return real(dst, src, n, s);
-  m->CountScheduled();
   char* to = static_cast<char*>(dst);
-  if (m->Classify(reinterpret_cast<CUdeviceptr>(dst)) == MemKind::kPinnedHost) {
-    return gate->EnqueueAsync(kDeviceToHost, n, s, ptsz,
-                              [&](uint64_t off, uint64_t len, CUstream st) {
-                                return real(to + off, src + off, len, st);
-                              });
-  }
-  return gate->RunSync(kDeviceToHost, n, s, ptsz, [&](uint64_t off, uint64_t len) {
-    return real(to + off, src + off, len, s);
-  });
+  return NamedAsync(
+      kDeviceToHost, n, s, ptsz, dst, [&] { return real(dst, src, n, s); },
+      [&](uint64_t off, uint64_t len, CUstream st) { return real(to + off, src + off, len, st); });
 }
 
-// The direction of a unified-address copy, if it crosses PCIe.
-std::optional<copych::Direction> DirectionOf(CopyManager* m, CUdeviceptr dst, CUdeviceptr src) {
-  MemKind d = m->Classify(dst), s = m->Classify(src);
-  bool d_host = d == MemKind::kPinnedHost || d == MemKind::kPageableHost;
-  bool s_host = s == MemKind::kPinnedHost || s == MemKind::kPageableHost;
-  if (s_host && d == MemKind::kDevice) return kHostToDevice;
-  if (d_host && s == MemKind::kDevice) return kDeviceToHost;
+bool IsHost(MemKind k) { return k == MemKind::kPinnedHost || k == MemKind::kPageableHost; }
+
+// The direction of a copy between two sides of these kinds, and whether its host side is
+// pinned, if it crosses PCIe.
+struct Crossing {
+  copych::Direction dir;
+  bool pinned;
+};
+std::optional<Crossing> CrossingOf(MemKind src, MemKind dst) {
+  if (IsHost(src) && dst == MemKind::kDevice) {
+    return Crossing{kHostToDevice, src == MemKind::kPinnedHost};
+  }
+  if (IsHost(dst) && src == MemKind::kDevice) {
+    return Crossing{kDeviceToHost, dst == MemKind::kPinnedHost};
+  }
   return std::nullopt;  // device-device, host-host, managed: not the PCIe queue's business
 }
 
@@ -94,10 +113,10 @@ CUresult SyncUnified(Fn real, bool ptds, CUdeviceptr dst, CUdeviceptr src, size_
   CopyManager* m = Copies();
   CopyGate* gate = m ? m->GateFor(n) : nullptr;
   if (gate == nullptr) return real(dst, src, n);
-  std::optional<copych::Direction> dir = DirectionOf(m, dst, src);
-  if (!dir) return real(dst, src, n);
+  std::optional<Crossing> crossing = CrossingOf(m->Classify(src), m->Classify(dst));
+  if (!crossing) return real(dst, src, n);
   m->CountScheduled();
-  return gate->RunSync(*dir, n, SyncOrder(ptds), false,
+  return gate->RunSync(crossing->dir, n, SyncOrder(ptds), false,
                        [&](uint64_t off, uint64_t len) { return real(dst + off, src + off, len); });
 }
 
@@ -106,18 +125,12 @@ CUresult AsyncUnified(Fn real, bool ptsz, CUdeviceptr dst, CUdeviceptr src, size
   CopyManager* m = Copies();
   CopyGate* gate = m ? m->GateForAsync(n, s, ptsz) : nullptr;
   if (gate == nullptr) return real(dst, src, n, s);
-  std::optional<copych::Direction> dir = DirectionOf(m, dst, src);
-  if (!dir) return real(dst, src, n, s);
+  std::optional<Crossing> crossing = CrossingOf(m->Classify(src), m->Classify(dst));
+  if (!crossing) return real(dst, src, n, s);
   m->CountScheduled();
-  CUdeviceptr host = *dir == kHostToDevice ? src : dst;
-  if (m->Classify(host) == MemKind::kPinnedHost) {
-    return gate->EnqueueAsync(*dir, n, s, ptsz, [&](uint64_t off, uint64_t len, CUstream st) {
-      return real(dst + off, src + off, len, st);
-    });
-  }
-  return gate->RunSync(*dir, n, s, ptsz, [&](uint64_t off, uint64_t len) {
-    return real(dst + off, src + off, len, s);
-  });
+  return RunAsync(
+      gate, crossing->dir, crossing->pinned, n, s, ptsz,
+      [&](uint64_t off, uint64_t len, CUstream st) { return real(dst + off, src + off, len, st); });
 }
 
 // --- 2D and 3D copies --------------------------------------------------------------------
@@ -161,20 +174,11 @@ bool KeepsLayoutRules(const CUDA_MEMCPY3D& c) {
           (Fits(c.srcHeight, c.srcY, c.Height) && Fits(c.dstHeight, c.dstY, c.Height)));
 }
 
-bool IsHost(MemKind k) { return k == MemKind::kPinnedHost || k == MemKind::kPageableHost; }
-
 // The direction of a 2D or 3D copy and whether its host side is pinned, if it crosses PCIe.
-struct Crossing {
-  copych::Direction dir;
-  bool pinned;
-};
 template <typename Desc>
 std::optional<Crossing> CrossingOf(CopyManager* m, const Desc& c) {
-  const MemKind s = EndpointKind(m, c.srcMemoryType, c.srcHost, c.srcDevice);
-  const MemKind d = EndpointKind(m, c.dstMemoryType, c.dstHost, c.dstDevice);
-  if (IsHost(s) && d == MemKind::kDevice) return Crossing{kHostToDevice, s == MemKind::kPinnedHost};
-  if (IsHost(d) && s == MemKind::kDevice) return Crossing{kDeviceToHost, d == MemKind::kPinnedHost};
-  return std::nullopt;
+  return CrossingOf(EndpointKind(m, c.srcMemoryType, c.srcHost, c.srcDevice),
+                    EndpointKind(m, c.dstMemoryType, c.dstHost, c.dstDevice));
 }
 
 uint64_t DepthOf(const CUDA_MEMCPY2D&) { return 1; }
@@ -254,15 +258,11 @@ CUresult AsyncShaped(Fn real, bool ptsz, const Desc* c, CUstream s) {
   if (!crossing) return real(c, s);
   m->CountScheduled();
   const Desc copy = *c;
-  if (crossing->pinned) {
-    return gate->EnqueueAsync(
-        crossing->dir, *bytes, s, ptsz, [&](uint64_t off, uint64_t len, CUstream st) {
-          return CopyRange(copy, off, len, [&](const Desc* part) { return real(part, st); });
-        });
-  }
-  return gate->RunSync(crossing->dir, *bytes, s, ptsz, [&](uint64_t off, uint64_t len) {
-    return CopyRange(copy, off, len, [&](const Desc* part) { return real(part, s); });
-  });
+  return RunAsync(gate, crossing->dir, crossing->pinned, *bytes, s, ptsz,
+                  [&](uint64_t off, uint64_t len, CUstream st) {
+                    return CopyRange(copy, off, len,
+                                     [&](const Desc* part) { return real(part, st); });
+                  });
 }
 
 // --- Copies between host memory and an array ---------------------------------------------
@@ -271,63 +271,39 @@ CUresult AsyncShaped(Fn real, bool ptsz, const Desc* c, CUstream s) {
 
 template <typename Fn>
 CUresult SyncHtoA(Fn real, bool ptds, CUarray dst, size_t at, const void* src, size_t n) {
-  CopyManager* m = Copies();
-  CopyGate* gate = m ? m->GateFor(n) : nullptr;
-  if (gate == nullptr) return real(dst, at, src, n);
-  m->CountScheduled();
   const char* from = static_cast<const char*>(src);
-  return gate->RunSync(kHostToDevice, n, SyncOrder(ptds), false, [&](uint64_t off, uint64_t len) {
-    return real(dst, at + off, from + off, len);
-  });
+  return NamedSync(
+      kHostToDevice, n, ptds, [&] { return real(dst, at, src, n); },
+      [&](uint64_t off, uint64_t len) { return real(dst, at + off, from + off, len); });
 }
 
 template <typename Fn>
 CUresult SyncAtoH(Fn real, bool ptds, void* dst, CUarray src, size_t at, size_t n) {
-  CopyManager* m = Copies();
-  CopyGate* gate = m ? m->GateFor(n) : nullptr;
-  if (gate == nullptr) return real(dst, src, at, n);
-  m->CountScheduled();
   char* to = static_cast<char*>(dst);
-  return gate->RunSync(kDeviceToHost, n, SyncOrder(ptds), false, [&](uint64_t off, uint64_t len) {
-    return real(to + off, src, at + off, len);
-  });
+  return NamedSync(
+      kDeviceToHost, n, ptds, [&] { return real(dst, src, at, n); },
+      [&](uint64_t off, uint64_t len) { return real(to + off, src, at + off, len); });
 }
 
 template <typename Fn>
 CUresult AsyncHtoA(Fn real, bool ptsz, CUarray dst, size_t at, const void* src, size_t n,
                    CUstream s) {
-  CopyManager* m = Copies();
-  CopyGate* gate = m ? m->GateForAsync(n, s, ptsz) : nullptr;
-  if (gate == nullptr) return real(dst, at, src, n, s);
-  m->CountScheduled();
   const char* from = static_cast<const char*>(src);
-  if (m->Classify(reinterpret_cast<CUdeviceptr>(src)) == MemKind::kPinnedHost) {
-    return gate->EnqueueAsync(kHostToDevice, n, s, ptsz,
-                              [&](uint64_t off, uint64_t len, CUstream st) {
-                                return real(dst, at + off, from + off, len, st);
-                              });
-  }
-  return gate->RunSync(kHostToDevice, n, s, ptsz, [&](uint64_t off, uint64_t len) {
-    return real(dst, at + off, from + off, len, s);
-  });
+  return NamedAsync(
+      kHostToDevice, n, s, ptsz, src, [&] { return real(dst, at, src, n, s); },
+      [&](uint64_t off, uint64_t len, CUstream st) {
+        return real(dst, at + off, from + off, len, st);
+      });
 }
 
 template <typename Fn>
 CUresult AsyncAtoH(Fn real, bool ptsz, void* dst, CUarray src, size_t at, size_t n, CUstream s) {
-  CopyManager* m = Copies();
-  CopyGate* gate = m ? m->GateForAsync(n, s, ptsz) : nullptr;
-  if (gate == nullptr) return real(dst, src, at, n, s);
-  m->CountScheduled();
   char* to = static_cast<char*>(dst);
-  if (m->Classify(reinterpret_cast<CUdeviceptr>(dst)) == MemKind::kPinnedHost) {
-    return gate->EnqueueAsync(kDeviceToHost, n, s, ptsz,
-                              [&](uint64_t off, uint64_t len, CUstream st) {
-                                return real(to + off, src, at + off, len, st);
-                              });
-  }
-  return gate->RunSync(kDeviceToHost, n, s, ptsz, [&](uint64_t off, uint64_t len) {
-    return real(to + off, src, at + off, len, s);
-  });
+  return NamedAsync(
+      kDeviceToHost, n, s, ptsz, dst, [&] { return real(dst, src, at, n, s); },
+      [&](uint64_t off, uint64_t len, CUstream st) {
+        return real(to + off, src, at + off, len, st);
+      });
 }
 
 }  // namespace

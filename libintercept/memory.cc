@@ -350,7 +350,6 @@ CUresult MemoryManager::ToResult(const absl::Status& s, const char* what) {
 absl::StatusOr<std::vector<BlockLease>> MemoryManager::Lease(Device& d, bool single,
                                                              uint64_t bytes) {
   DaemonClient* client = d.client;  // never another session's
-  if (!client->connected()) return absl::UnavailableError("the session with missiled ended");
   auto leases = client->Allocate(d.gpu, single, bytes);
   if (leases.status().code() == absl::StatusCode::kResourceExhausted) {
     // Blocks we freed but have not returned yet may be what stands between us and the quota.
