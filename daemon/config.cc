@@ -132,6 +132,7 @@ class Parser {
   void ParseClasses(const toml::node& node, const std::string& path);
   void ParseClass(const toml::node& node, const std::string& path, ClassSection* cls);
   void ParsePcie(const toml::node& node, const std::string& path);
+  void ParseCompute(const toml::node& node, const std::string& path);
   // A PCIe chunk size: a multiple of 4 KiB in [64 KiB, 64 MiB] (or 0 when zero_ok).
   void GetChunk(const toml::node& node, const std::string& key, bool zero_ok, uint64_t* out);
   void ParseSocketMode(const toml::node& node, const std::string& key);
@@ -206,7 +207,8 @@ void Parser::ParseRoot(const toml::table& root) {
         {{"daemon", [this](Node n, Key k) { ParseDaemon(n, k); }},
          {"gpu", [this](Node n, Key k) { ParseGpu(n, k); }},
          {"classes", [this](Node n, Key k) { ParseClasses(n, k); }},
-         {"pcie", [this](Node n, Key k) { ParsePcie(n, k); }}});
+         {"pcie", [this](Node n, Key k) { ParsePcie(n, k); }},
+         {"compute", [this](Node n, Key k) { ParseCompute(n, k); }}});
 }
 
 void Parser::ParseClasses(const toml::node& node, const std::string& path) {
@@ -314,6 +316,20 @@ void Parser::ParsePcie(const toml::node& node, const std::string& path) {
          {"spin_us", [&](Node n, Key k) { GetInt(n, k, 0, 100000, &p.spin_us); }},
          {"ls_spin_us", [&](Node n, Key k) { GetInt(n, k, 0, 1000000, &p.ls_spin_us); }},
          {"ls_quiet_ms", [&](Node n, Key k) { GetInt(n, k, 0, 600000, &p.ls_quiet_ms); }}});
+}
+
+void Parser::ParseCompute(const toml::node& node, const std::string& path) {
+  ComputeSection& c = c_->compute;
+  Table(node, path,
+        {{"pacing", [&](Node n, Key k) { GetBool(n, k, &c.pacing); }},
+         {"window_items", [&](Node n, Key k) { GetInt(n, k, 1, 1024, &c.window_items); }},
+         {"window_us", [&](Node n, Key k) { GetInt(n, k, 0, 1000000, &c.window_us); }},
+         {"ls_idle_us", [&](Node n, Key k) { GetInt(n, k, 0, 1000000, &c.ls_idle_us); }},
+         {"ls_stale_ms", [&](Node n, Key k) { GetInt(n, k, 1, 600000, &c.ls_stale_ms); }},
+         {"max_hold_ms", [&](Node n, Key k) { GetInt(n, k, 0, 600000, &c.max_hold_ms); }},
+         {"unknown_us", [&](Node n, Key k) { GetInt(n, k, 0, 1000000, &c.unknown_us); }},
+         {"share_slack_us",
+          [&](Node n, Key k) { GetInt(n, k, 0, 1000000, &c.share_slack_us); }}});
 }
 
 void Parser::ParseSocketMode(const toml::node& node, const std::string& key) {
@@ -689,6 +705,15 @@ std::string DescribeConfig(const DaemonConfig& config) {
   lines.push_back(absl::StrCat("pcie.spin_us = ", p.spin_us));
   lines.push_back(absl::StrCat("pcie.ls_spin_us = ", p.ls_spin_us));
   lines.push_back(absl::StrCat("pcie.ls_quiet_ms = ", p.ls_quiet_ms));
+  const ComputeSection& c = config.compute;
+  lines.push_back(absl::StrCat("compute.pacing = ", boolean(c.pacing)));
+  lines.push_back(absl::StrCat("compute.window_items = ", c.window_items));
+  lines.push_back(absl::StrCat("compute.window_us = ", c.window_us));
+  lines.push_back(absl::StrCat("compute.ls_idle_us = ", c.ls_idle_us));
+  lines.push_back(absl::StrCat("compute.ls_stale_ms = ", c.ls_stale_ms));
+  lines.push_back(absl::StrCat("compute.max_hold_ms = ", c.max_hold_ms));
+  lines.push_back(absl::StrCat("compute.unknown_us = ", c.unknown_us));
+  lines.push_back(absl::StrCat("compute.share_slack_us = ", c.share_slack_us));
   return absl::StrJoin(lines, "\n");
 }
 

@@ -152,11 +152,40 @@ struct PcieSection {
   bool operator==(const PcieSection&) const = default;
 };
 
+// [compute]: pacing of BE tenants' GPU work next to LS work, per GPU (see docs/pacing.md).
+struct ComputeSection {
+  // BE tenants' kernel launches, graph launches, memsets and device copies are held while an
+  // LS tenant of the GPU is busy, and their work in flight is bounded while none is.
+  bool pacing = true;
+  // BE items (kernels, graphs, memsets, copies) in flight per tenant, in [1, 1024].
+  int window_items = 8;
+  // Microseconds of predicted BE work in flight per tenant, in [0, 1000000]: what an arriving
+  // LS request may have to wait for (one item always runs, however long).
+  int window_us = 100;
+  // Microseconds an LS tenant counts as busy after its last work finished or was submitted, in
+  // [0, 1000000]: an eager LS leaves CPU gaps between its kernels.
+  int ls_idle_us = 200;
+  // Milliseconds after which an LS tenant's unfinished work no longer holds BE tenants, in
+  // [1, 600000]: a hung or lying LS cannot stop them for longer.
+  int ls_stale_ms = 200;
+  // Milliseconds a BE submission may be held before it goes ahead alone (a minimum share for
+  // BE tenants however busy the LS tenants are), in [0, 600000]; 0: no bound.
+  int max_hold_ms = 20;
+  // Microseconds predicted for BE work never seen before, in [0, 1000000].
+  int unknown_us = 50;
+  // Microseconds of GPU time by which BE tenants may run ahead of their weighted share before
+  // they are held for the others, in [0, 1000000].
+  int share_slack_us = 2000;
+
+  bool operator==(const ComputeSection&) const = default;
+};
+
 struct DaemonConfig {
   DaemonSection daemon;
   GpuSection gpu;
   ClassesSection classes;
   PcieSection pcie;
+  ComputeSection compute;
 
   bool operator==(const DaemonConfig&) const = default;
 };

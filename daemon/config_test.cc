@@ -128,7 +128,7 @@ std::set<std::string> DescribedKeys(const DaemonConfig& config) {
 
 TEST(ConfigTest, ExampleFileAndDescribeConfigListEveryKey) {
   const std::set<std::string> keys = ExampleKeys();
-  EXPECT_EQ(keys.size(), 28u);
+  EXPECT_EQ(keys.size(), 36u);
   EXPECT_EQ(keys, DescribedKeys(DaemonConfig{}));
 }
 
@@ -509,6 +509,51 @@ TEST(LoadConfigTest, RejectsFilesOthersMayWriteAndNonFiles) {
   config = LoadConfig(::testing::TempDir(), /*must_exist=*/true);
   EXPECT_FALSE(config.ok());
   EXPECT_THAT(std::string(config.status().message()), HasSubstr(::testing::TempDir()));
+}
+
+}  // namespace
+}  // namespace missile::daemon
+
+namespace missile::daemon {
+namespace {
+
+TEST(ConfigTest, ComputeSection) {
+  const DaemonConfig config = ParseConfig(R"(
+[compute]
+pacing = false
+window_items = 3
+window_us = 250
+ls_idle_us = 0
+ls_stale_ms = 50
+max_hold_ms = 0
+unknown_us = 10
+share_slack_us = 500
+)").value();
+  const ComputeSection& c = config.compute;
+  EXPECT_FALSE(c.pacing);
+  EXPECT_EQ(c.window_items, 3);
+  EXPECT_EQ(c.window_us, 250);
+  EXPECT_EQ(c.ls_idle_us, 0);
+  EXPECT_EQ(c.ls_stale_ms, 50);
+  EXPECT_EQ(c.max_hold_ms, 0);
+  EXPECT_EQ(c.unknown_us, 10);
+  EXPECT_EQ(c.share_slack_us, 500);
+  // What DescribeConfig prints reads back to the same settings.
+  EXPECT_EQ(ParseConfig(DescribeConfig(config)).value().compute, c);
+}
+
+TEST(ConfigTest, ComputeSectionRejectsBadValuesNamingTheKey) {
+  auto error = [](std::string_view text) {
+    absl::StatusOr<DaemonConfig> c = ParseConfig(text);
+    return c.ok() ? std::string("accepted") : std::string(c.status().message());
+  };
+  EXPECT_THAT(error("[compute]\nwindow_items = 0"), HasSubstr("compute.window_items"));
+  EXPECT_THAT(error("[compute]\nwindow_items = 5000"), HasSubstr("compute.window_items"));
+  EXPECT_THAT(error("[compute]\nwindow_us = -1"), HasSubstr("compute.window_us"));
+  EXPECT_THAT(error("[compute]\nls_stale_ms = 0"), HasSubstr("compute.ls_stale_ms"));
+  EXPECT_THAT(error("[compute]\npacing = \"yes\""), HasSubstr("compute.pacing"));
+  EXPECT_THAT(error("[compute]\nls_idle_us = 1.5"), HasSubstr("compute.ls_idle_us"));
+  EXPECT_THAT(error("[compute]\nwindow = 4"), HasSubstr("compute.window"));  // unknown key
 }
 
 }  // namespace

@@ -278,6 +278,7 @@ void DaemonCore::EndSession(uint64_t session, const std::string& reason) {
   size_t returned = 0;
   for (Gpu& gpu : gpus_) {
     if (gpu.arbiter) gpu.arbiter->CloseChannel(session);
+    if (gpu.pacing) gpu.pacing->Leave(session);
     returned += gpu.pool->RemoveTenant(session).size();
   }
   Log()->info("session {} ('{}', pid {}) ended: {}; {} blocks returned to the pools", session,
@@ -401,6 +402,9 @@ absl::StatusOr<uint32_t> DaemonCore::SetPolicy(const PeerCredentials& creds,
       if (gpu.arbiter) {
         gpu.arbiter->SetPolicy(info.id, info.cls == TenantClass::kLatencySensitive, info.weight);
       }
+      if (gpu.pacing) {
+        gpu.pacing->SetPolicy(info.id, info.cls == TenantClass::kLatencySensitive, info.weight);
+      }
     }
     ++info.generation;
     Log()->info("session {} ('{}'): policy now {}, priority {}, weight {}", info.id, info.name,
@@ -480,6 +484,22 @@ void DaemonCore::ServeSideChannel(int sock) {
           fds = {pair->first, pair->second};
         } else {
           st = pair.status();
+        }
+      }
+    } else if (st.ok() && req.op == fdpass::kOpenPacing) {
+      auto session = Authenticate(creds, session_id);
+      if (!session.ok()) {
+        st = session.status();
+      } else if (!gpus_[req.gpu].pacing) {
+        st = absl::UnavailableError("no pacing domain on this GPU");
+      } else {
+        SessionInfo info = (*session)->info;
+        absl::StatusOr<int> fd = gpus_[req.gpu].pacing->Join(
+            session_id, info.creds.pid, info.cls == TenantClass::kLatencySensitive, info.weight);
+        if (fd.ok()) {
+          fds = {*fd};
+        } else {
+          st = fd.status();
         }
       }
     } else if (st.ok() && req.op != fdpass::kFetchBlocks) {

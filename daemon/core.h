@@ -25,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "copy_arbiter.h"
 #include "cuda_device.h"
+#include "pacing_domain.h"
 #include "missile/common/fd_passing.h"
 #include "vram_pool.h"
 
@@ -51,6 +52,7 @@ struct Gpu {
   std::unique_ptr<CudaDevice> device;
   std::unique_ptr<VramPool> pool;
   std::unique_ptr<CopyArbiter> arbiter;  // PCIe copies, both directions
+  std::unique_ptr<PacingDomain> pacing;  // BE pacing next to LS work (null: not paced)
   int colours = 1;
   std::string colour_note;
   QuotaPolicy quota[2];  // the pool's class quotas, indexed by ClassIndex

@@ -94,6 +94,20 @@ absl::StatusOr<std::optional<unsigned>> GroupId(const std::string& key, const st
   return std::optional<unsigned>(gr.gr_gid);
 }
 
+// The pacing policy that [compute] describes.
+PacingSettings PacingSettingsOf(const ComputeSection& c) {
+  PacingSettings s;
+  s.pacing = c.pacing;
+  s.window_items = static_cast<uint32_t>(c.window_items);
+  s.window_ns = static_cast<uint64_t>(c.window_us) * 1000;
+  s.ls_idle_ns = static_cast<uint64_t>(c.ls_idle_us) * 1000;
+  s.ls_stale_ns = static_cast<uint64_t>(c.ls_stale_ms) * 1000000;
+  s.max_hold_ns = static_cast<uint64_t>(c.max_hold_ms) * 1000000;
+  s.unknown_ns = static_cast<uint64_t>(c.unknown_us) * 1000;
+  s.share_slack_ns = static_cast<uint64_t>(c.share_slack_us) * 1000;
+  return s;
+}
+
 // The pool for one GPU, coloured by the GPU's calibration profile when there is one.
 absl::StatusOr<Gpu> OpenGpu(int ordinal, const DaemonConfig& config, spdlog::logger& log) {
   auto device = CudaDevice::Open(ordinal);
@@ -197,6 +211,9 @@ absl::StatusOr<Gpu> OpenGpu(int ordinal, const DaemonConfig& config, spdlog::log
   copies.ls_quiet_ns = static_cast<uint64_t>(config.pcie.ls_quiet_ms) * 1000000;
   auto arbiter = CopyArbiter::Create(copies);
   if (!arbiter.ok()) return arbiter.status();
+  auto pacing = PacingDomain::Create(PacingSettingsOf(config.compute));
+  if (!pacing.ok()) return pacing.status();
+  gpu.pacing = std::move(*pacing);
   gpu.device = std::move(*device);
   gpu.pool = std::move(*pool);
   gpu.arbiter = std::move(*arbiter);

@@ -161,16 +161,58 @@ CUresult CopyGate::RunSync(copych::Direction dir, uint64_t bytes, CUstream order
 }
 
 CUresult CopyGate::EnqueueAsync(copych::Direction dir, uint64_t bytes, CUstream stream, bool ptsz,
-                                const AsyncChunk& copy) {
+                                const AsyncChunk& copy, bool host_paced) {
   CUresult r = CUDA_SUCCESS;
   for (uint64_t off = 0; off < bytes && r == CUDA_SUCCESS;) {
     const uint64_t chunk = chunk_bytes();
     const uint64_t len = std::min(PieceBytes(chunk), bytes - off);
-    r = EnqueueAsyncPiece(dir, len, chunk, stream, ptsz,
-                          [&](uint64_t o, uint64_t l, CUstream s) { return copy(off + o, l, s); });
+    auto part = [&](uint64_t o, uint64_t l, CUstream s) { return copy(off + o, l, s); };
+    r = host_paced ? EnqueueHostPacedPiece(dir, len, chunk, stream, ptsz, part)
+                   : EnqueueAsyncPiece(dir, len, chunk, stream, ptsz, part);
     off += len;
   }
   return r;
+}
+
+CUresult CopyGate::EnqueueHostPacedPiece(copych::Direction dir, uint64_t bytes, uint64_t chunk,
+                                         CUstream stream, bool ptsz, const AsyncChunk& copy) {
+  if (abandoned()) return copy(0, bytes, stream);
+  absl::MutexLock in_order(&side_[dir].enqueue_mu);
+  const uint64_t chunks = (bytes + chunk - 1) / chunk;
+  auto query = ptsz ? api_->StreamQueryPtsz : api_->StreamQuery;
+  const bool idle = query != nullptr && query(stream) == CUDA_SUCCESS;
+  std::optional<uint32_t> first = Post(dir, bytes, chunk, /*arrived=*/idle);
+  if (!first.has_value()) {
+    return Unscheduled([&](uint64_t off, uint64_t len) { return copy(off, len, stream); }, bytes);
+  }
+  auto write = ptsz ? api_->StreamWriteValue32Ptsz : api_->StreamWriteValue32;
+  copych::Gates& g = region_->ring[dir].gates;
+  // Behind earlier work on its stream the copy is not at the link yet: the GPU says when it
+  // is (a write, which never waits).
+  if (!idle && write(stream, DeviceAddress(&g.arrived[*first]), 1,
+                     CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS) {
+    g.arrived[*first].store(1, std::memory_order_release);
+  }
+  CUresult result = CUDA_SUCCESS;
+  for (uint64_t k = 0; k < chunks; ++k) {
+    const uint32_t gate = copych::GateOf(*first, k);
+    if (result == CUDA_SUCCESS) {
+      WaitGo(dir, gate);  // abandoned: go ahead without the daemon
+      const uint64_t off = k * chunk;
+      result = copy(off, std::min(chunk, bytes - off), stream);
+      if (result == CUDA_SUCCESS && write(stream, DeviceAddress(&g.done[gate]), 1,
+                                          CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS) {
+        continue;
+      }
+      if (result == CUDA_SUCCESS) {
+        // The GPU cannot report this chunk: report it once it is surely done.
+        auto sync = ptsz ? api_->StreamSynchronizePtsz : api_->StreamSynchronize;
+        if (sync != nullptr) sync(stream);
+      }
+    }
+    g.done[gate].store(copych::kDoneCopied, std::memory_order_release);
+  }
+  return result;
 }
 
 CUresult CopyGate::RunSyncPiece(copych::Direction dir, uint64_t bytes, uint64_t chunk,

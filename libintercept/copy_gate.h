@@ -72,8 +72,12 @@ class CopyGate {
   // request counts as arrived only once that stream's earlier work is done.
   CUresult RunSync(copych::Direction dir, uint64_t bytes, CUstream order, bool ptsz,
                    const Chunk& copy);
+  // `host_paced` (a paced BE tenant): the calling thread waits for each chunk's grant itself
+  // and enqueues the chunk then, so that nothing of the copy waits on the GPU for a gate (a
+  // stream parked on a host flag makes its context runnable, and the GPU gives it a time
+  // slice next to the LS tenants). The call returns once the last chunk is enqueued.
   CUresult EnqueueAsync(copych::Direction dir, uint64_t bytes, CUstream stream, bool ptsz,
-                        const AsyncChunk& copy);
+                        const AsyncChunk& copy, bool host_paced = false);
 
   // Lets every waiting chunk go and stops scheduling (the daemon is gone).
   void Abandon();
@@ -90,6 +94,8 @@ class CopyGate {
                         bool ptsz, const Chunk& copy);
   CUresult EnqueueAsyncPiece(copych::Direction dir, uint64_t bytes, uint64_t chunk,
                              CUstream stream, bool ptsz, const AsyncChunk& copy);
+  CUresult EnqueueHostPacedPiece(copych::Direction dir, uint64_t bytes, uint64_t chunk,
+                                 CUstream stream, bool ptsz, const AsyncChunk& copy);
   // Takes `chunks` consecutive gates, resets them and posts the request; the first gate, or
   // nullopt when the gates are all taken or the gate was abandoned. `arrived`: the request is
   // at the head of its stream already (a synchronous copy).

@@ -7,6 +7,7 @@
 #include "copy.h"
 #include "copy_box.h"
 #include "copy_policy.h"
+#include "pacer.h"
 #include "shim.h"
 
 namespace missile::shim {
@@ -24,10 +25,16 @@ CUstream SyncOrder(bool ptds) { return ptds ? CU_STREAM_PER_THREAD : CU_STREAM_L
 // Runs an asynchronous copy through `gate`. From pinned memory it stays asynchronous on `s`;
 // from pageable memory, which the driver copies synchronously anyway, it runs chunk by chunk in
 // this thread, each chunk on `s`. `chunk(off, len, stream)` copies payload [off, off + len).
+// A paced BE tenant sends its asynchronous copies as host-paced chunks (copy_gate.h).
+bool HostPaced() {
+  PacingManager* p = Shim::Get().pacing();
+  return p != nullptr && p->HostPacedCopies();
+}
+
 template <typename Chunk>
 CUresult RunAsync(CopyGate* gate, copych::Direction dir, bool pinned, uint64_t n, CUstream s,
                   bool ptsz, const Chunk& chunk) {
-  if (pinned) return gate->EnqueueAsync(dir, n, s, ptsz, chunk);
+  if (pinned) return gate->EnqueueAsync(dir, n, s, ptsz, chunk, HostPaced());
   return gate->RunSync(dir, n, s, ptsz,
                        [&](uint64_t off, uint64_t len) { return chunk(off, len, s); });
 }

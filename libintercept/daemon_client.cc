@@ -171,6 +171,28 @@ absl::StatusOr<std::pair<int, int>> DaemonClient::OpenCopyChannel(uint32_t gpu) 
   return std::make_pair(fds[0], fds[1]);
 }
 
+absl::StatusOr<int> DaemonClient::OpenPacing(uint32_t gpu) {
+  if (!connected()) return absl::UnavailableError("the session with missiled ended");
+  absl::MutexLock lock(&side_mu_);
+  if (side_fd_ < 0) return absl::UnavailableError("no side channel");
+  fdpass::FetchRequest req;
+  req.op = fdpass::kOpenPacing;
+  req.gpu = gpu;
+  fdpass::Reply reply;
+  std::vector<int> fds;
+  absl::Status s = fdpass::SendMessage(side_fd_, &req, sizeof(req));
+  if (s.ok()) s = fdpass::ReceiveMessage(side_fd_, &reply, sizeof(reply), &fds);
+  if (s.ok() && reply.status != 0) {
+    s = absl::Status(static_cast<absl::StatusCode>(reply.status), "opening the pacing region");
+  }
+  if (s.ok() && fds.size() != 1) s = absl::DataLossError("pacing region: expected 1 descriptor");
+  if (!s.ok()) {
+    for (int fd : fds) close(fd);
+    return s;
+  }
+  return fds[0];
+}
+
 absl::StatusOr<std::vector<BlockLease>> DaemonClient::Allocate(uint32_t gpu, bool single,
                                                                uint64_t bytes) {
   if (!connected()) return absl::UnavailableError("the session with missiled ended");

@@ -67,6 +67,8 @@ class DaemonClient {
   absl::StatusOr<TenantUsage> Usage(uint32_t gpu);
   // Opens the GPU's copy channel: {shared region memfd, its end of the doorbell socket pair}, the caller's to close.
   absl::StatusOr<std::pair<int, int>> OpenCopyChannel(uint32_t gpu);
+  // The GPU's pacing region (pacing_region.h): its descriptor, the caller's to close.
+  absl::StatusOr<int> OpenPacing(uint32_t gpu);
 
   // False once the daemon ended the session or went away. Every call then fails with
   // UNAVAILABLE without sending anything (the gRPC channel would reach a restarted daemon).

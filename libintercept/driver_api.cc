@@ -48,6 +48,8 @@ void DriverApi::Resolve(void* h) {
   Load(h, "cuStreamWaitValue32_v2_ptsz", &StreamWaitValue32Ptsz);
   Load(h, "cuStreamWriteValue32_v2", &StreamWriteValue32);
   Load(h, "cuStreamWriteValue32_v2_ptsz", &StreamWriteValue32Ptsz);
+  Load(h, "cuStreamWriteValue64_v2", &StreamWriteValue64);
+  Load(h, "cuStreamWriteValue64_v2_ptsz", &StreamWriteValue64Ptsz);
 }
 
 }  // namespace missile::shim

@@ -54,6 +54,9 @@ struct DriverApi {
   PFN_cuStreamWaitValue32_v11070_ptsz StreamWaitValue32Ptsz = nullptr;
   PFN_cuStreamWriteValue32_v11070 StreamWriteValue32 = nullptr;
   PFN_cuStreamWriteValue32_v11070_ptsz StreamWriteValue32Ptsz = nullptr;
+  // For the pacer: the GPU reports a work item finished by writing its sequence number.
+  PFN_cuStreamWriteValue64_v11070 StreamWriteValue64 = nullptr;
+  PFN_cuStreamWriteValue64_v11070_ptsz StreamWriteValue64Ptsz = nullptr;
 
   // Fills every pointer from the real driver's handle (dlsym).
   void Resolve(void* driver_handle);

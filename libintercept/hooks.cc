@@ -12,6 +12,7 @@
 #include "copy_policy.h"
 #include "fmt/format.h"
 #include "memory_policy.h"
+#include "pacing_hooks.h"
 #include "policy.h"
 #include "shim.h"
 
@@ -52,7 +53,12 @@ struct Hook<id, CUresult(CUDAAPI*)(Args...)> {
       return real(args...);
     }
     shim.Count(id);
-    CUresult result = Policy<id>::Run(real, args...);
+    CUresult result;
+    if constexpr (IsPacedWork(id)) {
+      result = RunPaced<id>(real, args...);
+    } else {
+      result = Policy<id>::Run(real, args...);
+    }
     if (shim.tracing()) [[unlikely]] {
       std::string text;
       (AppendArg(&text, args), ...);

@@ -11,6 +11,7 @@
 #include "entry_table.h"
 #include "fmt/format.h"
 #include "copy.h"
+#include "pacer.h"
 #include "memory.h"
 #include "real_driver.h"
 #include "spdlog/sinks/stdout_sinks.h"
@@ -96,6 +97,7 @@ void Shim::ResolveOnce() {
   if (!config_.disabled) {
     memory_ = std::make_unique<MemoryManager>(config_, api_, log_.get());
     copies_ = std::make_unique<CopyManager>(api_, memory_.get(), log_.get());
+    pacing_ = std::make_unique<PacingManager>(api_, memory_.get(), log_.get());
   }
   if (config_.disabled) {
     // Plain pass-through: trampolines jump straight into the driver.

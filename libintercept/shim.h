@@ -73,6 +73,8 @@ class Shim {
   class MemoryManager* memory() const { return memory_.get(); }
   // Host-device copies through missiled's PCIe scheduler; null when disabled or unresolved.
   class CopyManager* copies() const { return copies_.get(); }
+  // Pacing of GPU work next to other tenants; null when disabled or unresolved.
+  class PacingManager* pacing() const { return pacing_.get(); }
 
   // Writes the per-hook counters to MISSILE_REPORT's destination (called at exit).
   void WriteReport();
@@ -97,6 +99,7 @@ class Shim {
   DriverApi api_;
   std::unique_ptr<class MemoryManager> memory_;
   std::unique_ptr<class CopyManager> copies_;
+  std::unique_ptr<class PacingManager> pacing_;
   void* real_[kHookCount] = {};
   void* hook_fn_[kHookCount] = {};
   std::atomic<uint64_t> counts_[kHookCount] = {};

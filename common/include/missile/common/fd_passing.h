@@ -9,6 +9,9 @@
 //   client -> daemon  FetchRequest{kOpenCopyChannel, gpu}
 //   daemon -> client  Reply{status, 2} + the copy channel's memfd and the tenant's end of its doorbell socket pair
 //                     (see copy_channel.h)
+//   client -> daemon  FetchRequest{kOpenPacing, gpu}
+//   daemon -> client  Reply{status, 1} + the GPU's pacing region (pacing_region.h); the tenant
+//                     finds its slot by its session id
 // A status other than 0 is an absl::StatusCode; the message then carries no descriptors.
 // Thread-safety: the helpers are reentrant; one socket must not be used by two threads at once.
 #ifndef MISSILE_COMMON_FD_PASSING_H_
@@ -36,7 +39,7 @@ struct Hello {
   uint8_t token[16] = {};
 };
 
-enum Op : uint32_t { kFetchBlocks = 1, kOpenCopyChannel = 2 };
+enum Op : uint32_t { kFetchBlocks = 1, kOpenCopyChannel = 2, kOpenPacing = 3 };
 
 struct FetchRequest {
   uint32_t op = kFetchBlocks;

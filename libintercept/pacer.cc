@@ -1,0 +1,365 @@
+#include "pacer.h"
+
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <string>
+
+#include "daemon_client.h"
+#include "memory.h"
+#include "missile/common/copy_channel.h"
+
+namespace missile::shim {
+namespace {
+
+using pacingreg::kLanes;
+using pacingreg::kSlots;
+using pacingreg::NowNs;
+
+// A window whose oldest item has been in flight this long admits anyway: the BE's own earlier
+// work may be waiting for something the held thread would do next (a host flag it sets, an
+// event it records), and pacing must never deadlock the program.
+constexpr uint64_t kStallNs = 100'000'000;
+// Another BE tenant counts for the weighted share only while it submitted this recently.
+constexpr uint64_t kPeerActiveNs = 50'000'000;
+// The most GPU time one check accounts (the BE's threads may not have looked for a while).
+constexpr uint64_t kMaxAccountNs = 2'000'000;
+// A held thread spins this long before it yields the CPU between checks.
+constexpr uint64_t kSpinNs = 20'000;
+// Retire times count as completion times (samples for the predictor) when the previous check
+// was at most this long before.
+constexpr uint64_t kTightNs = 5'000;
+
+uint64_t StreamKey(CUstream stream, bool ptsz) {
+  const auto v = reinterpret_cast<uintptr_t>(stream);
+  const bool per_thread = (ptsz && v == 0) || stream == CU_STREAM_PER_THREAD;
+  if (per_thread) {
+    static thread_local const uint64_t tid = static_cast<uint64_t>(syscall(SYS_gettid));
+    return (uint64_t{1} << 63) | tid;
+  }
+  if (v == 0 || stream == CU_STREAM_LEGACY) return 1;  // the context's legacy stream
+  return static_cast<uint64_t>(v);
+}
+
+bool LanesInFlight(const pacingreg::Slot& s) {
+  const uint32_t used = std::min(s.lanes_used.load(std::memory_order_acquire), kLanes);
+  for (uint32_t l = 0; l < used; ++l) {
+    if (s.lanes[l].submitted.load(std::memory_order_acquire) !=
+        s.lanes[l].completed.load(std::memory_order_acquire)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Pacer>> Pacer::Open(int memfd, uint64_t session_id,
+                                                   const DriverApi& api, spdlog::logger* log) {
+  std::unique_ptr<Pacer> p(new Pacer());
+  p->api_ = &api;
+  p->log_ = log;
+  p->memfd_ = memfd;
+  p->session_ = session_id;
+  void* m = mmap(nullptr, pacingreg::kRegionBytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+  if (m == MAP_FAILED) return absl::InternalError("mapping the pacing region failed");
+  p->region_ = static_cast<pacingreg::Region*>(m);
+  const pacingreg::Header& h = p->region_->header;
+  if (h.magic != pacingreg::kMagic || h.version != pacingreg::kVersion || h.slots != kSlots ||
+      h.lanes != kLanes) {
+    return absl::FailedPreconditionError("pacing region: unknown format (daemon too old or new)");
+  }
+  bool found = false;
+  for (uint32_t i = 0; i < kSlots && !found; ++i) {
+    if (p->region_->slots[i].session.load(std::memory_order_acquire) == session_id) {
+      p->slot_index_ = i;
+      found = true;
+    }
+  }
+  if (!found) return absl::NotFoundError("pacing region: no slot for this session");
+  p->slot_ = &p->region_->slots[p->slot_index_];
+  if (api.MemHostRegister == nullptr || api.MemHostGetDevicePointer == nullptr ||
+      api.StreamWriteValue64 == nullptr || api.StreamWriteValue64Ptsz == nullptr) {
+    return absl::UnimplementedError("the driver lacks host registration or 64-bit stream writes");
+  }
+  CUresult r = api.MemHostRegister(m, pacingreg::kRegionBytes,
+                                   CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE);
+  if (r != CUDA_SUCCESS) {
+    return absl::InternalError("cuMemHostRegister of the pacing region failed (" +
+                               std::to_string(static_cast<int>(r)) + ")");
+  }
+  p->registered_ = true;
+  CUdeviceptr dev = 0;
+  if (api.MemHostGetDevicePointer(&dev, m, 0) != CUDA_SUCCESS) {
+    return absl::InternalError("cuMemHostGetDevicePointer for the pacing region failed");
+  }
+  p->region_dev_ = dev;
+  return p;
+}
+
+Pacer::~Pacer() {
+  if (registered_ && api_->MemHostUnregister != nullptr) api_->MemHostUnregister(region_);
+  if (region_ != nullptr) munmap(region_, pacingreg::kRegionBytes);
+  if (memfd_ >= 0) close(memfd_);
+}
+
+bool Pacer::enabled() const {
+  return region_->header.policy.pacing.load(std::memory_order_relaxed) != 0 &&
+         slot_->session.load(std::memory_order_relaxed) == session_;
+}
+
+bool Pacer::Capturing(CUstream stream, bool ptsz) const {
+  auto query = ptsz ? api_->StreamIsCapturingPtsz : api_->StreamIsCapturing;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (query == nullptr || query(stream, &status) != CUDA_SUCCESS) return true;
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+bool Pacer::best_effort() const {
+  return slot_->cls.load(std::memory_order_relaxed) == pacingreg::kBe;
+}
+
+uint32_t Pacer::LaneOf(CUstream stream, bool ptsz) { return LaneFor(StreamKey(stream, ptsz)); }
+
+uint32_t Pacer::LaneFor(uint64_t key) {
+  absl::MutexLock lock(&table_mu_);
+  if (auto it = lane_of_.find(key); it != lane_of_.end()) return it->second;
+  const uint32_t used = slot_->lanes_used.load(std::memory_order_relaxed);
+  uint32_t lane = 0;
+  if (used < kLanes) {
+    lane = used;
+    slot_->lanes_used.store(used + 1, std::memory_order_release);
+  } else {
+    // Every lane has had a stream: take over one with nothing in flight (its stream is idle,
+    // and if it comes back it gets a lane again); with none idle, share one.
+    lane = static_cast<uint32_t>(key % kLanes);
+    for (uint32_t l = 0; l < kLanes; ++l) {
+      if (slot_->lanes[l].submitted.load(std::memory_order_acquire) ==
+          slot_->lanes[l].completed.load(std::memory_order_acquire)) {
+        lane = l;
+        break;
+      }
+    }
+    lane_of_.erase(lane_owner_[lane]);
+  }
+  lane_owner_[lane] = key;
+  lane_of_[key] = lane;
+  slot_->lanes[lane].stream.store(key, std::memory_order_relaxed);
+  return lane;
+}
+
+pacing::LsObservation Pacer::ObserveLs(uint64_t now) const {
+  pacing::LsObservation seen;
+  if (region_->header.policy.ls_tenants.load(std::memory_order_acquire) == 0) return seen;
+  const uint64_t stale = region_->header.policy.ls_stale_ns.load(std::memory_order_relaxed);
+  for (uint32_t i = 0; i < kSlots; ++i) {
+    const pacingreg::Slot& s = region_->slots[i];
+    if (i == slot_index_ || s.cls.load(std::memory_order_acquire) != pacingreg::kLs) continue;
+    const uint64_t last = s.last_submit_ns.load(std::memory_order_acquire);
+    if (last == 0 || (now > last && now - last >= stale)) continue;
+    seen.newest_submit_ns = std::max(seen.newest_submit_ns, last);
+    if (!seen.in_flight) {
+      seen.in_flight = pacing::LsInFlightCounts(LanesInFlight(s), last, now, stale);
+    }
+  }
+  return seen;
+}
+
+std::vector<pacing::ShareEntry> Pacer::ActivePeers(uint64_t now) const {
+  std::vector<pacing::ShareEntry> peers;
+  for (uint32_t i = 0; i < kSlots; ++i) {
+    const pacingreg::Slot& s = region_->slots[i];
+    if (i == slot_index_ || s.cls.load(std::memory_order_relaxed) != pacingreg::kBe ||
+        s.active.load(std::memory_order_relaxed) == 0) {
+      continue;
+    }
+    const uint64_t last = s.last_submit_ns.load(std::memory_order_relaxed);
+    if (now > last && now - last >= kPeerActiveNs) continue;  // gone quiet: not a peer now
+    peers.push_back({s.gpu_ns.load(std::memory_order_relaxed),
+                     std::max<uint32_t>(s.weight.load(std::memory_order_relaxed), 1)});
+  }
+  return peers;
+}
+
+void Pacer::RetireLocked(uint64_t now) {
+  const bool tight = last_check_ns_ != 0 && now - last_check_ns_ <= kTightNs;
+  if (window_.count() > 0 && last_check_ns_ != 0 && now > last_check_ns_) {
+    gpu_ns_ += std::min(now - last_check_ns_, kMaxAccountNs);
+    slot_->gpu_ns.store(gpu_ns_, std::memory_order_relaxed);
+  }
+  last_check_ns_ = now;
+  samples_.clear();
+  window_.Retire(
+      [this](uint32_t lane) {
+        return slot_->lanes[lane].completed.load(std::memory_order_acquire);
+      },
+      now, tight, &samples_);
+  for (const pacing::DurationSample& s : samples_) predictor_.Observe(s.key, s.ns);
+  slot_->inflight.store(window_.count(), std::memory_order_relaxed);
+  if (waiters_ == 0 && window_.count() == 0) SetActiveLocked(false, now);
+}
+
+void Pacer::SetActiveLocked(bool active, uint64_t now) {
+  if (active == active_) return;
+  active_ = active;
+  if (active) {
+    // Back after a pause: continue from the other BE tenants' weighted time, like CFS.
+    const pacing::ShareEntry self{gpu_ns_,
+                                  std::max<uint32_t>(slot_->weight.load(std::memory_order_relaxed), 1)};
+    const uint64_t slack = region_->header.policy.share_slack_ns.load(std::memory_order_relaxed);
+    gpu_ns_ = pacing::CatchUp(self, ActivePeers(now), slack);
+    slot_->gpu_ns.store(gpu_ns_, std::memory_order_relaxed);
+  }
+  slot_->active.store(active ? 1 : 0, std::memory_order_relaxed);
+}
+
+void Pacer::Admit(uint64_t key, uint64_t predicted_ns) {
+  const pacingreg::Policy& pol = region_->header.policy;
+  const uint64_t since = NowNs();
+  bool held = false;
+  absl::MutexLock lock(&mu_);
+  ++waiters_;
+  for (;;) {
+    const uint64_t now = NowNs();
+    RetireLocked(now);
+    SetActiveLocked(true, now);
+    // The LS first: the cheapest check, and the one that matters.
+    const bool ls_busy =
+        ls_.Busy(ObserveLs(now), now, pol.ls_idle_ns.load(std::memory_order_relaxed));
+    pacing::AdmissionInput in;
+    in.ls_busy = ls_busy;
+    in.window_admits = window_.Admits(
+        predicted_ns, {pol.window_items.load(std::memory_order_relaxed),
+                       pol.window_ns.load(std::memory_order_relaxed)});
+    if (!ls_busy && in.window_admits) {
+      const pacing::ShareEntry self{
+          gpu_ns_, std::max<uint32_t>(slot_->weight.load(std::memory_order_relaxed), 1)};
+      in.share_allows = pacing::ShareAllows(
+          self, ActivePeers(now), pol.share_slack_ns.load(std::memory_order_relaxed));
+    }
+    in.in_flight = window_.count();
+    in.now = now;
+    in.waiting_since = since;
+    in.max_hold_ns = pol.max_hold_ns.load(std::memory_order_relaxed);
+    in.oldest_in_flight_ns = window_.oldest_issued_ns();
+    in.stall_ns = kStallNs;
+    if (pacing::Decide(in) == pacing::Verdict::kGo ||
+        pol.pacing.load(std::memory_order_relaxed) == 0) {
+      break;
+    }
+    held = true;
+    // Wait outside the lock, so other threads' checks (and retires) go on.
+    mu_.Unlock();
+    if (now - since < kSpinNs) {
+      for (int i = 0; i < 64; ++i) copych::CpuRelax();
+    } else {
+      sched_yield();
+    }
+    mu_.Lock();
+  }
+  --waiters_;
+  if (held) {
+    slot_->held_ns.fetch_add(NowNs() - since, std::memory_order_relaxed);
+    slot_->held_count.fetch_add(1, std::memory_order_relaxed);
+  }
+  (void)key;
+}
+
+Pacer::Ticket Pacer::Begin(CUstream stream, bool ptsz, uint64_t key) {
+  Ticket t;
+  t.stream = stream;
+  t.ptsz = ptsz;
+  t.lane = LaneFor(StreamKey(stream, ptsz));
+  t.lane_lock = std::unique_lock<std::mutex>(lane_mu_[t.lane]);
+  const bool be = best_effort();
+  uint64_t predicted = 0;
+  if (be) {
+    {
+      absl::MutexLock lock(&mu_);
+      predicted = predictor_.Predict(
+          key, region_->header.policy.unknown_ns.load(std::memory_order_relaxed));
+    }
+    Admit(key, predicted);
+  }
+  pacingreg::Lane& lane = slot_->lanes[t.lane];
+  t.seq = lane.submitted.load(std::memory_order_relaxed) + 1;
+  const uint64_t now = NowNs();
+  // Busy from here on, for every reader: before the item can reach the GPU.
+  lane.submitted.store(t.seq, std::memory_order_release);
+  slot_->last_submit_ns.store(now, std::memory_order_release);
+  slot_->submissions.fetch_add(1, std::memory_order_relaxed);
+  if (be) {
+    absl::MutexLock lock(&mu_);
+    window_.Add(t.lane, t.seq, key, predicted, now);
+    slot_->inflight.store(window_.count(), std::memory_order_relaxed);
+  }
+  return t;
+}
+
+void Pacer::End(Ticket& t, CUresult result) {
+  pacingreg::Lane& lane = slot_->lanes[t.lane];
+  auto write = t.ptsz ? api_->StreamWriteValue64Ptsz : api_->StreamWriteValue64;
+  // Even after a failed call: the write lands after whatever the lane had before, so the
+  // lane's count stays in order.
+  CUresult w = write(t.stream, DeviceAddress(&lane.completed), t.seq,
+                     CU_STREAM_WRITE_VALUE_DEFAULT);
+  if (w != CUDA_SUCCESS) {
+    // No way to have the GPU say it (a stream the driver refuses, e.g. a destroyed one): the
+    // item counts as done now, so nothing waits for it.
+    lane.completed.store(t.seq, std::memory_order_release);
+    if (result == CUDA_SUCCESS && !write_failure_logged_.exchange(true)) {
+      log_->warn("pacing: the completion write after a work item failed ({}); such items count "
+                 "as done when submitted", static_cast<int>(w));
+    }
+  }
+  t.lane_lock = {};
+}
+
+// --- PacingManager ----------------------------------------------------------------------
+
+Pacer* PacingManager::Current() {
+  DaemonClient* session = memory_->Client();
+  if (session == nullptr) return nullptr;
+  CUdevice dev = 0;
+  if (api_.CtxGetDevice == nullptr || api_.CtxGetDevice(&dev) != CUDA_SUCCESS) return nullptr;
+  const int key = static_cast<int>(dev);
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = pacers_.find(key);
+    if (it != pacers_.end() && it->second.session == session) return it->second.pacer.get();
+  }
+  if (!session->connected()) return nullptr;
+  absl::StatusOr<std::unique_ptr<Pacer>> opened = absl::UnavailableError("no daemon GPU");
+  if (std::optional<uint32_t> gpu = memory_->GpuIndex(dev); gpu.has_value()) {
+    absl::StatusOr<int> fd = session->OpenPacing(*gpu);
+    if (fd.ok()) {
+      opened = Pacer::Open(*fd, session->session_id(), api_, log_);
+    } else {
+      opened = fd.status();
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  Slot& slot = pacers_[key];
+  if (slot.session == session) return slot.pacer.get();  // another thread was first
+  if (slot.pacer != nullptr) retired_.push_back(std::move(slot.pacer));
+  slot.session = session;
+  if (!opened.ok()) {
+    if (session->connected()) {
+      log_->warn("GPU work on device {} is not paced: {}", key,
+                 std::string(opened.status().message()));
+    }
+    return nullptr;
+  }
+  slot.pacer = std::move(*opened);
+  return slot.pacer.get();
+}
+
+bool PacingManager::HostPacedCopies() {
+  Pacer* p = Current();
+  return p != nullptr && p->enabled() && p->best_effort();
+}
+
+}  // namespace missile::shim

@@ -1,0 +1,159 @@
+// The shim's end of one GPU's pacing region (common/pacing_region.h), and the manager that
+// opens one per GPU and daemon session.
+//
+// Every GPU work item of the program (a kernel launch of any kind, a graph launch, a memset, a
+// copy) passes through Begin and End around the real driver call (pacing_hooks.h):
+// - LS tenant: Begin marks the item submitted on its stream's lane (a store in shared memory),
+//   End enqueues right after it, on the same stream, a cuStreamWriteValue64 of the item's
+//   sequence number into the lane's `completed` word: the GPU itself reports the item done, with
+//   no thread and no daemon in between. Nothing is ever held.
+// - BE tenant: Begin holds the calling thread while an LS tenant of the GPU is busy
+//   (pacing::LsBusyTracker), while the BE's own work in flight is at the window's limit
+//   (pacing::InflightWindow: a count and a predicted duration, learned per kernel and launch
+//   shape by pacing::DurationPredictor), or while another BE tenant is behind its weighted share;
+//   then it marks the item like an LS tenant does, so the window sees it finish.
+// Only the calling thread waits; nothing of a BE tenant ever waits on the GPU for a host flag.
+// Stream order is untouched (items are only delayed, in their submitting thread, never
+// reordered), and streams being captured into a graph are left alone (pacing_hooks.h).
+// Thread-safety: every method may be called from any thread.
+#ifndef MISSILE_LIBINTERCEPT_PACER_H_
+#define MISSILE_LIBINTERCEPT_PACER_H_
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "driver_api.h"
+#include "missile/common/pacing_region.h"
+#include "missile/pacing/pacing.h"
+#include "spdlog/logger.h"
+
+namespace missile::shim {
+
+class DaemonClient;
+class MemoryManager;
+
+class Pacer {
+ public:
+  // Maps the region from `memfd` (taken; closed on failure too), finds this session's slot and
+  // registers the region with the driver so the GPU can write the lanes. Needs a current
+  // context.
+  static absl::StatusOr<std::unique_ptr<Pacer>> Open(int memfd, uint64_t session_id,
+                                                     const DriverApi& api, spdlog::logger* log);
+  ~Pacer();
+
+  // The daemon's policy says pace; the slot is still this session's.
+  bool enabled() const;
+  // Whether `stream` is being captured into a graph (or the driver cannot say): then its work
+  // is not run, and nothing may be added to it.
+  bool Capturing(CUstream stream, bool ptsz) const;
+  bool best_effort() const;
+
+  // One work item between Begin and End; holds its lane (so the sequence numbers of a lane
+  // reach the GPU in order).
+  class Ticket {
+   public:
+    Ticket() = default;
+    Ticket(Ticket&&) = default;
+    Ticket& operator=(Ticket&&) = default;
+
+   private:
+    friend class Pacer;
+    std::unique_lock<std::mutex> lane_lock;
+    uint32_t lane = 0;
+    uint64_t seq = 0;
+    CUstream stream = nullptr;
+    bool ptsz = false;
+  };
+
+  // `stream` as the entry point was given it (`ptsz`: the per-thread flavour), `key`: what the
+  // item is (for the duration predictor). BE: may wait.
+  Ticket Begin(CUstream stream, bool ptsz, uint64_t key);
+  // After the real call returned `result`.
+  void End(Ticket& t, CUresult result);
+
+  // Lane of a stream (tests and diagnostics).
+  uint32_t LaneOf(CUstream stream, bool ptsz);
+
+ private:
+  Pacer() = default;
+  uint32_t LaneFor(uint64_t stream_key);
+  // BE: waits until the item may go; returns when it may.
+  void Admit(uint64_t key, uint64_t predicted_ns);
+  pacing::LsObservation ObserveLs(uint64_t now) const;
+  std::vector<pacing::ShareEntry> ActivePeers(uint64_t now) const;
+  void RetireLocked(uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetActiveLocked(bool active, uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  CUdeviceptr DeviceAddress(const void* word) const {
+    return region_dev_ + static_cast<CUdeviceptr>(static_cast<const char*>(word) -
+                                                  reinterpret_cast<const char*>(region_));
+  }
+
+  const DriverApi* api_ = nullptr;
+  spdlog::logger* log_ = nullptr;
+  int memfd_ = -1;
+  pacingreg::Region* region_ = nullptr;
+  bool registered_ = false;
+  CUdeviceptr region_dev_ = 0;
+  uint64_t session_ = 0;
+  uint32_t slot_index_ = 0;
+  pacingreg::Slot* slot_ = nullptr;
+
+  // Lanes: stream key -> lane, assigned on first use; when every lane is taken, an idle one is
+  // reassigned (or, with more busy streams than lanes, two streams share one).
+  absl::Mutex table_mu_;
+  absl::flat_hash_map<uint64_t, uint32_t> lane_of_ ABSL_GUARDED_BY(table_mu_);
+  uint64_t lane_owner_[pacingreg::kLanes] ABSL_GUARDED_BY(table_mu_) = {};
+  std::mutex lane_mu_[pacingreg::kLanes];
+
+  // BE state.
+  absl::Mutex mu_;
+  pacing::InflightWindow window_ ABSL_GUARDED_BY(mu_);
+  pacing::DurationPredictor predictor_ ABSL_GUARDED_BY(mu_);
+  pacing::LsBusyTracker ls_ ABSL_GUARDED_BY(mu_);
+  uint64_t last_check_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t gpu_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  int waiters_ ABSL_GUARDED_BY(mu_) = 0;
+  bool active_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<pacing::DurationSample> samples_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> write_failure_logged_{false};
+};
+
+// One Pacer per GPU and daemon session, opened at the first work item on that GPU.
+// Thread-safety: every method may be called from any thread.
+class PacingManager {
+ public:
+  PacingManager(const DriverApi& api, MemoryManager* memory, spdlog::logger* log)
+      : api_(api), memory_(memory), log_(log) {}
+
+  // The pacer of the calling thread's GPU, or null (no daemon, no pacing there, or it failed).
+  Pacer* Current();
+  // Whether this process's copies should go to the GPU as host-paced pieces (a paced BE).
+  bool HostPacedCopies();
+
+ private:
+  struct Slot {
+    DaemonClient* session = nullptr;
+    std::unique_ptr<Pacer> pacer;  // null: opening failed in this session
+  };
+  const DriverApi& api_;
+  MemoryManager* memory_;
+  spdlog::logger* log_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<int, Slot> pacers_ ABSL_GUARDED_BY(mu_);
+  // Pacers of ended sessions: threads may still be inside them.
+  std::vector<std::unique_ptr<Pacer>> retired_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace missile::shim
+
+#endif  // MISSILE_LIBINTERCEPT_PACER_H_

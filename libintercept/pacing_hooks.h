@@ -1,0 +1,152 @@
+// Which hooked entry points are GPU work, and the step every one of them takes through the
+// pacer (pacer.h) around its policy. Hooks of the launch, memset and copy families are work,
+// except cuMemAdvise (no work on a stream). For each, the stream is its CUstream argument
+// (cuLaunchKernelEx: the launch configuration's), or, for a synchronous entry point, the stream
+// it is ordered on (the legacy default stream; the per-thread one for _ptds). A stream being
+// captured into a graph is left alone: nothing runs then, and nothing may be added to the graph.
+// Thread-safety: RunPaced may be called from any thread.
+#ifndef MISSILE_LIBINTERCEPT_PACING_HOOKS_H_
+#define MISSILE_LIBINTERCEPT_PACING_HOOKS_H_
+
+#include <cuda.h>
+
+#include <bit>
+#include <cstdint>
+#include <string_view>
+#include <type_traits>
+
+#include "hooks.h"
+#include "pacer.h"
+#include "policy.h"
+#include "shim.h"
+
+namespace missile::shim {
+
+constexpr bool IsPacedWork(HookId id) {
+  const size_t i = Index(id);
+  if (i >= Index(HookId::kGetProcAddress)) return false;
+  const std::string_view family = kHookInfo[i].family;
+  const std::string_view symbol = kHookInfo[i].symbol;
+  if (symbol.starts_with("cuMemAdvise")) return false;
+  return family == "launch" || family == "memset" || family == "copy";
+}
+
+constexpr bool PerThreadFlavour(HookId id) {
+  const std::string_view symbol = kHookInfo[Index(id)].symbol;
+  return symbol.ends_with("_ptsz") || symbol.ends_with("_ptds");
+}
+
+namespace pacing_detail {
+
+template <typename T>
+constexpr bool kIsStream = std::is_same_v<std::remove_cv_t<T>, CUstream>;
+
+// The first CUstream argument, or the synchronous order stream.
+template <typename... Args>
+CUstream StreamArg(bool ptds, Args... args) {
+  CUstream found = nullptr;
+  bool have = false;
+  auto take = [&](auto a) {
+    if constexpr (kIsStream<decltype(a)>) {
+      if (!have) {
+        found = a;
+        have = true;
+      }
+    }
+  };
+  (take(args), ...);
+  if (have) return found;
+  return ptds ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
+}
+
+template <typename... Args>
+constexpr bool HasStreamArg() {
+  return (kIsStream<Args> || ...);
+}
+
+inline uint64_t Mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
+}
+
+// The largest size_t argument (a copy's or memset's size), for the predictor's key.
+template <typename... Args>
+uint64_t LargestSize(Args... args) {
+  uint64_t best = 0;
+  auto take = [&](auto a) {
+    if constexpr (std::is_same_v<decltype(a), size_t>) best = a > best ? a : best;
+  };
+  (take(args), ...);
+  return best;
+}
+
+}  // namespace pacing_detail
+
+// What the item is, for the duration predictor: the kernel and its launch shape, the graph,
+// or the entry point and the size class of a copy or memset.
+template <HookId id, typename... Args>
+uint64_t WorkKey(Args... args) {
+  using namespace pacing_detail;
+  uint64_t h = Mix(0, static_cast<uint64_t>(id));
+  constexpr std::string_view sym = kHookInfo[Index(id)].symbol;
+  if constexpr (sym.starts_with("cuLaunchKernelEx")) {
+    auto t = std::make_tuple(args...);
+    const CUlaunchConfig* c = std::get<0>(t);
+    h = Mix(h, reinterpret_cast<uintptr_t>(std::get<1>(t)));
+    if (c != nullptr) {
+      for (uint64_t v : {uint64_t{c->gridDimX}, uint64_t{c->gridDimY}, uint64_t{c->gridDimZ},
+                         uint64_t{c->blockDimX}, uint64_t{c->blockDimY}, uint64_t{c->blockDimZ},
+                         uint64_t{c->sharedMemBytes}}) {
+        h = Mix(h, v);
+      }
+    }
+  } else if constexpr (sym.starts_with("cuLaunchKernel") ||
+                       sym.starts_with("cuLaunchCooperativeKernel")) {
+    auto t = std::make_tuple(args...);
+    h = Mix(h, reinterpret_cast<uintptr_t>(std::get<0>(t)));
+    for (uint64_t v : {uint64_t{std::get<1>(t)}, uint64_t{std::get<2>(t)}, uint64_t{std::get<3>(t)},
+                       uint64_t{std::get<4>(t)}, uint64_t{std::get<5>(t)}, uint64_t{std::get<6>(t)},
+                       uint64_t{std::get<7>(t)}}) {
+      h = Mix(h, v);
+    }
+  } else if constexpr (sym.starts_with("cuGraphLaunch")) {
+    h = Mix(h, reinterpret_cast<uintptr_t>(std::get<0>(std::make_tuple(args...))));
+  } else {
+    h = Mix(h, static_cast<uint64_t>(std::bit_width(LargestSize(args...))));
+  }
+  return h;
+}
+
+template <HookId id, typename... Args>
+CUstream WorkStream(Args... args) {
+  constexpr std::string_view sym = kHookInfo[Index(id)].symbol;
+  if constexpr (sym.starts_with("cuLaunchKernelEx")) {
+    const CUlaunchConfig* c = std::get<0>(std::make_tuple(args...));
+    return c == nullptr ? nullptr : c->hStream;
+  } else {
+    return pacing_detail::StreamArg(PerThreadFlavour(id), args...);
+  }
+}
+
+// Runs a work entry point's policy between the pacer's Begin and End.
+template <HookId id, typename Fn, typename... Args>
+CUresult RunPaced(Fn real, Args... args) {
+  PacingManager* manager = Shim::Get().pacing();
+  Pacer* pacer = manager != nullptr ? manager->Current() : nullptr;
+  if (pacer == nullptr || !pacer->enabled()) return Policy<id>::Run(real, args...);
+  const CUstream stream = WorkStream<id>(args...);
+  // Synchronous entry points (no stream argument) are ordered on an explicit default-stream
+  // handle, which needs no per-thread flavour.
+  constexpr bool kPtsz =
+      PerThreadFlavour(id) && (pacing_detail::HasStreamArg<Args...>() ||
+                               kHookInfo[Index(id)].symbol.starts_with("cuLaunchKernelEx"));
+  if (pacer->Capturing(stream, kPtsz)) return Policy<id>::Run(real, args...);
+  Pacer::Ticket ticket = pacer->Begin(stream, kPtsz, WorkKey<id>(args...));
+  CUresult result = Policy<id>::Run(real, args...);
+  pacer->End(ticket, result);
+  return result;
+}
+
+}  // namespace missile::shim
+
+#endif  // MISSILE_LIBINTERCEPT_PACING_HOOKS_H_

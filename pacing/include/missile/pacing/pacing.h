@@ -1,0 +1,185 @@
+// Pacing best-effort (BE) GPU work next to latency-sensitive (LS) work: the decisions, as pure
+// functions and small classes over plain numbers (nanoseconds of CLOCK_MONOTONIC, counts). The
+// shim (libintercept/pacer.h) feeds them what it reads from the GPU's pacing region
+// (common/pacing_region.h) and does what they say.
+//
+// The model, measured on the H200 (docs/hardware/h200.md): the GPU time-slices the contexts of
+// different processes, so whatever BE work is queued when an LS request arrives delays it, up to
+// a time slice. Missile therefore keeps BE work off the GPU while an LS tenant is busy (and for
+// a short hysteresis after, since an eager LS leaves CPU gaps between its kernels), and while
+// the LS is idle keeps the BE's work in flight small (a count and a predicted duration), so an
+// arriving LS request waits at most for the residue of what is already running.
+// Thread-safety: none of these classes lock; their owner serialises access.
+#ifndef MISSILE_PACING_PACING_H_
+#define MISSILE_PACING_PACING_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+
+namespace missile::pacing {
+
+// --- LS activity --------------------------------------------------------------------------
+
+// What a BE reader saw of the LS tenants of its GPU at one moment.
+struct LsObservation {
+  bool in_flight = false;        // some LS lane had submitted != completed (and was not stale)
+  uint64_t newest_submit_ns = 0;  // the latest LS submission of any non-stale LS tenant
+};
+
+// Whether one LS tenant counts: a lane in flight counts only while the tenant's last submission
+// is younger than `stale_ns`, so a hung or dead LS cannot hold the BE tenants for ever.
+bool LsInFlightCounts(bool lanes_in_flight, uint64_t last_submit_ns, uint64_t now,
+                      uint64_t stale_ns);
+
+// The LS busy state with hysteresis: busy while LS work is in flight, and for `idle_ns` after
+// the last moment it was seen in flight or submitted (whichever is later).
+class LsBusyTracker {
+ public:
+  bool Busy(const LsObservation& seen, uint64_t now, uint64_t idle_ns);
+  // The moment the current quiet period began (for "resume idle_ns after"); 0 if never busy.
+  uint64_t last_busy_ns() const { return last_busy_ns_; }
+
+ private:
+  uint64_t last_busy_ns_ = 0;
+};
+
+// --- The BE in-flight window --------------------------------------------------------------
+
+// A duration sample for the predictor: how long item `key` ran, as observed.
+struct DurationSample {
+  uint64_t key;
+  uint64_t ns;
+};
+
+// The BE's own items in flight on the GPU, on its lanes (one per stream, FIFO). An item is
+// done once its lane's completed sequence number reaches the item's.
+class InflightWindow {
+ public:
+  struct Limits {
+    uint32_t items = 8;          // in flight at most (at least one is always admitted)
+    uint64_t predicted_ns = 0;   // predicted work in flight at most
+  };
+
+  void Add(uint32_t lane, uint64_t seq, uint64_t key, uint64_t predicted_ns, uint64_t now);
+
+  // Retires every item whose lane has completed it (`completed(lane)` gives the lane's
+  // completed sequence number). `tight`: the caller has been polling since the last call, so a
+  // retire time is a good estimate of when the item finished and samples are appended: an
+  // item's duration counts from when it could start, the later of its submission and the end
+  // of the item before it on its lane.
+  template <typename Completed>
+  void Retire(const Completed& completed, uint64_t now, bool tight,
+              std::vector<DurationSample>* samples);
+
+  bool Admits(uint64_t predicted_ns, const Limits& limits) const;
+  size_t count() const { return items_.size(); }
+  uint64_t predicted_in_flight_ns() const { return predicted_sum_; }
+  // Submission time of the oldest item in flight; 0 if none.
+  uint64_t oldest_issued_ns() const;
+
+ private:
+  struct Item {
+    uint32_t lane;
+    uint64_t seq;
+    uint64_t key;
+    uint64_t predicted_ns;
+    uint64_t issued_ns;
+  };
+  std::deque<Item> items_;
+  uint64_t predicted_sum_ = 0;
+  absl::flat_hash_map<uint32_t, uint64_t> lane_last_done_ns_;
+};
+
+template <typename Completed>
+void InflightWindow::Retire(const Completed& completed, uint64_t now, bool tight,
+                            std::vector<DurationSample>* samples) {
+  for (auto it = items_.begin(); it != items_.end();) {
+    if (completed(it->lane) < it->seq) {
+      ++it;
+      continue;
+    }
+    uint64_t& last = lane_last_done_ns_[it->lane];
+    const uint64_t start = it->issued_ns > last ? it->issued_ns : last;
+    if (tight && samples != nullptr && now > start) samples->push_back({it->key, now - start});
+    last = now;
+    predicted_sum_ -= it->predicted_ns;
+    it = items_.erase(it);
+  }
+}
+
+// --- Duration prediction ------------------------------------------------------------------
+
+// Learns how long each kind of work runs (a kernel and its launch shape, a graph, a copy size
+// class), online: an exponentially weighted mean of the observed durations. Bounded in size:
+// past `capacity` keys it forgets everything and starts again.
+class DurationPredictor {
+ public:
+  explicit DurationPredictor(size_t capacity = 8192) : capacity_(capacity) {}
+  // The prediction for `key`, or `unknown_ns` for work never observed.
+  uint64_t Predict(uint64_t key, uint64_t unknown_ns) const;
+  void Observe(uint64_t key, uint64_t ns);
+  size_t size() const { return table_.size(); }
+
+ private:
+  struct Estimate {
+    uint64_t mean_ns = 0;
+    uint32_t samples = 0;
+  };
+  size_t capacity_;
+  absl::flat_hash_map<uint64_t, Estimate> table_;
+};
+
+// --- Weighted share between BE tenants ----------------------------------------------------
+
+struct ShareEntry {
+  uint64_t gpu_ns = 0;  // GPU time accounted so far
+  uint32_t weight = 1;  // > 0
+};
+
+// Whether a BE tenant may submit now, given the active other BE tenants of its GPU: it may
+// unless its weighted GPU time (gpu_ns / weight) is ahead of the least of theirs by more than
+// `slack_ns` of its own time. With no other active BE tenant it always may.
+bool ShareAllows(const ShareEntry& self, const std::vector<ShareEntry>& active_peers,
+                 uint64_t slack_ns);
+
+// A BE tenant that becomes active after a pause starts from the least weighted time of the
+// active peers (less its slack), like CFS: it neither gets a burst for its idle time nor falls
+// behind for good. Returns the gpu_ns it should continue from.
+uint64_t CatchUp(const ShareEntry& self, const std::vector<ShareEntry>& active_peers,
+                 uint64_t slack_ns);
+
+// --- The verdict --------------------------------------------------------------------------
+
+enum class Verdict {
+  kGo,           // submit now
+  kWaitLs,       // an LS tenant is busy
+  kWaitWindow,   // the BE's own work in flight is at its limit
+  kWaitShare,    // another BE tenant is behind its weighted share
+};
+
+struct AdmissionInput {
+  bool ls_busy = false;
+  bool window_admits = true;
+  bool share_allows = true;
+  size_t in_flight = 0;          // the BE's items in flight
+  uint64_t now = 0;
+  uint64_t waiting_since = 0;    // when this submission started waiting
+  uint64_t max_hold_ns = 0;      // 0: no bound
+  uint64_t oldest_in_flight_ns = 0;  // submission time of the oldest item in flight
+  uint64_t stall_ns = 0;         // an item in flight this long no longer counts (0: never)
+};
+
+// What to do with one BE submission. LS busy and the share hold it; the window holds it while
+// it is full. Bounds: a submission held for `max_hold_ns` goes ahead once nothing of the BE is
+// in flight (a minimum share for the BE however busy the LS tenants are), and a window whose
+// oldest item has been in flight for `stall_ns` admits (the BE's own earlier work may be waiting
+// for something this very thread does next: never deadlock the program).
+Verdict Decide(const AdmissionInput& in);
+
+}  // namespace missile::pacing
+
+#endif  // MISSILE_PACING_PACING_H_

@@ -1,0 +1,189 @@
+#include "missile/pacing/pacing.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace missile::pacing {
+namespace {
+
+constexpr uint64_t kUs = 1000;
+constexpr uint64_t kMs = 1000 * kUs;
+
+TEST(LsInFlightCounts, OnlyWhileTheLastSubmissionIsFresh) {
+  EXPECT_FALSE(LsInFlightCounts(false, 100, 200, kMs));
+  EXPECT_TRUE(LsInFlightCounts(true, 100, 200, kMs));
+  EXPECT_TRUE(LsInFlightCounts(true, 10 * kMs, 10 * kMs + kMs - 1, kMs));
+  EXPECT_FALSE(LsInFlightCounts(true, 10 * kMs, 11 * kMs, kMs));  // hung LS: ignored
+  EXPECT_TRUE(LsInFlightCounts(true, 500, 100, kMs));  // clock read before the mark: fresh
+}
+
+TEST(LsBusyTracker, BusyWhileInFlightAndForTheHysteresisAfter) {
+  LsBusyTracker t;
+  EXPECT_FALSE(t.Busy({false, 0}, 1 * kMs, 200 * kUs));  // never busy
+  EXPECT_TRUE(t.Busy({true, 1 * kMs}, 2 * kMs, 200 * kUs));
+  EXPECT_TRUE(t.Busy({true, 1 * kMs}, 3 * kMs, 200 * kUs));
+  // Completed at 3 ms (last seen in flight): busy until 3.2 ms.
+  EXPECT_TRUE(t.Busy({false, 1 * kMs}, 3 * kMs + 100 * kUs, 200 * kUs));
+  EXPECT_TRUE(t.Busy({false, 1 * kMs}, 3 * kMs + 199 * kUs, 200 * kUs));
+  EXPECT_FALSE(t.Busy({false, 1 * kMs}, 3 * kMs + 200 * kUs, 200 * kUs));
+  EXPECT_EQ(t.last_busy_ns(), 3 * kMs);
+}
+
+TEST(LsBusyTracker, ARecentSubmissionCountsEvenIfItsWorkIsAlreadyDone) {
+  // An eager LS: its kernel finished before the reader looked, but it submitted 50 us ago and
+  // will submit again: the gap is inside the hysteresis.
+  LsBusyTracker t;
+  EXPECT_TRUE(t.Busy({false, 10 * kMs}, 10 * kMs + 50 * kUs, 200 * kUs));
+  EXPECT_FALSE(t.Busy({false, 10 * kMs}, 10 * kMs + 250 * kUs, 200 * kUs));
+}
+
+TEST(InflightWindow, AdmitsOneAlwaysThenByCountAndPredictedDuration) {
+  InflightWindow w;
+  InflightWindow::Limits lim{.items = 3, .predicted_ns = 100 * kUs};
+  EXPECT_TRUE(w.Admits(500 * kUs, lim));  // empty: even a long one
+  w.Add(0, 1, 7, 60 * kUs, 0);
+  EXPECT_TRUE(w.Admits(40 * kUs, lim));
+  EXPECT_FALSE(w.Admits(41 * kUs, lim));  // 60 + 41 > 100
+  w.Add(0, 2, 7, 20 * kUs, 0);
+  w.Add(1, 1, 8, 10 * kUs, 0);
+  EXPECT_EQ(w.count(), 3u);
+  EXPECT_EQ(w.predicted_in_flight_ns(), 90 * kUs);
+  EXPECT_FALSE(w.Admits(1, lim));  // count
+}
+
+TEST(InflightWindow, RetiresByLaneSequenceAndSamplesDurations) {
+  InflightWindow w;
+  w.Add(0, 1, 100, 10 * kUs, 1000 * kUs);
+  w.Add(0, 2, 200, 10 * kUs, 1001 * kUs);
+  w.Add(3, 1, 300, 10 * kUs, 1002 * kUs);
+  uint64_t done[4] = {1, 0, 0, 0};
+  auto completed = [&](uint32_t lane) { return done[lane]; };
+  std::vector<DurationSample> s;
+  w.Retire(completed, 1010 * kUs, /*tight=*/true, &s);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].key, 100u);
+  EXPECT_EQ(s[0].ns, 10 * kUs);
+  EXPECT_EQ(w.count(), 2u);
+  EXPECT_EQ(w.oldest_issued_ns(), 1001 * kUs);
+  // The second item on lane 0 could start only when the first ended (1010 us).
+  done[0] = 2;
+  done[3] = 1;
+  s.clear();
+  w.Retire(completed, 1030 * kUs, /*tight=*/true, &s);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].key, 200u);
+  EXPECT_EQ(s[0].ns, 20 * kUs);
+  EXPECT_EQ(s[1].key, 300u);
+  EXPECT_EQ(s[1].ns, 28 * kUs);
+  EXPECT_EQ(w.count(), 0u);
+  EXPECT_EQ(w.predicted_in_flight_ns(), 0u);
+}
+
+TEST(InflightWindow, LooseObservationsGiveNoSamples) {
+  InflightWindow w;
+  w.Add(0, 5, 1, kUs, 0);
+  std::vector<DurationSample> s;
+  w.Retire([](uint32_t) { return uint64_t{9}; }, 50 * kMs, /*tight=*/false, &s);
+  EXPECT_TRUE(s.empty());
+  EXPECT_EQ(w.count(), 0u);
+}
+
+TEST(DurationPredictor, UnknownThenMeanThatFollowsChange) {
+  DurationPredictor p(4);
+  EXPECT_EQ(p.Predict(1, 50 * kUs), 50 * kUs);
+  p.Observe(1, 100 * kUs);
+  EXPECT_EQ(p.Predict(1, 50 * kUs), 100 * kUs);
+  p.Observe(1, 200 * kUs);
+  EXPECT_EQ(p.Predict(1, 50 * kUs), 125 * kUs);
+  for (int i = 0; i < 40; ++i) p.Observe(1, 20 * kUs);
+  EXPECT_NEAR(static_cast<double>(p.Predict(1, 0)), 20.0 * kUs, 1.0 * kUs);
+  p.Observe(1, 1 * kUs);  // one short outlier moves it by a quarter
+  EXPECT_GT(p.Predict(1, 0), 14 * kUs);
+}
+
+TEST(DurationPredictor, BoundedInSize) {
+  DurationPredictor p(3);
+  for (uint64_t k = 0; k < 3; ++k) p.Observe(k, 10);
+  EXPECT_EQ(p.size(), 3u);
+  p.Observe(1, 20);  // known key: no reset
+  EXPECT_EQ(p.size(), 3u);
+  p.Observe(99, 10);  // a fourth key: starts again
+  EXPECT_EQ(p.size(), 1u);
+  EXPECT_EQ(p.Predict(0, 7), 7u);
+}
+
+TEST(ShareAllows, WeightedTimeDecides) {
+  const uint64_t slack = 1 * kMs;
+  // Alone: always.
+  EXPECT_TRUE(ShareAllows({100 * kMs, 1}, {}, slack));
+  // Weights 1:3, equal weighted time (10 ms at weight 1, 30 ms at weight 3): both may run.
+  EXPECT_TRUE(ShareAllows({10 * kMs, 1}, {{30 * kMs, 3}}, slack));
+  EXPECT_TRUE(ShareAllows({30 * kMs, 3}, {{10 * kMs, 1}}, slack));
+  // The weight-1 tenant 2 ms ahead of its share: held; within its slack: allowed.
+  EXPECT_FALSE(ShareAllows({12 * kMs, 1}, {{30 * kMs, 3}}, slack));
+  EXPECT_TRUE(ShareAllows({10 * kMs + 900 * kUs, 1}, {{30 * kMs, 3}}, slack));
+  // The weight-3 tenant may run 1 ms ahead of its share (a third of a ms of weighted time).
+  EXPECT_TRUE(ShareAllows({31 * kMs, 3}, {{10 * kMs, 1}}, slack));
+  EXPECT_FALSE(ShareAllows({32 * kMs, 3}, {{10 * kMs, 1}}, slack));
+  // The least of several peers decides.
+  EXPECT_FALSE(ShareAllows({20 * kMs, 1}, {{5 * kMs, 1}, {40 * kMs, 1}}, slack));
+}
+
+TEST(CatchUp, AReturningTenantStartsAtTheLeastWeightedTime) {
+  const uint64_t slack = 1 * kMs;
+  EXPECT_EQ(CatchUp({5 * kMs, 1}, {}, slack), 5 * kMs);
+  // Peer at 300 ms of weight 3 (100 ms weighted): a weight-1 tenant at 2 ms jumps to 99 ms.
+  EXPECT_EQ(CatchUp({2 * kMs, 1}, {{300 * kMs, 3}}, slack), 99 * kMs);
+  // Never moves back.
+  EXPECT_EQ(CatchUp({150 * kMs, 1}, {{300 * kMs, 3}}, slack), 150 * kMs);
+}
+
+TEST(Decide, GoOnlyWhenNothingHolds) {
+  AdmissionInput in;
+  in.now = 10 * kMs;
+  in.waiting_since = 10 * kMs;
+  EXPECT_EQ(Decide(in), Verdict::kGo);
+  in.ls_busy = true;
+  EXPECT_EQ(Decide(in), Verdict::kWaitLs);
+  in.ls_busy = false;
+  in.window_admits = false;
+  in.in_flight = 3;
+  EXPECT_EQ(Decide(in), Verdict::kWaitWindow);
+  in.window_admits = true;
+  in.share_allows = false;
+  EXPECT_EQ(Decide(in), Verdict::kWaitShare);
+}
+
+TEST(Decide, MaxHoldLetsOneItemThroughWhenNothingIsInFlight) {
+  AdmissionInput in;
+  in.ls_busy = true;
+  in.max_hold_ns = 20 * kMs;
+  in.waiting_since = 100 * kMs;
+  in.now = 119 * kMs;
+  EXPECT_EQ(Decide(in), Verdict::kWaitLs);
+  in.now = 120 * kMs;
+  EXPECT_EQ(Decide(in), Verdict::kGo);
+  in.in_flight = 1;  // its last item still runs: wait for it
+  EXPECT_EQ(Decide(in), Verdict::kWaitLs);
+  in.max_hold_ns = 0;  // no bound
+  in.in_flight = 0;
+  EXPECT_EQ(Decide(in), Verdict::kWaitLs);
+}
+
+TEST(Decide, AStalledWindowAdmits) {
+  AdmissionInput in;
+  in.window_admits = false;
+  in.in_flight = 8;
+  in.stall_ns = 50 * kMs;
+  in.oldest_in_flight_ns = 100 * kMs;
+  in.now = 149 * kMs;
+  EXPECT_EQ(Decide(in), Verdict::kWaitWindow);
+  in.now = 150 * kMs;
+  EXPECT_EQ(Decide(in), Verdict::kGo);
+  in.ls_busy = true;  // but never past a busy LS (that one has its own bound)
+  EXPECT_EQ(Decide(in), Verdict::kWaitLs);
+}
+
+}  // namespace
+}  // namespace missile::pacing
