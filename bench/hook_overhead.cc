@@ -8,6 +8,11 @@
 //   cuMemGetInfo_v2             no GPU work, a pure driver round trip
 //   cuMemcpyHtoDAsync_v2 (8 B)  from pinned memory on a non-blocking stream, synchronised
 //                               outside the timed region every 64 calls
+//   cuLaunchKernel              an empty kernel (PTX, JIT-compiled at start) on the same stream,
+//                               synchronised every 64 calls. With missiled running, the shim
+//                               paces launches: as an LS tenant each one is marked (a store and a
+//                               stream write after it), as a BE tenant each one is also admitted
+//                               (not held while no LS tenant is busy).
 // Prints median and p99 per call for each side and the differences.
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -34,6 +39,14 @@ void Die(const char* what, CUresult r) {
   fprintf(stderr, "hook_overhead: %s failed with %d\n", what, static_cast<int>(r));
   exit(1);
 }
+
+// An empty kernel, for the launch path: JIT-compiled by the driver for whatever GPU is there.
+constexpr char kEmptyKernelPtx[] = R"(
+.version 7.0
+.target sm_50
+.address_size 64
+.visible .entry missile_empty() { ret; }
+)";
 
 struct Series {
   std::vector<double> hooked, direct;
@@ -71,7 +84,8 @@ int main(int argc, char** argv) {
   auto direct_info = reinterpret_cast<PFN_cuMemGetInfo_v3020>(dlsym(real, "cuMemGetInfo_v2"));
   auto direct_htod =
       reinterpret_cast<PFN_cuMemcpyHtoDAsync_v3020>(dlsym(real, "cuMemcpyHtoDAsync_v2"));
-  if (direct_info == nullptr || direct_htod == nullptr) {
+  auto direct_launch = reinterpret_cast<PFN_cuLaunchKernel_v4000>(dlsym(real, "cuLaunchKernel"));
+  if (direct_info == nullptr || direct_htod == nullptr || direct_launch == nullptr) {
     fprintf(stderr, "hook_overhead: %s lacks the entry points\n", real_path);
     return 2;
   }
@@ -117,6 +131,24 @@ int main(int argc, char** argv) {
   }
   cuStreamSynchronize(stream);
 
+  // Launches: skipped where the driver cannot load PTX (the test double).
+  Series launch_series;
+  CUmodule module;
+  CUfunction empty = nullptr;
+  if (cuModuleLoadData(&module, kEmptyKernelPtx) == CUDA_SUCCESS &&
+      cuModuleGetFunction(&empty, module, "missile_empty") == CUDA_SUCCESS) {
+    for (int i = 0; i < 1000; ++i) cuLaunchKernel(empty, 1, 1, 1, 32, 1, 1, 0, stream, nullptr, nullptr);
+    cuStreamSynchronize(stream);
+    for (int i = 0; i < htod_calls; ++i) {
+      launch_series.hooked.push_back(TimeOne(
+          [&] { cuLaunchKernel(empty, 1, 1, 1, 32, 1, 1, 0, stream, nullptr, nullptr); }));
+      launch_series.direct.push_back(TimeOne(
+          [&] { direct_launch(empty, 1, 1, 1, 32, 1, 1, 0, stream, nullptr, nullptr); }));
+      if (i % 32 == 31) cuStreamSynchronize(stream);
+    }
+    cuStreamSynchronize(stream);
+  }
+
   printf("hook_overhead: %s; real driver %s; %d cuMemGetInfo and %d cuMemcpyHtoDAsync pairs\n",
          shimmed ? "libcuda.so.1 is libmissile.so (hooked path active)"
                  : "WARNING: not running under libmissile.so, both sides are direct",
@@ -125,5 +157,10 @@ int main(int argc, char** argv) {
          "hooked p50", "direct p99", "hooked p99", "added p50", "added p99");
   Print("cuMemGetInfo_v2", info_series);
   Print("cuMemcpyHtoDAsync_v2 8B", htod_series);
+  if (!launch_series.hooked.empty()) {
+    Print("cuLaunchKernel (empty)", launch_series);
+  } else {
+    printf("cuLaunchKernel (empty)     skipped: the driver cannot load the PTX kernel\n");
+  }
   return shimmed ? 0 : 3;
 }

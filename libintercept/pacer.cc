@@ -262,8 +262,11 @@ void Pacer::Admit(uint64_t key, uint64_t predicted_ns) {
   }
   --waiters_;
   if (held) {
-    slot_->held_ns.fetch_add(NowNs() - since, std::memory_order_relaxed);
+    const uint64_t waited = NowNs() - since;
+    slot_->held_ns.fetch_add(waited, std::memory_order_relaxed);
     slot_->held_count.fetch_add(1, std::memory_order_relaxed);
+    held_ns_.fetch_add(waited, std::memory_order_relaxed);
+    held_.fetch_add(1, std::memory_order_relaxed);
   }
   (void)key;
 }
@@ -291,6 +294,7 @@ Pacer::Ticket Pacer::Begin(CUstream stream, bool ptsz, uint64_t key) {
   lane.submitted.store(t.seq, std::memory_order_release);
   slot_->last_submit_ns.store(now, std::memory_order_release);
   slot_->submissions.fetch_add(1, std::memory_order_relaxed);
+  marked_.fetch_add(1, std::memory_order_relaxed);
   if (be) {
     absl::MutexLock lock(&mu_);
     window_.Add(t.lane, t.seq, key, predicted, now);
@@ -355,6 +359,21 @@ Pacer* PacingManager::Current() {
   }
   slot.pacer = std::move(*opened);
   return slot.pacer.get();
+}
+
+std::string PacingManager::Summary() {
+  uint64_t marked = 0, held = 0, held_ns = 0;
+  absl::MutexLock lock(&mu_);
+  auto add = [&](const Pacer* p) {
+    if (p == nullptr) return;
+    marked += p->marked();
+    held += p->held();
+    held_ns += p->held_ns();
+  };
+  for (const auto& [dev, slot] : pacers_) add(slot.pacer.get());
+  for (const auto& p : retired_) add(p.get());
+  return std::to_string(marked) + " work items marked, " + std::to_string(held) + " held for " +
+         std::to_string(held_ns / 1000000) + " ms in all";
 }
 
 bool PacingManager::HostPacedCopies() {

@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -84,6 +85,11 @@ class Pacer {
   // Lane of a stream (tests and diagnostics).
   uint32_t LaneOf(CUstream stream, bool ptsz);
 
+  // For the exit report: items marked, and of those held at all, and the time held.
+  uint64_t marked() const { return marked_.load(std::memory_order_relaxed); }
+  uint64_t held() const { return held_.load(std::memory_order_relaxed); }
+  uint64_t held_ns() const { return held_ns_.load(std::memory_order_relaxed); }
+
  private:
   Pacer() = default;
   uint32_t LaneFor(uint64_t stream_key);
@@ -126,6 +132,9 @@ class Pacer {
   bool active_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<pacing::DurationSample> samples_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> write_failure_logged_{false};
+  std::atomic<uint64_t> marked_{0};
+  std::atomic<uint64_t> held_{0};
+  std::atomic<uint64_t> held_ns_{0};
 };
 
 // One Pacer per GPU and daemon session, opened at the first work item on that GPU.
@@ -139,6 +148,8 @@ class PacingManager {
   Pacer* Current();
   // Whether this process's copies should go to the GPU as host-paced pieces (a paced BE).
   bool HostPacedCopies();
+  // For the exit report: "N work items marked, M held for X ms" over every pacer.
+  std::string Summary();
 
  private:
   struct Slot {

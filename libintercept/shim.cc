@@ -192,6 +192,7 @@ void Shim::WriteReport() {
     text += fmt::format("# {} host-device copies went through the PCIe scheduler\n",
                         copies_->scheduled());
   }
+  if (pacing_ != nullptr) text += fmt::format("# pacing: {}\n", pacing_->Summary());
   {
     std::lock_guard<std::mutex> lock(unmatched_mu_);
     for (const auto& [key, n] : unmatched_) {

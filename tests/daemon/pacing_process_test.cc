@@ -1,0 +1,216 @@
+// Multi-process tests of BE pacing: the real daemon, the real shim in an LS and a BE tenant
+// process (tests/programs/pace_probe), on the driver test double. The LS keeps work on the GPU
+// for a known time (a memset queued behind a sleeping host function), and the test checks when
+// the BE's work could run, comparing CLOCK_MONOTONIC moments the processes print.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "subprocess.h"
+
+namespace missile {
+namespace {
+
+using testing::Child;
+using testing::TempDir;
+
+constexpr double kMs = 1e6;  // nanoseconds
+
+// The unsigned number after `key=` in `line`, or 0.
+uint64_t Field(const std::string& line, const std::string& key) {
+  size_t pos = line.find(key + "=");
+  if (pos == std::string::npos) return 0;
+  return std::strtoull(line.c_str() + pos + key.size() + 1, nullptr, 10);
+}
+
+uint64_t Now() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+class PacingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    shm_ = "/fakecuda-pacingtest-" + std::to_string(getpid()) + "-" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    socket_ = dir_.path() + "/missiled.sock";
+  }
+  void TearDown() override {
+    if (daemon_.running()) {
+      daemon_.Kill(SIGTERM);
+      daemon_.Wait(10);
+    }
+    unlink(("/dev/shm" + shm_).c_str());
+  }
+
+  std::map<std::string, std::string> FakeEnv() const {
+    return {{"FAKECUDA_SHM", shm_}, {"FAKECUDA_TOTAL_MEM", "1G"},
+            {"FAKECUDA_PCIE_BYTES_PER_US", "2000"}, {"LD_PRELOAD", "<unset>"}};
+  }
+
+  // [compute] keys for this test, on top of the defaults.
+  void StartDaemon(const std::string& compute) {
+    std::string config = dir_.path() + "/missiled.toml";
+    std::ofstream(config) << "[daemon]\nsocket = \"" << socket_ << "\"\nlog_level = \"debug\"\n"
+                          << "[pcie]\nbypass_below = \"4KiB\"\nchunk = \"1MiB\"\nbe_chunk = 0\n"
+                          << "[compute]\n" << compute << "\n";
+    chmod(config.c_str(), 0644);
+    auto env = FakeEnv();
+    env["LD_LIBRARY_PATH"] = FAKECUDA_DIR;
+    ASSERT_TRUE(daemon_.Start({MISSILED, "--config", config}, env, dir_.path() + "/missiled.log"));
+    for (int i = 0; i < 500 && access(socket_.c_str(), F_OK) != 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_EQ(access(socket_.c_str(), F_OK), 0) << "missiled did not start";
+  }
+
+  std::map<std::string, std::string> TenantEnv(const std::string& cls) const {
+    auto env = FakeEnv();
+    env["LD_PRELOAD"] = MISSILE_SHIM;
+    env["MISSILE_REAL_LIBCUDA"] = FAKECUDA_LIB;
+    env["MISSILE_SOCKET"] = socket_;
+    env["MISSILE_TENANT_CLASS"] = cls;
+    env["MISSILE_TENANT_NAME"] = cls + "-probe";
+    return env;
+  }
+
+  // Starts an LS request that stays on the GPU for `ms`; returns the moment it was marked.
+  uint64_t StartLs(Child* ls, long ms) {
+    EXPECT_TRUE(ls->Start({PACE_PROBE, "ls", std::to_string(ms)}, TenantEnv("ls")));
+    const std::string marked = ls->WaitForLine("marked", 20);
+    EXPECT_FALSE(marked.empty()) << ls->out();
+    return Field(marked, "t");
+  }
+
+  // Starts a BE tenant and waits until it is set up (registered, memory allocated).
+  void StartBe(Child* be, int copy_mib = 0) {
+    ASSERT_TRUE(be->Start({PACE_PROBE, "be", std::to_string(copy_mib)}, TenantEnv("be")));
+    ASSERT_FALSE(be->WaitForLine("ready", 20).empty()) << be->out();
+  }
+
+  // Lets the BE run its item and returns its result line.
+  std::string RunBe(Child* be) {
+    be->CloseStdin();
+    std::string line = be->WaitForLine("be ", 30);
+    EXPECT_EQ(be->Wait(10), 0) << be->out();
+    EXPECT_EQ(Field(line, "ok"), 1u) << line;
+    return line;
+  }
+
+  TempDir dir_;
+  std::string shm_;
+  std::string socket_;
+  Child daemon_;
+};
+
+TEST_F(PacingTest, BeWorkWaitsForTheBusyLsAndGoesRightAfter) {
+  StartDaemon("max_hold_ms = 0\nls_stale_ms = 10000\nls_idle_us = 1000");
+  Child be, ls;
+  StartBe(&be);
+  StartLs(&ls, 400);
+  const std::string line = RunBe(&be);
+  const std::string done = ls.WaitForLine("done", 10);
+  ASSERT_FALSE(done.empty()) << ls.out();
+  const uint64_t ls_done = Field(done, "t");
+  const uint64_t be_end = Field(line, "t1");
+  // The BE's memset could not finish before the LS's work did: it was held in the shim.
+  EXPECT_GE(be_end, ls_done) << line << " / " << done;
+  // And it went soon after (the hysteresis is 1 ms; the rest is polling and process noise).
+  EXPECT_LT(static_cast<double>(be_end - ls_done), 200 * kMs) << line << " / " << done;
+  EXPECT_EQ(ls.Wait(10), 0);
+}
+
+TEST_F(PacingTest, BeIsNotHeldWithoutABusyLsOrWithPacingOff) {
+  StartDaemon("max_hold_ms = 0\nls_stale_ms = 10000");
+  {
+    Child be;
+    StartBe(&be);
+    const std::string line = RunBe(&be);
+    EXPECT_LT(static_cast<double>(Field(line, "t1") - Field(line, "t0")), 200 * kMs) << line;
+  }
+  // The same with pacing off: a busy LS holds nothing.
+  daemon_.Kill(SIGTERM);
+  daemon_.Wait(10);
+  StartDaemon("pacing = false\nmax_hold_ms = 0\nls_stale_ms = 10000");
+  Child be, ls;
+  StartBe(&be);
+  const uint64_t marked = StartLs(&ls, 1500);
+  const std::string line = RunBe(&be);
+  EXPECT_LT(static_cast<double>(Field(line, "t1") - marked), 1000 * kMs) << line;
+  ls.Wait(10);
+}
+
+TEST_F(PacingTest, AKilledLsReleasesTheBeWhenItsSessionEnds) {
+  StartDaemon("max_hold_ms = 0\nls_stale_ms = 600000");
+  Child be, ls;
+  StartBe(&be);
+  StartLs(&ls, 60000);  // would hold the BE for a minute
+  be.CloseStdin();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(be.out().find("be ") == std::string::npos) << "the BE was not held: " << be.out();
+  const uint64_t killed = Now();
+  ls.Kill(SIGKILL);
+  const std::string line = be.WaitForLine("be ", 10);
+  ASSERT_FALSE(line.empty()) << "the BE stayed held after the LS died: " << be.out();
+  // The daemon sees the process exit (pidfd) and clears its slot.
+  EXPECT_LT(static_cast<double>(Field(line, "t1") - killed), 2000 * kMs) << line;
+  EXPECT_EQ(be.Wait(10), 0);
+}
+
+TEST_F(PacingTest, AStaleLsMarkHoldsTheBeNoLongerThanTheBound) {
+  StartDaemon("max_hold_ms = 0\nls_stale_ms = 300");
+  Child be, ls;
+  StartBe(&be);
+  const uint64_t marked = StartLs(&ls, 5000);  // a hung LS request
+  const std::string line = RunBe(&be);
+  const double waited = static_cast<double>(Field(line, "t1") - marked);
+  EXPECT_GE(waited, 250 * kMs) << line;
+  EXPECT_LT(waited, 2500 * kMs) << line;
+  ls.Kill(SIGKILL);
+}
+
+TEST_F(PacingTest, MaxHoldLetsTheBeThroughAnLsThatStaysBusy) {
+  StartDaemon("max_hold_ms = 100\nls_stale_ms = 600000");
+  Child be, ls;
+  StartBe(&be);
+  const uint64_t marked = StartLs(&ls, 5000);
+  const std::string line = RunBe(&be);
+  const double waited = static_cast<double>(Field(line, "t1") - marked);
+  EXPECT_GE(static_cast<double>(Field(line, "t1") - Field(line, "t0")), 90 * kMs) << line;
+  EXPECT_LT(waited, 2500 * kMs) << line;
+  ls.Kill(SIGKILL);
+}
+
+TEST_F(PacingTest, BeCopiesAreHostPacedAndNeverWaitOnTheStream) {
+  StartDaemon("max_hold_ms = 0\nls_stale_ms = 10000");
+  // The same 16 MiB copy (16 chunks of 1 MiB through the scheduler) by an LS and a BE tenant.
+  for (const std::string cls : {"ls", "be"}) {
+    SCOPED_TRACE(cls);
+    const std::string report = dir_.path() + "/report-" + cls;
+    auto env = TenantEnv(cls);
+    env["MISSILE_REPORT"] = report;
+    Child t;
+    ASSERT_TRUE(t.Start({PACE_PROBE, "be", "16"}, env));
+    ASSERT_FALSE(t.WaitForLine("ready", 20).empty()) << t.out();
+    const std::string line = RunBe(&t);
+    const std::string text = testing::ReadFile(report);
+    EXPECT_NE(text.find("# 1 host-device copies went through the PCIe scheduler"),
+              std::string::npos) << text;
+    if (cls == "be") {
+      EXPECT_EQ(Field(line, "waits"), 0u) << line;  // every chunk enqueued once granted
+    } else {
+      EXPECT_GT(Field(line, "waits"), 0u) << line;  // the GPU waits for the LS's later grants
+    }
+  }
+}
+
+}  // namespace
+}  // namespace missile
