@@ -181,6 +181,16 @@ absl::StatusOr<SessionInfo> DaemonCore::Register(const PeerCredentials& creds,
       return s;
     }
   }
+  // A pacing slot from the start, so the LS tenants of a GPU know there is a BE tenant to tell
+  // before the BE's first launch (the shim maps the region at its first work item).
+  for (Gpu& gpu : gpus_) {
+    if (!gpu.pacing) continue;
+    if (absl::Status s = gpu.pacing->Assign(info.id, creds.pid,
+                                            cls == TenantClass::kLatencySensitive, info.weight);
+        !s.ok()) {
+      Log()->warn("session {}: its GPU work is not paced: {}", info.id, std::string(s.message()));
+    }
+  }
   sessions_[info.id] = session;
   session_by_pid_[creds.pid] = info.id;
   Log()->info("session {}: pid {} uid {} registered as '{}' ({}, priority {}, weight {})", info.id,

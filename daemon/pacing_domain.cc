@@ -50,14 +50,24 @@ void PacingDomain::Publish(const PacingSettings& s) {
 }
 
 void PacingDomain::CountLs() {
-  uint32_t n = 0;
+  uint32_t ls = 0, be = 0;
   for (const auto& [session, slot] : slot_of_) {
-    if (region_->slots[slot].cls.load(std::memory_order_relaxed) == pacingreg::kLs) ++n;
+    const uint32_t cls = region_->slots[slot].cls.load(std::memory_order_relaxed);
+    ls += cls == pacingreg::kLs;
+    be += cls == pacingreg::kBe;
   }
-  region_->header.policy.ls_tenants.store(n, std::memory_order_release);
+  region_->header.policy.ls_tenants.store(ls, std::memory_order_release);
+  region_->header.policy.be_tenants.store(be, std::memory_order_release);
 }
 
 absl::StatusOr<int> PacingDomain::Join(uint64_t session, int pid, bool ls, uint32_t weight) {
+  if (absl::Status s = Assign(session, pid, ls, weight); !s.ok()) return s;
+  int fd = fcntl(memfd_, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError("duplicating the pacing region's descriptor failed");
+  return fd;
+}
+
+absl::Status PacingDomain::Assign(uint64_t session, int pid, bool ls, uint32_t weight) {
   if (session == 0) return absl::InvalidArgumentError("no session");
   absl::MutexLock lock(&mu_);
   auto it = slot_of_.find(session);
@@ -89,12 +99,10 @@ absl::StatusOr<int> PacingDomain::Join(uint64_t session, int pid, bool ls, uint3
     s.weight.store(weight == 0 ? 1 : weight, std::memory_order_relaxed);
     s.cls.store(ls ? pacingreg::kLs : pacingreg::kBe, std::memory_order_relaxed);
     s.session.store(session, std::memory_order_release);
-    it = slot_of_.emplace(session, *free).first;
+    slot_of_.emplace(session, *free);
     CountLs();
   }
-  int fd = fcntl(memfd_, F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError("duplicating the pacing region's descriptor failed");
-  return fd;
+  return absl::OkStatus();
 }
 
 void PacingDomain::Leave(uint64_t session) {

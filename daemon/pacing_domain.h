@@ -49,9 +49,9 @@ class PacingDomain {
   PacingDomain(const PacingDomain&) = delete;
   PacingDomain& operator=(const PacingDomain&) = delete;
 
-  // Gives `session` a slot (the same one again if it has one) and returns a new descriptor of
-  // the region for the tenant (the caller sends and closes it). RESOURCE_EXHAUSTED when every
-  // slot is taken.
+  // Gives `session` a slot (keeps the one it has). RESOURCE_EXHAUSTED when every slot is taken.
+  absl::Status Assign(uint64_t session, int pid, bool ls, uint32_t weight);
+  // Assign, then a new descriptor of the region for the tenant (the caller sends and closes it).
   absl::StatusOr<int> Join(uint64_t session, int pid, bool ls, uint32_t weight);
   // Frees the session's slot: its lanes read as idle at once. No-op for an unknown session.
   void Leave(uint64_t session);
@@ -67,6 +67,7 @@ class PacingDomain {
  private:
   PacingDomain() = default;
   void Publish(const PacingSettings& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Publishes how many LS and BE tenants the GPU has.
   void CountLs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   int memfd_ = -1;

@@ -56,6 +56,7 @@ TEST(PacingDomain, SlotsPerSessionWithClassWeightAndLsCount) {
   EXPECT_EQ(r->slots[*sb].cls.load(), pacingreg::kBe);
   EXPECT_EQ(r->slots[*sb].weight.load(), 1u);  // 0 is read as 1
   EXPECT_EQ(r->header.policy.ls_tenants.load(), 1u);
+  EXPECT_EQ(r->header.policy.be_tenants.load(), 1u);
   // Joining again keeps the slot.
   auto again = (*d)->Join(1, 100, true, 10);
   ASSERT_TRUE(again.ok());
@@ -66,6 +67,7 @@ TEST(PacingDomain, SlotsPerSessionWithClassWeightAndLsCount) {
   EXPECT_EQ(r->slots[*sb].cls.load(), pacingreg::kLs);
   EXPECT_EQ(r->slots[*sb].weight.load(), 7u);
   EXPECT_EQ(r->header.policy.ls_tenants.load(), 2u);
+  EXPECT_EQ(r->header.policy.be_tenants.load(), 0u);
   munmap(r, pacingreg::kRegionBytes);
 }
 

@@ -29,6 +29,8 @@ constexpr uint64_t kPeerActiveNs = 50'000'000;
 constexpr uint64_t kMaxAccountNs = 2'000'000;
 // A held thread spins this long before it yields the CPU between checks.
 constexpr uint64_t kSpinNs = 20'000;
+// A BE lane enqueues a completion write after every this many items (and before it waits).
+constexpr uint64_t kMarkEvery = 4;
 // Retire times count as completion times (samples for the predictor) when the previous check
 // was at most this long before.
 constexpr uint64_t kTightNs = 5'000;
@@ -216,7 +218,7 @@ void Pacer::SetActiveLocked(bool active, uint64_t now) {
   slot_->active.store(active ? 1 : 0, std::memory_order_relaxed);
 }
 
-void Pacer::Admit(uint64_t key, uint64_t predicted_ns) {
+void Pacer::Admit(uint64_t key, uint64_t predicted_ns, uint32_t own_lane) {
   const pacingreg::Policy& pol = region_->header.policy;
   const uint64_t since = NowNs();
   bool held = false;
@@ -253,6 +255,7 @@ void Pacer::Admit(uint64_t key, uint64_t predicted_ns) {
     held = true;
     // Wait outside the lock, so other threads' checks (and retires) go on.
     mu_.Unlock();
+    if (!in.window_admits) FlushMarkers(own_lane);
     if (now - since < kSpinNs) {
       for (int i = 0; i < 64; ++i) copych::CpuRelax();
     } else {
@@ -275,9 +278,14 @@ Pacer::Ticket Pacer::Begin(CUstream stream, bool ptsz, uint64_t key) {
   Ticket t;
   t.stream = stream;
   t.ptsz = ptsz;
+  const bool be = best_effort();
+  // An LS tenant marks its work for the BE tenants of its GPU; with none there is no one to tell.
+  if (!be && region_->header.policy.be_tenants.load(std::memory_order_relaxed) == 0) return t;
+  t.be = be;
   t.lane = LaneFor(StreamKey(stream, ptsz));
   t.lane_lock = std::unique_lock<std::mutex>(lane_mu_[t.lane]);
-  const bool be = best_effort();
+  lane_state_[t.lane].stream = stream;
+  lane_state_[t.lane].ptsz = ptsz;
   uint64_t predicted = 0;
   if (be) {
     {
@@ -285,7 +293,7 @@ Pacer::Ticket Pacer::Begin(CUstream stream, bool ptsz, uint64_t key) {
       predicted = predictor_.Predict(
           key, region_->header.policy.unknown_ns.load(std::memory_order_relaxed));
     }
-    Admit(key, predicted);
+    Admit(key, predicted, t.lane);
   }
   pacingreg::Lane& lane = slot_->lanes[t.lane];
   t.seq = lane.submitted.load(std::memory_order_relaxed) + 1;
@@ -303,22 +311,45 @@ Pacer::Ticket Pacer::Begin(CUstream stream, bool ptsz, uint64_t key) {
   return t;
 }
 
-void Pacer::End(Ticket& t, CUresult result) {
-  pacingreg::Lane& lane = slot_->lanes[t.lane];
-  auto write = t.ptsz ? api_->StreamWriteValue64Ptsz : api_->StreamWriteValue64;
-  // Even after a failed call: the write lands after whatever the lane had before, so the
-  // lane's count stays in order.
-  CUresult w = write(t.stream, DeviceAddress(&lane.completed), t.seq,
-                     CU_STREAM_WRITE_VALUE_DEFAULT);
+void Pacer::WriteMarker(uint32_t l) {
+  LaneState& st = lane_state_[l];
+  pacingreg::Lane& lane = slot_->lanes[l];
+  const uint64_t seq = lane.submitted.load(std::memory_order_relaxed);
+  if (st.marked >= seq) return;
+  auto write = st.ptsz ? api_->StreamWriteValue64Ptsz : api_->StreamWriteValue64;
+  // The write lands after whatever the lane's stream had before, so the lane's count stays in
+  // order, also after a failed call.
+  CUresult w = write(st.stream, DeviceAddress(&lane.completed), seq, CU_STREAM_WRITE_VALUE_DEFAULT);
+  st.marked = seq;
   if (w != CUDA_SUCCESS) {
     // No way to have the GPU say it (a stream the driver refuses, e.g. a destroyed one): the
-    // item counts as done now, so nothing waits for it.
-    lane.completed.store(t.seq, std::memory_order_release);
-    if (result == CUDA_SUCCESS && !write_failure_logged_.exchange(true)) {
+    // items count as done now, so nothing waits for them.
+    lane.completed.store(seq, std::memory_order_release);
+    if (!write_failure_logged_.exchange(true)) {
       log_->warn("pacing: the completion write after a work item failed ({}); such items count "
                  "as done when submitted", static_cast<int>(w));
     }
   }
+}
+
+void Pacer::FlushMarkers(uint32_t own) {
+  const uint32_t used = std::min(slot_->lanes_used.load(std::memory_order_acquire), kLanes);
+  for (uint32_t l = 0; l < used; ++l) {
+    if (l == own) {
+      WriteMarker(l);
+      continue;
+    }
+    // A lane another thread holds is being marked by that thread.
+    std::unique_lock<std::mutex> lock(lane_mu_[l], std::try_to_lock);
+    if (lock.owns_lock()) WriteMarker(l);
+  }
+}
+
+void Pacer::End(Ticket& t, CUresult result) {
+  if (!t.lane_lock.owns_lock()) return;  // not marked
+  (void)result;
+  // LS: every item, so the BE tenants see the last one finish. BE: every kMarkEvery-th.
+  if (!t.be || t.seq % kMarkEvery == 0) WriteMarker(t.lane);
   t.lane_lock = {};
 }
 

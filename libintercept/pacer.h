@@ -71,9 +71,10 @@ class Pacer {
     friend class Pacer;
     std::unique_lock<std::mutex> lane_lock;
     uint32_t lane = 0;
-    uint64_t seq = 0;
+    uint64_t seq = 0;  // 0: not marked (nothing to do in End)
     CUstream stream = nullptr;
     bool ptsz = false;
+    bool be = false;
   };
 
   // `stream` as the entry point was given it (`ptsz`: the per-thread flavour), `key`: what the
@@ -94,10 +95,15 @@ class Pacer {
   Pacer() = default;
   uint32_t LaneFor(uint64_t stream_key);
   // BE: waits until the item may go; returns when it may.
-  void Admit(uint64_t key, uint64_t predicted_ns);
+  void Admit(uint64_t key, uint64_t predicted_ns, uint32_t own_lane);
   pacing::LsObservation ObserveLs(uint64_t now) const;
   std::vector<pacing::ShareEntry> ActivePeers(uint64_t now) const;
   void RetireLocked(uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Enqueues the completion write of `lane`'s last item on its stream (the lane's lock held).
+  void WriteMarker(uint32_t lane);
+  // Before a BE thread waits on its window: every lane whose last items have no completion write
+  // gets one, so the window sees them finish. `own`: the lane the caller holds.
+  void FlushMarkers(uint32_t own);
   void SetActiveLocked(bool active, uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   CUdeviceptr DeviceAddress(const void* word) const {
     return region_dev_ + static_cast<CUdeviceptr>(static_cast<const char*>(word) -
@@ -120,6 +126,16 @@ class Pacer {
   absl::flat_hash_map<uint64_t, uint32_t> lane_of_ ABSL_GUARDED_BY(table_mu_);
   uint64_t lane_owner_[pacingreg::kLanes] ABSL_GUARDED_BY(table_mu_) = {};
   std::mutex lane_mu_[pacingreg::kLanes];
+  // Per lane, under its lane_mu_: the stream of its last item and the last sequence number a
+  // completion write was enqueued for. A BE lane writes only every kMarkEvery-th item (and
+  // before it waits), since a write costs about as much as a launch; the items in between count
+  // as done when a later write lands.
+  struct LaneState {
+    CUstream stream = nullptr;
+    bool ptsz = false;
+    uint64_t marked = 0;
+  };
+  LaneState lane_state_[pacingreg::kLanes];
 
   // BE state.
   absl::Mutex mu_;

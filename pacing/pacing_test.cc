@@ -80,6 +80,21 @@ TEST(InflightWindow, RetiresByLaneSequenceAndSamplesDurations) {
   EXPECT_EQ(w.predicted_in_flight_ns(), 0u);
 }
 
+TEST(InflightWindow, ItemsReportedTogetherShareTheirTime) {
+  // A lane that writes its completion only every few items: three items finish at once.
+  InflightWindow w;
+  w.Add(0, 1, 1, kUs, 100 * kUs);
+  w.Add(0, 2, 2, kUs, 101 * kUs);
+  w.Add(0, 3, 3, kUs, 102 * kUs);
+  w.Add(1, 1, 9, kUs, 103 * kUs);  // another lane, not done yet
+  std::vector<DurationSample> s;
+  w.Retire([](uint32_t lane) { return lane == 0 ? uint64_t{3} : uint64_t{0}; }, 130 * kUs,
+           /*tight=*/true, &s);
+  ASSERT_EQ(s.size(), 3u);
+  for (const DurationSample& d : s) EXPECT_EQ(d.ns, 10 * kUs);
+  EXPECT_EQ(w.count(), 1u);
+}
+
 TEST(InflightWindow, LooseObservationsGiveNoSamples) {
   InflightWindow w;
   w.Add(0, 5, 1, kUs, 0);

@@ -62,6 +62,7 @@ struct alignas(64) Policy {
   std::atomic<uint64_t> share_slack_ns;  // BE tenants' GPU time may differ by this (weighted)
   std::atomic<uint64_t> generation;      // bumped on every change
   std::atomic<uint32_t> ls_tenants;      // slots of class kLs (0: nothing to scan)
+  std::atomic<uint32_t> be_tenants;      // slots of class kBe (0: LS tenants need not mark)
 };
 
 struct alignas(kPage) Header {

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -97,17 +98,34 @@ class InflightWindow {
 template <typename Completed>
 void InflightWindow::Retire(const Completed& completed, uint64_t now, bool tight,
                             std::vector<DurationSample>* samples) {
+  // Items of one lane that finish together (a lane may report only every few items) share the
+  // time since the lane could start the first of them.
+  struct Batch {
+    uint64_t start = 0;
+    uint64_t count = 0;
+  };
+  absl::flat_hash_map<uint32_t, Batch> batches;
+  std::vector<std::pair<uint32_t, uint64_t>> done;  // (lane, key), in order
   for (auto it = items_.begin(); it != items_.end();) {
     if (completed(it->lane) < it->seq) {
       ++it;
       continue;
     }
-    uint64_t& last = lane_last_done_ns_[it->lane];
-    const uint64_t start = it->issued_ns > last ? it->issued_ns : last;
-    if (tight && samples != nullptr && now > start) samples->push_back({it->key, now - start});
-    last = now;
+    auto [b, fresh] = batches.try_emplace(it->lane);
+    if (fresh) {
+      const uint64_t last = lane_last_done_ns_[it->lane];
+      b->second.start = it->issued_ns > last ? it->issued_ns : last;
+    }
+    ++b->second.count;
+    done.emplace_back(it->lane, it->key);
     predicted_sum_ -= it->predicted_ns;
     it = items_.erase(it);
+  }
+  for (const auto& [lane, b] : batches) lane_last_done_ns_[lane] = now;
+  if (!tight || samples == nullptr) return;
+  for (const auto& [lane, key] : done) {
+    const Batch& b = batches[lane];
+    if (now > b.start) samples->push_back({key, (now - b.start) / b.count});
   }
 }
 

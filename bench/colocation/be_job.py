@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""BE (best-effort) job for bench/colocation: ResNet-152 fp16 inference at batch 128 (random
+weights, NCHW, cudnn.benchmark, eval, no_grad, eager, default stream), each iteration preceded
+by a --copy-mib (512) pinned host-to-device copy on the same stream, so the job loads both the
+GPU's compute and the PCIe link.
+
+Prints "ready" after --warmup-iters iterations (cuDNN picks its algorithms in the first), then
+runs until --seconds have passed, --stop-file exists, or SIGTERM/SIGINT; each iteration ends with
+a synchronize, so its timestamps are true. At exit it prints "BE {json}" (mode, name, images,
+seconds, img_per_s, iters, ...) and writes one line per iteration, 't_end images t_start'
+(time.time() seconds), to --raw-dir/<mode>__be-<name>[--<run>].txt; the report takes the BE
+throughput inside each LS window from these. Exit status 0, or 1 on error.
+"""
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report import be_raw_file_name  # noqa: E402  (stdlib-only helper)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description="BE job for bench/colocation")
+    p.add_argument("--mode", required=True, help="tag of the run (alone, none, mps, missile, ...)")
+    p.add_argument("--name", default="be", help="the job's name (be, be1, be2)")
+    p.add_argument("--run", default="", help="the runner's phase, keeps raw files of phases apart")
+    p.add_argument("--seconds", type=float, default=600, help="longest measured run")
+    p.add_argument("--stop-file", help="stop once this file exists (checked every iteration)")
+    p.add_argument("--copy-mib", type=int, default=512, help="host-to-device copy per iteration, 0 = none")
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--model", default="resnet152", help="torchvision model")
+    p.add_argument("--warmup-iters", type=int, default=3)
+    p.add_argument("--raw-dir", default=".")
+    a = p.parse_args(argv)
+    if a.batch < 1 or a.copy_mib < 0 or a.seconds <= 0 or a.warmup_iters < 1:
+        p.error("--batch, --seconds and --warmup-iters must be positive, --copy-mib >= 0")
+    return a
+
+
+def run(a, torch, stopping):
+    import torchvision
+    if not torch.cuda.is_available():
+        raise RuntimeError("CUDA is not available")
+    torch.backends.cudnn.benchmark = True
+    torch.manual_seed(0)
+    build = getattr(torchvision.models, a.model)
+    try:
+        with torch.device("cuda"):
+            model = build(weights=None)
+    except Exception:  # noqa: BLE001 - fall back to building on the CPU
+        model = build(weights=None)
+    model = model.half().eval().cuda()
+    x = torch.randn(a.batch, 3, 224, 224, device="cuda", dtype=torch.float16)
+    if a.copy_mib:
+        pinned = torch.empty(a.copy_mib << 20, dtype=torch.uint8).pin_memory()
+        pinned.fill_(1)
+        dev = torch.empty_like(pinned, device="cuda")
+
+    def step():
+        if a.copy_mib:
+            dev.copy_(pinned, non_blocking=True)
+        model(x)
+        torch.cuda.synchronize()
+
+    t0 = time.perf_counter()
+    for _ in range(a.warmup_iters):
+        step()
+    print(f"INFO {a.name}: {a.model} batch {a.batch}, copy {a.copy_mib} MiB, warm-up "
+          f"{time.perf_counter() - t0:.1f} s", flush=True)
+    print("ready", flush=True)
+
+    iters = []  # (t_end, images, t_start), time.time()
+    deadline = time.monotonic() + a.seconds
+    t_prev = time.time()
+    while not stopping[0] and time.monotonic() < deadline:
+        if a.stop_file and os.path.exists(a.stop_file):
+            break
+        step()
+        t = time.time()
+        iters.append((t, a.batch, t_prev))
+        t_prev = t
+
+    os.makedirs(a.raw_dir, exist_ok=True)
+    path = os.path.join(a.raw_dir, be_raw_file_name(a.mode, a.name, a.run))
+    with open(path, "w") as fh:
+        fh.write("".join(f"{e:.6f} {n} {s:.6f}\n" for e, n, s in iters))
+    images = sum(n for _, n, _ in iters)
+    seconds = (iters[-1][0] - iters[0][2]) if iters else 0.0
+    print("BE " + json.dumps({
+        "mode": a.mode, "name": a.name, "run": a.run, "model": a.model, "batch": a.batch,
+        "copy_mib": a.copy_mib, "iters": len(iters), "images": images,
+        "seconds": round(seconds, 3), "img_per_s": round(images / seconds, 2) if seconds > 0 else None,
+        "t_start": iters[0][2] if iters else None, "t_end": iters[-1][0] if iters else None,
+        "stopped_by": "signal" if stopping[0] else ("stop-file" if a.stop_file and os.path.exists(a.stop_file)
+                                                    else "seconds")}), flush=True)
+    return 0
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    stopping = [False]
+
+    def on_signal(signum, _frame):  # finish the iteration, then write what was measured
+        stopping[0] = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        import torch
+    except ImportError as e:
+        print(f"ERROR be_job: cannot import torch: {e}", file=sys.stderr, flush=True)
+        return 1
+    try:
+        with torch.no_grad():
+            return run(a, torch, stopping)
+    except Exception as e:  # noqa: BLE001 - report any failure clearly, exit non-zero
+        print(f"ERROR be_job ({a.mode}/{a.name}): {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        traceback.print_exc()
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

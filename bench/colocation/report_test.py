@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""Unit tests for bench/colocation/report.py on synthetic data (no torch, no GPU).
+usage: python3 bench/colocation/report_test.py"""
+import contextlib
+import io
+import json
+import math
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import report  # noqa: E402
+
+
+class PercentileTest(unittest.TestCase):
+    def test_empty_is_nan(self):
+        self.assertTrue(math.isnan(report.percentile([], 50)))
+
+    def test_single(self):
+        self.assertEqual(report.percentile([4.0], 99), 4.0)
+
+    def test_linear_interpolation_like_numpy(self):
+        xs = list(range(1, 101))  # 1..100, unsorted order must not matter
+        xs.reverse()
+        self.assertAlmostEqual(report.percentile(xs, 50), 50.5)
+        self.assertAlmostEqual(report.percentile(xs, 99), 99.01)
+        self.assertAlmostEqual(report.percentile(xs, 0), 1)
+        self.assertAlmostEqual(report.percentile(xs, 100), 100)
+        self.assertAlmostEqual(report.percentile([1, 2, 3, 4], 25), 1.75)
+
+    def test_summarize(self):
+        s = report.summarize([1.0, 2.0, 3.0, 10.0])
+        self.assertEqual(s["n"], 4)
+        self.assertAlmostEqual(s["mean_ms"], 4.0)
+        self.assertAlmostEqual(s["p50_ms"], 2.5)
+        self.assertEqual(s["max_ms"], 10.0)
+        self.assertTrue(s["p999_ms"] <= 10.0 and s["p999_ms"] > s["p99_ms"] - 1e-9)
+
+
+class WindowThroughputTest(unittest.TestCase):
+    def test_end_only_counts_iterations_ending_inside(self):
+        iters = [(None, 0.5, 100), (None, 1.5, 100), (None, 2.5, 100), (None, 3.5, 100)]
+        self.assertAlmostEqual(report.window_throughput(iters, 1.0, 3.0), 100.0)  # 200 in 2 s
+
+    def test_overlap_prorates_boundary_iterations(self):
+        # iterations of 1 s each, 128 images, back to back from t=0
+        iters = [(float(i), float(i + 1), 128) for i in range(10)]
+        self.assertAlmostEqual(report.window_throughput(iters, 2.5, 6.5), 128.0)
+        self.assertAlmostEqual(report.window_throughput(iters, 0.0, 10.0), 128.0)
+        # window past the job's end: the job contributed nothing there
+        self.assertAlmostEqual(report.window_throughput(iters, 9.0, 11.0), 64.0)
+
+    def test_empty_window(self):
+        self.assertTrue(math.isnan(report.window_throughput([(0.0, 1.0, 1)], 2.0, 2.0)))
+
+
+class ParseTest(unittest.TestCase):
+    def test_lines(self):
+        rec = report.Records()
+        rec.add_line('RESULT {"mode": "none", "scenario": "resnet50-graph", "p99_ms": 2.0}\n')
+        rec.add_line('[ls] RESULT {"mode": "none", "scenario": "resnet50-graph", "p99_ms": 3.0}\n')
+        rec.add_line('BE {"mode": "alone", "name": "be", "img_per_s": 1000.0}\n')
+        rec.add_line("SKIP swin_t capture failed\n")
+        rec.add_line("SKIP swin_t capture failed\n")
+        rec.add_line("RESULTS are in\n")
+        rec.add_line('RESULT {broken json\n')
+        self.assertEqual(rec.results[("none", "resnet50-graph")]["p99_ms"], 3.0)  # last wins
+        self.assertEqual(rec.be[("alone", "be")]["img_per_s"], 1000.0)
+        self.assertEqual(rec.skips, ["swin_t capture failed"])
+
+    def test_mode_order(self):
+        self.assertEqual(report.order_modes(["missile", "zz-extra", "alone", "none", "mps"]),
+                         ["alone", "none", "mps", "missile", "zz-extra"])
+        self.assertEqual(report.order_modes(["d-missile", "missile", "d-none", "none"]),
+                         ["none", "missile", "d-none", "d-missile"])
+
+    def test_raw_file_name(self):
+        self.assertEqual(report.raw_file_name("none", "sweep:resnet50"), "none__sweep_resnet50.txt")
+        self.assertEqual(report.be_raw_file_name("d-missile", "be1"), "d-missile__be-be1.txt")
+        self.assertEqual(report.be_raw_file_name("none", "be", "main"), "none__be-be--main.txt")
+
+    def test_be_raw_files_merge_runs_not_prefixes(self):
+        d = tempfile.mkdtemp()
+        for n in ("none__be-be--main.txt", "none__be-be--sweep.txt", "none__be-be1.txt",
+                  "none__be-be1--d.txt", "mps__be-be--main.txt"):
+            write(os.path.join(d, n), ["1.0 128 0.5"])
+        got = [os.path.basename(f) for f in report.be_raw_files(d, "none", "be")]
+        self.assertEqual(got, ["none__be-be--main.txt", "none__be-be--sweep.txt"])
+
+
+class TableTest(unittest.TestCase):
+    def test_markdown_table(self):
+        t = report.markdown_table(["mode", "p99"], [["alone", "1.00"], ["missile", "12.50"]])
+        lines = t.split("\n")
+        self.assertEqual(len(lines), 4)
+        self.assertTrue(all(l.startswith("|") and l.endswith("|") for l in lines))
+        self.assertEqual(len({len(l) for l in lines}), 1)  # padded to one width
+        self.assertIn(":", lines[1])
+        self.assertIn("| missile |", lines[3])
+
+    def test_fmt(self):
+        self.assertEqual(report.fmt(float("nan")), "-")
+        self.assertEqual(report.fmt(None), "-")
+        self.assertEqual(report.fmt(1.23456, 3), "1.235")
+        self.assertEqual(report.fmt(7), "7")
+
+
+def write(path, lines):
+    with open(path, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
+class EndToEndTest(unittest.TestCase):
+    """A synthetic run directory: logs + raw files -> tables with the expected numbers."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.raw = os.path.join(self.dir, "raw")
+        os.makedirs(self.raw)
+        os.makedirs(os.path.join(self.dir, "logs"))
+        lines = []
+        t = 1000.0
+
+        def result(mode, scen, p99, t0, t1, **kw):
+            d = {"mode": mode, "scenario": scen, "n": 100, "p50_ms": p99 / 2, "p99_ms": p99,
+                 "p999_ms": p99 * 1.2, "mean_ms": p99 / 2, "t_start": t0, "t_end": t1}
+            d.update(kw)
+            lines.append("RESULT " + json.dumps(d))
+            write(os.path.join(self.raw, report.raw_file_name(mode, scen)),
+                  [str(p99 / 2 + i * 0.01) for i in range(100)])
+
+        def be_iters(mode, name, t0, t1, per_s, run=""):
+            # 0.1 s iterations of per_s/10 images from t0 to t1
+            rows, s = [], t0
+            while s < t1 - 1e-9:
+                rows.append(f"{s + 0.1:.6f} {per_s / 10} {s:.6f}")
+                s += 0.1
+            write(os.path.join(self.raw, report.be_raw_file_name(mode, name, run)), rows)
+
+        lines.append('BE ' + json.dumps({"mode": "alone", "name": "be", "img_per_s": 1000.0}))
+        lines.append('BE ' + json.dumps({"mode": "alone-missile", "name": "be", "img_per_s": 980.0}))
+        result("alone", "resnet50-graph", 2.0, t, t + 8)
+        result("none", "resnet50-graph", 6.0, t + 100, t + 108)
+        be_iters("none", "be", t + 90, t + 120, 500.0)
+        result("missile", "resnet50-graph", 2.1, t + 200, t + 208)
+        be_iters("missile", "be", t + 190, t + 220, 900.0)
+        for m, p99 in (("alone", 1.0), ("none", 3.0), ("missile", 1.05)):
+            result(m, "sweep:resnet50", p99, t + 300, t + 304, load=0.3, rate_hz=200.0,
+                   dropped=1 if m == "none" else 0)
+        be_iters("missile", "be", t + 290, t + 320, 900.0, run="sweep")
+        be_iters("none", "be", t + 290, t + 320, 500.0, run="sweep")
+        result("d-none", "resnet50-graph", 6.6, t + 500, t + 508)
+        be_iters("d-none", "be1", t + 490, t + 520, 250.0)
+        be_iters("d-none", "be2", t + 490, t + 520, 250.0)
+        result("d-missile", "resnet50-graph", 2.2, t + 400, t + 408)
+        be_iters("d-missile", "be1", t + 390, t + 420, 230.0)
+        be_iters("d-missile", "be2", t + 390, t + 420, 690.0)
+        lines.append("SKIP gpt2 capture failed: whatever")
+        write(os.path.join(self.dir, "logs", "run.out"), lines)
+
+    def test_tables(self):
+        rec = report.load_records([self.dir])
+        rep = report.Report(rec, self.raw)
+        rows = {r["mode"]: r for r in rep.pair_table("resnet50-graph", 1.10, 80.0)}
+        self.assertEqual(set(rows), {"alone", "none", "missile"})  # d-missile kept apart
+        self.assertAlmostEqual(rows["none"]["p99x"], 3.0)
+        self.assertAlmostEqual(rows["none"]["be_pct"], 50.0, places=3)
+        self.assertEqual(rows["none"]["verdict"], "FAIL")
+        self.assertAlmostEqual(rows["missile"]["p99x"], 1.05)
+        self.assertAlmostEqual(rows["missile"]["be_pct"], 90.0, places=3)
+        self.assertEqual(rows["missile"]["verdict"], "PASS")
+        self.assertEqual(rows["alone"]["verdict"], "-")
+        p99x, be_pct, dropped = rep.sweep_cell("none", "resnet50")
+        self.assertAlmostEqual(p99x, 3.0)
+        self.assertAlmostEqual(be_pct, 50.0, places=3)
+        self.assertEqual(dropped, 1)
+        d = {r["mode"]: r for r in rep.pair_d_rows()}
+        self.assertEqual(list(d), ["d-none", "d-missile"])
+        self.assertAlmostEqual(d["d-missile"]["ratio"], 3.0, places=3)
+        self.assertLess(d["d-missile"]["err"], 0.1)
+        self.assertEqual(d["d-missile"]["verdict"], "PASS")
+        self.assertAlmostEqual(d["d-missile"]["total_pct"], 92.0, places=3)
+        self.assertAlmostEqual(d["d-none"]["ratio"], 1.0, places=3)
+        self.assertEqual(d["d-none"]["verdict"], "n/a")  # no weights without Missile
+        md = rep.markdown()
+        for needle in ("(a) resnet50-graph", "Sweep", "(d) two BE tenants", "gpt2 capture failed",
+                       "BE alone", "3.00*"):
+            self.assertIn(needle, md)
+        self.assertNotIn("(b) bert-graph", md)  # no results, no table
+
+    def test_main_writes_summary(self):
+        out = os.path.join(self.dir, "out")
+        with contextlib.redirect_stdout(io.StringIO()):
+            rc = report.main([self.dir, "--out-dir", out, "--no-plots"])
+        self.assertEqual(rc, 0)
+        with open(os.path.join(out, "summary.md")) as fh:
+            self.assertIn("PASS", fh.read())
+
+    def test_plots_optional(self):
+        # With or without matplotlib this must not raise.
+        rec = report.load_records([self.dir])
+        with contextlib.redirect_stdout(io.StringIO()):
+            files = report.make_plots(report.Report(rec, self.raw), self.dir)
+        for f in files:
+            self.assertTrue(os.path.getsize(f) > 0)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=1)
