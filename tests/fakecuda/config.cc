@@ -138,6 +138,14 @@ Config Config::FromEnvironment() {
       c.pcie_bytes_per_us = rate;
     }
   }
+  if (const char* v = Env("FAKECUDA_ENGINE")) {
+    const std::string_view value = Trim(v);
+    if (value != "0" && value != "1") {
+      AddError(&c, std::string("FAKECUDA_ENGINE=") + v + " is not 0 or 1");
+    } else {
+      c.engine_sharing = value == "1";
+    }
+  }
   if (const char* v = Env("FAKECUDA_SHM")) {
     const std::string_view name(v);
     if (name.size() < 2 || name.size() > 200 || name[0] != '/' ||

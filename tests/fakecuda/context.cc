@@ -160,6 +160,7 @@ CUresult ContextManager::Destroy(CUcontext handle) {
 
 void ContextManager::Teardown(Context* ctx) {
   state_->streams().ReleaseContext(ctx);
+  state_->modules().ReleaseContext(ctx);
   state_->memory().ReleaseContext(ctx);
 }
 

@@ -4,9 +4,9 @@
 // A CUcontext handle is the address of a Context. Contexts are never freed (they are small), so a
 // handle that was destroyed stays recognisable and gets CUDA_ERROR_INVALID_CONTEXT /
 // CUDA_ERROR_CONTEXT_IS_DESTROYED instead of touching freed memory. Destroying a context (or
-// releasing/resetting a primary context to inactive) drains and ends its streams and frees the
-// memory it allocated or registered, as the real driver does; VMM and pool memory are device-level
-// and survive. Thread-safe; the current-context stack is per thread.
+// releasing/resetting a primary context to inactive) drains and ends its streams, unloads its
+// modules and frees the memory it allocated or registered, as the real driver does; VMM and pool
+// memory are device-level and survive. Thread-safe; the current-context stack is per thread.
 
 #ifndef MISSILE_TESTS_FAKECUDA_CONTEXT_H_
 #define MISSILE_TESTS_FAKECUDA_CONTEXT_H_
@@ -76,7 +76,7 @@ class ContextManager {
  private:
   bool KnownLocked(Context* ctx) const FAKECUDA_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Context* NewContextLocked(int device, bool primary) FAKECUDA_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Ends the context's streams and frees its memory. Called without mu_ held.
+  // Ends the context's streams, unloads its modules and frees its memory. Called without mu_ held.
   void Teardown(Context* ctx) FAKECUDA_LOCKS_EXCLUDED(mu_);
 
   FakeState* state_;

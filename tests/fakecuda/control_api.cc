@@ -55,6 +55,18 @@ unsigned long long fakecudaLinkBusyUntilNs(int device, int direction) {
   return state.link().BusyUntilNs(device, static_cast<fakecuda::Direction>(direction));
 }
 
+unsigned long long fakecudaEngineBusyUntilNs(int device) {
+  FakeState& state = FakeState::Get();
+  if (!state.initialized() || device < 0 || device >= state.config().num_devices) return 0;
+  return state.engine().BusyUntilNs(device);
+}
+
+unsigned long long fakecudaKernelsRun(int device) {
+  FakeState& state = FakeState::Get();
+  if (!state.initialized() || device < 0 || device >= state.config().num_devices) return 0;
+  return state.engine().KernelsRun(device);
+}
+
 const char* fakecudaEntryPointName(int n) {
   if (n < 0 || n >= fakecuda::kNumEntryPoints) return nullptr;
   return fakecuda::EntryName(static_cast<fakecuda::EntryId>(n));

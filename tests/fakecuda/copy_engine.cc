@@ -83,13 +83,13 @@ CUresult CopyEngine::Submit(uintptr_t dst, uintptr_t src, size_t bytes, Issue is
       link->Transfer(device, dir, bytes, copy);
     };
   }
-  const bool pageable = dst_class == MemClass::kPageable || src_class == MemClass::kPageable;
-  if (issue.async && !pageable) {
-    stream->Enqueue(std::move(op));
-  } else {
+  if (!issue.async) {
     stream->RunAndWait(std::move(op));
+    return CUDA_SUCCESS;
   }
-  return CUDA_SUCCESS;
+  // Recorded while the stream captures; otherwise pageable memory makes the copy synchronous.
+  const bool pageable = dst_class == MemClass::kPageable || src_class == MemClass::kPageable;
+  return stream->Submit(std::move(op), /*wait=*/pageable);
 }
 
 CUresult CopyEngine::Copy(uintptr_t dst, bool dst_device, uintptr_t src, bool src_device,
@@ -321,11 +321,8 @@ CUresult CopyEngine::Memset(uintptr_t dst, size_t pitch, uint32_t value, unsigne
     }
   };
   // A memset never involves pageable memory (the destination is known memory).
-  if (issue.async) {
-    stream->Enqueue(std::move(op));
-  } else {
-    stream->RunAndWait(std::move(op));
-  }
+  if (issue.async) return stream->Submit(std::move(op));
+  stream->RunAndWait(std::move(op));
   return CUDA_SUCCESS;
 }
 

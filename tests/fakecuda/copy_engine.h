@@ -10,7 +10,8 @@
 // Every operation runs on a stream's worker, in stream order: asynchronous calls return once it
 // is queued, synchronous calls (on the legacy or per-thread default stream) once it has run. As
 // with the real driver, an asynchronous copy that involves pageable host memory is synchronous
-// (it returns when done), because the DMA engine cannot read pageable memory directly.
+// (it returns when done), because the DMA engine cannot read pageable memory directly. On a
+// capturing stream, asynchronous copies and memsets are recorded as graph nodes instead.
 //
 // CUDA arrays are opaque handles over device memory laid out row after row (no tiling): 1D
 // (Height 0) and 2D arrays of 1, 2 or 4 channels of 8, 16 or 32 bit elements. 3D arrays,

@@ -27,6 +27,22 @@
 #undef cuStreamWriteValue64
 #undef cuStreamWaitValue64
 #undef cuGetProcAddress
+#undef cuStreamBeginCapture
+#undef cuStreamGetCaptureInfo
+#undef cuGraphInstantiate
+
+// ABIs the stub exports whose typedefs cudaTypedefs.h keeps for the driver's own build
+// (__CUDA_API_VERSION_INTERNAL), copied from there.
+#if !defined(__CUDA_API_VERSION_INTERNAL)
+typedef CUresult(CUDAAPI* PFN_cuStreamBeginCapture_v10000)(CUstream hStream);
+typedef CUresult(CUDAAPI* PFN_cuStreamBeginCapture_v10000_ptsz)(CUstream hStream);
+typedef CUresult(CUDAAPI* PFN_cuGraphInstantiate_v10000)(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                                         CUgraphNode* phErrorNode, char* logBuffer,
+                                                         size_t bufferSize);
+typedef CUresult(CUDAAPI* PFN_cuGraphInstantiate_v11000)(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                                         CUgraphNode* phErrorNode, char* logBuffer,
+                                                         size_t bufferSize);
+#endif
 
 #define FAKECUDA_EXPORT __attribute__((visibility("default")))
 

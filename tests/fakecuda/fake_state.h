@@ -8,8 +8,8 @@
 // support CUDA in a forked child at all; starting afresh lets tests fork helpers freely.)
 //
 // The components are built at construction; the ones that need the shared-memory state (physical
-// frames, PCIe link) exist from the first successful cuInit on, and every entry point that uses
-// them runs only after that (FAKECUDA_ENTER). All accessors are thread-safe.
+// frames, PCIe link, compute engines) exist from the first successful cuInit on, and every entry
+// point that uses them runs only after that (FAKECUDA_ENTER). All accessors are thread-safe.
 
 #ifndef MISSILE_TESTS_FAKECUDA_FAKE_STATE_H_
 #define MISSILE_TESTS_FAKECUDA_FAKE_STATE_H_
@@ -25,6 +25,9 @@
 #include "config.h"
 #include "context.h"
 #include "copy_engine.h"
+#include "engine.h"
+#include "graphs.h"
+#include "kernels.h"
 #include "memory.h"
 #include "pcie_link.h"
 #include "phys_allocator.h"
@@ -57,9 +60,12 @@ class FakeState {
   StreamManager& streams() { return streams_; }
   PoolManager& pools() { return pools_; }
   CopyEngine& copies() { return copies_; }
+  ModuleManager& modules() { return modules_; }
+  GraphManager& graphs() { return graphs_; }
   // Valid after a successful Init.
   PhysAllocator& phys() { return *phys_; }
   const PcieLink& link() const { return *link_; }
+  ComputeEngine& engine() { return *engine_; }
 
  private:
   FakeState();
@@ -73,12 +79,15 @@ class FakeState {
   StreamManager streams_;
   PoolManager pools_;
   CopyEngine copies_;
+  ModuleManager modules_;
+  GraphManager graphs_;
 
   std::mutex init_mu_;
   std::atomic<bool> initialized_{false};
   std::unique_ptr<SharedState> shared_;  // set once under init_mu_, then read-only
   std::unique_ptr<PhysAllocator> phys_;
   std::unique_ptr<PcieLink> link_;
+  std::unique_ptr<ComputeEngine> engine_;
 };
 
 // Shorthand used by the entry points.

@@ -111,11 +111,31 @@ TEST_F(ProcAddressTest, PerThreadFlagSelectsPtdsAndPtszVariants) {
   EXPECT_EQ(Resolve("cuMemAlloc", 12000, kPtds), "cuMemAlloc_v2");
 }
 
+TEST_F(ProcAddressTest, FindsLaunchCaptureAndGraphEntryPoints) {
+  EXPECT_EQ(Resolve("cuLaunchKernel", 12000, kDefault), "cuLaunchKernel");
+  EXPECT_EQ(Resolve("cuLaunchKernel", 12000, kPtds), "cuLaunchKernel_ptsz");
+  EXPECT_EQ(Resolve("cuLaunchKernel", 6050, kPtds), "cuLaunchKernel");
+  EXPECT_EQ(Resolve("cuLaunchKernelEx", 12000, kPtds), "cuLaunchKernelEx_ptsz");
+  EXPECT_EQ(Resolve("cuLaunchCooperativeKernel", 12000, kPtds), "cuLaunchCooperativeKernel_ptsz");
+  EXPECT_EQ(Resolve("cuStreamBeginCapture", 10000, kDefault), "cuStreamBeginCapture");
+  EXPECT_EQ(Resolve("cuStreamBeginCapture", 12000, kDefault), "cuStreamBeginCapture_v2");
+  EXPECT_EQ(Resolve("cuStreamBeginCapture", 12000, kPtds), "cuStreamBeginCapture_v2_ptsz");
+  EXPECT_EQ(Resolve("cuStreamGetCaptureInfo", 11020, kDefault), "cuStreamGetCaptureInfo");
+  EXPECT_EQ(Resolve("cuStreamGetCaptureInfo", 12000, kPtds), "cuStreamGetCaptureInfo_v2_ptsz");
+  EXPECT_EQ(Resolve("cuStreamGetCaptureInfo", 13000, kDefault), "cuStreamGetCaptureInfo_v3");
+  EXPECT_EQ(Resolve("cuStreamEndCapture", 13000, kPtds), "cuStreamEndCapture_ptsz");
+  EXPECT_EQ(Resolve("cuGraphInstantiate", 10020, kDefault), "cuGraphInstantiate");
+  EXPECT_EQ(Resolve("cuGraphInstantiate", 13000, kDefault), "cuGraphInstantiate_v2");
+  EXPECT_EQ(Resolve("cuGraphInstantiateWithFlags", 13000, kDefault), "cuGraphInstantiateWithFlags");
+  EXPECT_EQ(Resolve("cuGraphLaunch", 13000, kPtds), "cuGraphLaunch_ptsz");
+  EXPECT_EQ(Resolve("cuModuleLoadData", 13000, kDefault), "cuModuleLoadData");
+}
+
 TEST_F(ProcAddressTest, UnknownSymbolsAndBadArguments) {
   CUdriverProcAddressQueryResult status{};
   EXPECT_EQ(Resolve("cuNoSuchFunction", 13000, kDefault, &status), "CUDA_ERROR_NOT_FOUND");
   EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
-  EXPECT_EQ(Resolve("cuLaunchKernel", 13000, kDefault, &status), "CUDA_ERROR_NOT_FOUND");
+  EXPECT_EQ(Resolve("cuTexObjectCreate", 13000, kDefault, &status), "CUDA_ERROR_NOT_FOUND");
   EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
   EXPECT_EQ(Resolve("cuMemAlloc_v2", 13000, kDefault), "CUDA_ERROR_NOT_FOUND");   // base names
   EXPECT_EQ(Resolve("cuMemAlloc", 13010, kDefault), "CUDA_ERROR_INVALID_VALUE");  // > driver
@@ -174,7 +194,8 @@ TEST(EntryPointTableTest, ExportsAreExactlyTheImplementedRowsAndTheControlFuncti
   for (const char* control :
        {"fakecudaChunkPhysAddr", "fakecudaPointerPhysAddr", "fakecudaChannelOf",
         "fakecudaChannelCount", "fakecudaCallCount", "fakecudaInjectFailure",
-        "fakecudaLinkBusyUntilNs", "fakecudaEntryPointName"}) {
+        "fakecudaLinkBusyUntilNs", "fakecudaEngineBusyUntilNs", "fakecudaKernelsRun",
+        "fakecudaEntryPointName"}) {
     expected.insert(control);
   }
   FILE* nm = popen("nm -D --defined-only " FAKECUDA_LIBRARY_PATH " 2>/dev/null", "r");

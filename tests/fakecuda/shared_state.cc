@@ -13,7 +13,8 @@ namespace fakecuda {
 namespace {
 
 constexpr uint64_t kMagic = 0x41445543454b4146ull;  // "FAKECUDA" in memory order
-constexpr uint32_t kVersion = 1;
+// 2: the compute engines.
+constexpr uint32_t kVersion = 2;
 
 struct alignas(64) ShmLink {
   uint64_t busy_until_ns;
@@ -35,6 +36,7 @@ struct ShmHeader {
   // Atomic from here on.
   ShmLink links[kMaxDevices][2];
   ShmCursor cursors[kMaxDevices];
+  ShmLink engines[kMaxDevices];  // busy_until_ns of each device's compute engine
 };
 
 constexpr size_t kFramesOffset = (sizeof(ShmHeader) + 4095) / 4096 * 4096;
@@ -133,6 +135,11 @@ SharedState::~SharedState() { munmap(base_, size_); }
 std::atomic_ref<uint64_t> SharedState::LinkBusyUntil(int device, int direction) const {
   auto* header = static_cast<ShmHeader*>(base_);
   return std::atomic_ref<uint64_t>(header->links[device][direction].busy_until_ns);
+}
+
+std::atomic_ref<uint64_t> SharedState::EngineBusyUntil(int device) const {
+  auto* header = static_cast<ShmHeader*>(base_);
+  return std::atomic_ref<uint64_t>(header->engines[device].busy_until_ns);
 }
 
 std::atomic_ref<uint64_t> SharedState::Cursor(int device) const {

@@ -1,5 +1,6 @@
 // The machine-wide state of the fake, shared by every process that uses the same FAKECUDA_SHM:
-// the simulated PCIe links (pcie_link.h) and the synthetic physical frames (phys_allocator.h).
+// the simulated PCIe links (pcie_link.h), the compute engines (engine.h) and the synthetic
+// physical frames (phys_allocator.h).
 //
 // A POSIX shared-memory file (/dev/shm/<name>) with a magic/version header. It is created fully
 // initialised under a temporary name and then link()ed into place, so a process never sees a
@@ -41,6 +42,8 @@ class SharedState {
 
   // CLOCK_MONOTONIC ns until which the link of (device, direction) is reserved.
   std::atomic_ref<uint64_t> LinkBusyUntil(int device, int direction) const;
+  // CLOCK_MONOTONIC ns until which the compute engine of `device` is reserved.
+  std::atomic_ref<uint64_t> EngineBusyUntil(int device) const;
   // Next index into the device's frame order (phys_allocator.h).
   std::atomic_ref<uint64_t> Cursor(int device) const;
   ShmFrame* Frame(int device, uint64_t index) const;

@@ -1,4 +1,10 @@
 // Entry points: streams, events, host functions and stream memory operations.
+//
+// On a capturing stream (graph_api.cc), host functions and memory operations become graph nodes;
+// cuStreamSynchronize, cuStreamQuery and cuStreamAddCallback are refused and invalidate the
+// capture, as in the driver; an event record marks the event as a point of the capture, and a
+// wait for it on the same capturing stream is a no-op (other waits involving a capture are not
+// supported).
 
 #include <atomic>
 #include <chrono>
@@ -25,6 +31,7 @@ CUresult StreamCreate(CUstream* out, unsigned flags, int priority) {
 CUresult StreamSynchronize(CUstream h, DefaultStream mode) {
   StreamPtr s;
   if (CUresult r = ResolveStream(h, mode, &s); r != CUDA_SUCCESS) return r;
+  if (CUresult r = s->RefuseDuringCapture(); r != CUDA_SUCCESS) return r;
   s->Synchronize();
   return CUDA_SUCCESS;
 }
@@ -32,16 +39,8 @@ CUresult StreamSynchronize(CUstream h, DefaultStream mode) {
 CUresult StreamQuery(CUstream h, DefaultStream mode) {
   StreamPtr s;
   if (CUresult r = ResolveStream(h, mode, &s); r != CUDA_SUCCESS) return r;
+  if (CUresult r = s->RefuseDuringCapture(); r != CUDA_SUCCESS) return r;
   return s->Idle() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
-}
-
-// The test double does not model graph capture: no stream is ever capturing.
-CUresult StreamIsCapturing(CUstream h, CUstreamCaptureStatus* status, DefaultStream mode) {
-  if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  StreamPtr s;
-  if (CUresult r = ResolveStream(h, mode, &s); r != CUDA_SUCCESS) return r;
-  *status = CU_STREAM_CAPTURE_STATUS_NONE;
-  return CUDA_SUCCESS;
 }
 
 CUresult StreamWaitEvent(CUstream h, CUevent e, unsigned flags, DefaultStream mode) {
@@ -52,6 +51,14 @@ CUresult StreamWaitEvent(CUstream h, CUevent e, unsigned flags, DefaultStream mo
   if (CUresult r = ResolveStream(h, mode, &s); r != CUDA_SUCCESS) return r;
   std::shared_ptr<Event> event;
   if (CUresult r = State().streams().LookupEvent(e, &event); r != CUDA_SUCCESS) return r;
+  const uint64_t capture = s->Capture().id;
+  if (capture != 0 && event->capture_id() == 0 && event->LatestRecord() == 0) {
+    return CUDA_SUCCESS;  // never recorded: complete, nothing to join
+  }
+  if (capture != 0 || event->capture_id() != 0) {
+    // A join within the one capture: everything before the record is already before the wait.
+    return capture == event->capture_id() ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
+  }
   // Waits for the event's latest record as of now; an event never recorded is complete.
   if (const uint64_t generation = event->LatestRecord(); generation != 0) {
     s->Enqueue([event, generation] { event->WaitFor(generation); });
@@ -63,8 +70,7 @@ CUresult LaunchHostFunc(CUstream h, CUhostFn fn, void* user_data, DefaultStream 
   if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
   StreamPtr s;
   if (CUresult r = ResolveStream(h, mode, &s); r != CUDA_SUCCESS) return r;
-  s->Enqueue([fn, user_data] { fn(user_data); });
-  return CUDA_SUCCESS;
+  return s->Submit([fn, user_data] { fn(user_data); });
 }
 
 CUresult AddCallback(CUstream h, CUstreamCallback callback, void* user_data, unsigned flags,
@@ -72,6 +78,7 @@ CUresult AddCallback(CUstream h, CUstreamCallback callback, void* user_data, uns
   if (callback == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   StreamPtr s;
   if (CUresult r = ResolveStream(h, mode, &s); r != CUDA_SUCCESS) return r;
+  if (CUresult r = s->RefuseDuringCapture(); r != CUDA_SUCCESS) return r;
   s->Enqueue([callback, h, user_data] { callback(h, CUDA_SUCCESS, user_data); });
   return CUDA_SUCCESS;
 }
@@ -90,10 +97,9 @@ CUresult WriteValue(CUstream h, CUdeviceptr addr, T value, unsigned flags, Defau
   }
   StreamPtr s;
   if (CUresult r = ResolveStream(h, mode, &s); r != CUDA_SUCCESS) return r;
-  s->Enqueue([addr, value] {
+  return s->Submit([addr, value] {
     std::atomic_ref<T>(*reinterpret_cast<T*>(addr)).store(value, std::memory_order_seq_cst);
   });
-  return CUDA_SUCCESS;
 }
 
 template <typename T>
@@ -121,7 +127,7 @@ CUresult WaitValue(CUstream h, CUdeviceptr addr, T value, unsigned flags, Defaul
   }
   StreamPtr s;
   if (CUresult r = ResolveStream(h, mode, &s); r != CUDA_SUCCESS) return r;
-  s->Enqueue([addr, value, op] {
+  return s->Submit([addr, value, op] {
     std::atomic_ref<T> word(*reinterpret_cast<T*>(addr));
     auto pause = std::chrono::microseconds(1);
     while (!WaitConditionMet<T>(op, word.load(std::memory_order_seq_cst), value)) {
@@ -129,7 +135,6 @@ CUresult WaitValue(CUstream h, CUdeviceptr addr, T value, unsigned flags, Defaul
       pause = std::min(pause * 2, std::chrono::microseconds(200));
     }
   });
-  return CUDA_SUCCESS;
 }
 
 CUresult EventRecord(CUevent e, CUstream h, DefaultStream mode) {
@@ -137,8 +142,13 @@ CUresult EventRecord(CUevent e, CUstream h, DefaultStream mode) {
   if (CUresult r = State().streams().LookupEvent(e, &event); r != CUDA_SUCCESS) return r;
   StreamPtr s;
   if (CUresult r = ResolveStream(h, mode, &s); r != CUDA_SUCCESS) return r;
+  if (const uint64_t capture = s->Capture().id; capture != 0) {
+    event->RecordInCapture(capture);
+    return CUDA_SUCCESS;
+  }
   const uint64_t generation = event->BeginRecord();
-  s->Enqueue([event, generation] { event->Complete(generation, MonotonicNowNs()); });
+  // The event completes together with the stream's reaching it.
+  s->EnqueueMarked({}, [event, generation] { event->Complete(generation, MonotonicNowNs()); });
   return CUDA_SUCCESS;
 }
 
@@ -195,16 +205,6 @@ CUresult cuStreamQuery(CUstream hStream) {
 CUresult cuStreamQuery_ptsz(CUstream hStream) {
   FAKECUDA_ENTER(cuStreamQuery_ptsz);
   return fakecuda::StreamQuery(hStream, kPerThread);
-}
-
-CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus* captureStatus) {
-  FAKECUDA_ENTER(cuStreamIsCapturing);
-  return fakecuda::StreamIsCapturing(hStream, captureStatus, kLegacy);
-}
-
-CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus* captureStatus) {
-  FAKECUDA_ENTER(cuStreamIsCapturing_ptsz);
-  return fakecuda::StreamIsCapturing(hStream, captureStatus, kPerThread);
 }
 
 CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "fake_state.h"
+#include "graphs.h"
 
 namespace fakecuda {
 namespace {
@@ -35,18 +36,20 @@ void Stream::Run() {
   while (true) {
     work_cv_.wait(lock, [this] { return !queue_.empty() || closing_; });
     if (queue_.empty()) break;  // closing and drained
-    Op op = std::move(queue_.front());
+    Item item = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
-    op();
-    op = nullptr;  // release captures before reporting completion
+    if (item.op) item.op();
+    item.op = nullptr;  // release captures before reporting completion
     lock.lock();
+    if (item.mark) item.mark();
+    item.mark = nullptr;
     ++completed_;
     done_cv_.notify_all();
   }
 }
 
-uint64_t Stream::Enqueue(Op op) {
+uint64_t Stream::EnqueueMarked(Op op, Op mark) {
   std::unique_lock<std::mutex> lock(mu_);
   // Like a GPU's command queue, a stream holds a bounded number of operations; past that the
   // enqueueing thread waits for the stream to drain (FAKECUDA_STREAM_DEPTH, default 1024).
@@ -57,7 +60,7 @@ uint64_t Stream::Enqueue(Op op) {
   }();
   done_cv_.wait(lock, [&] { return queue_.size() < depth || closing_; });
   if (closing_) return completed_;  // nothing to wait for
-  queue_.push_back(std::move(op));
+  queue_.push_back(Item{std::move(op), std::move(mark)});
   work_cv_.notify_one();
   return ++enqueued_;
 }
@@ -74,6 +77,58 @@ void Stream::Synchronize() {
     target = enqueued_;
   }
   WaitFor(target);
+}
+
+CUresult Stream::Submit(Op op, bool wait) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (capture_ != nullptr) {
+      if (capture_invalidated_) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+      capture_->Add(std::move(op));
+      return CUDA_SUCCESS;
+    }
+  }
+  const uint64_t seq = Enqueue(std::move(op));
+  if (wait) WaitFor(seq);
+  return CUDA_SUCCESS;
+}
+
+CUresult Stream::BeginCapture(std::shared_ptr<Graph> graph, uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (capture_ != nullptr) return CUDA_ERROR_ILLEGAL_STATE;
+  capture_ = std::move(graph);
+  capture_id_ = id;
+  capture_invalidated_ = false;
+  return CUDA_SUCCESS;
+}
+
+CUresult Stream::EndCapture(std::shared_ptr<Graph>* graph) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (capture_ == nullptr) return CUDA_ERROR_ILLEGAL_STATE;
+  *graph = std::move(capture_);
+  capture_ = nullptr;
+  capture_id_ = 0;
+  (*graph)->Finish();
+  return capture_invalidated_ ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
+}
+
+Stream::CaptureInfo Stream::Capture() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  CaptureInfo info;
+  if (capture_ != nullptr) {
+    info.status = capture_invalidated_ ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                                       : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    info.id = capture_id_;
+    info.graph = capture_;
+  }
+  return info;
+}
+
+CUresult Stream::RefuseDuringCapture() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (capture_ == nullptr) return CUDA_SUCCESS;
+  capture_invalidated_ = true;
+  return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
 bool Stream::Idle() const {
@@ -94,6 +149,7 @@ bool Stream::closed() const {
 
 uint64_t Event::BeginRecord() {
   std::lock_guard<std::mutex> lock(mu_);
+  capture_id_.store(0);
   return ++recorded_;
 }
 

@@ -12,12 +12,18 @@
 // Destroying a stream returns at once; its queued work still runs, then the worker exits.
 // Thread-safe. Operations run on a worker must not call back into the blocking parts of the
 // driver for their own stream (the real driver forbids CUDA calls in host functions too).
+//
+// Stream capture (graphs.h): while a stream captures, Submit() records asynchronous operations
+// as nodes of the capture's graph instead of queueing them. Only linear capture on one stream is
+// modelled. What is queued with Enqueue / RunAndWait (synchronous calls, event records and waits,
+// stream-ordered frees) is never captured.
 
 #ifndef MISSILE_TESTS_FAKECUDA_STREAMS_H_
 #define MISSILE_TESTS_FAKECUDA_STREAMS_H_
 
 #include <cuda.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -32,6 +38,7 @@
 namespace fakecuda {
 
 class FakeState;
+class Graph;
 struct Context;
 
 class Stream : public std::enable_shared_from_this<Stream> {
@@ -45,17 +52,41 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // Starts the worker thread. It keeps the stream alive until Close() and the queue drained.
   void Start();
   // Appends an operation; returns its sequence number (1-based).
-  uint64_t Enqueue(Op op) FAKECUDA_LOCKS_EXCLUDED(mu_);
+  uint64_t Enqueue(Op op) FAKECUDA_LOCKS_EXCLUDED(mu_) { return EnqueueMarked(std::move(op), {}); }
+  // Enqueue, and when `op` has run, `mark` runs under the stream's lock as the stream counts the
+  // operation complete: what `mark` does (complete an event) and the stream's being done with
+  // the operation are seen together. `mark` must not call into the stream.
+  uint64_t EnqueueMarked(Op op, Op mark) FAKECUDA_LOCKS_EXCLUDED(mu_);
   // Blocks until operation `seq` has run.
   void WaitFor(uint64_t seq) FAKECUDA_LOCKS_EXCLUDED(mu_);
   // Blocks until everything enqueued before the call has run.
   void Synchronize() FAKECUDA_LOCKS_EXCLUDED(mu_);
   // Appends `op` and waits for it (how synchronous calls keep stream order).
   void RunAndWait(Op op) { WaitFor(Enqueue(std::move(op))); }
+  // An asynchronous operation: recorded into the capture while the stream captures, else
+  // appended (and waited for when `wait`, as for an "async" copy of pageable memory).
+  // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED when the capture was invalidated.
+  CUresult Submit(Op op, bool wait = false) FAKECUDA_LOCKS_EXCLUDED(mu_);
   bool Idle() const FAKECUDA_LOCKS_EXCLUDED(mu_);
   // The worker exits once the queue is drained; later Enqueue calls are dropped.
   void Close() FAKECUDA_LOCKS_EXCLUDED(mu_);
   bool closed() const FAKECUDA_LOCKS_EXCLUDED(mu_);
+
+  // Starts capturing into `graph` under capture id `id`; CUDA_ERROR_ILLEGAL_STATE when the
+  // stream already captures.
+  CUresult BeginCapture(std::shared_ptr<Graph> graph, uint64_t id) FAKECUDA_LOCKS_EXCLUDED(mu_);
+  // Ends the capture and hands out its graph: CUDA_ERROR_ILLEGAL_STATE when not capturing,
+  // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (with the graph, to be discarded) when invalidated.
+  CUresult EndCapture(std::shared_ptr<Graph>* graph) FAKECUDA_LOCKS_EXCLUDED(mu_);
+  struct CaptureInfo {
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    uint64_t id = 0;  // 0 when not capturing
+    std::shared_ptr<Graph> graph;
+  };
+  CaptureInfo Capture() const FAKECUDA_LOCKS_EXCLUDED(mu_);
+  // For an operation the driver forbids on a capturing stream: invalidates the capture and
+  // returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; CUDA_SUCCESS when the stream does not capture.
+  CUresult RefuseDuringCapture() FAKECUDA_LOCKS_EXCLUDED(mu_);
 
   Context* ctx() const { return ctx_; }
   unsigned flags() const { return flags_; }
@@ -71,10 +102,17 @@ class Stream : public std::enable_shared_from_this<Stream> {
   mutable std::mutex mu_;
   std::condition_variable work_cv_;
   mutable std::condition_variable done_cv_;
-  std::deque<Op> queue_ FAKECUDA_GUARDED_BY(mu_);
+  struct Item {
+    Op op;
+    Op mark;
+  };
+  std::deque<Item> queue_ FAKECUDA_GUARDED_BY(mu_);
   uint64_t enqueued_ FAKECUDA_GUARDED_BY(mu_) = 0;
   uint64_t completed_ FAKECUDA_GUARDED_BY(mu_) = 0;
   bool closing_ FAKECUDA_GUARDED_BY(mu_) = false;
+  std::shared_ptr<Graph> capture_ FAKECUDA_GUARDED_BY(mu_);  // set while capturing
+  uint64_t capture_id_ FAKECUDA_GUARDED_BY(mu_) = 0;
+  bool capture_invalidated_ FAKECUDA_GUARDED_BY(mu_) = false;
 };
 
 class Event {
@@ -82,6 +120,7 @@ class Event {
   explicit Event(Context* ctx, unsigned flags) : ctx_(ctx), flags_(flags) {}
 
   // Starts a record: returns the generation the recording stream completes with Complete().
+  // Ends the event's being a point of a capture (RecordInCapture).
   uint64_t BeginRecord();
   void Complete(uint64_t generation, uint64_t time_ns);
   // CUDA_SUCCESS when the latest record completed (or there was none), CUDA_ERROR_NOT_READY.
@@ -92,6 +131,10 @@ class Event {
   void WaitFor(uint64_t generation) const;
   // Milliseconds from this event's completion to `end`'s.
   CUresult ElapsedMs(const Event& end, float* ms) const;
+  // A record on a capturing stream adds no node; it marks the event as a point of capture `id`
+  // (0: the latest record was an ordinary one), which only a wait within that capture may use.
+  void RecordInCapture(uint64_t id) { capture_id_.store(id); }
+  uint64_t capture_id() const { return capture_id_.load(); }
 
   Context* ctx() const { return ctx_; }
   unsigned flags() const { return flags_; }
@@ -104,6 +147,7 @@ class Event {
   uint64_t recorded_ FAKECUDA_GUARDED_BY(mu_) = 0;
   uint64_t completed_ FAKECUDA_GUARDED_BY(mu_) = 0;
   uint64_t time_ns_ FAKECUDA_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> capture_id_{0};
 };
 
 // What stream handle 0 means for an entry point: the context's legacy default stream, or the

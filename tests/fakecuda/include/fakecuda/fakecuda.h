@@ -4,21 +4,36 @@
 // look behind the driver. A program may link the fake and call them directly, or dlsym() them
 // from a libcuda.so.1 handle (a real driver does not have them, so a NULL dlsym means "not the
 // fake"). All are thread-safe and may be called before cuInit; the ones about the simulated
-// hardware (phys addresses, links) return CUDA_ERROR_NOT_INITIALIZED / 0 until cuInit succeeded.
+// hardware (phys addresses, links, engines) return CUDA_ERROR_NOT_INITIALIZED / 0 until cuInit
+// succeeded.
 //
 // Environment read by the fake (once per process, at its first use; a forked child re-reads it):
 //   FAKECUDA_DEVICES            device count, 0..8 (default 1)
 //   FAKECUDA_TOTAL_MEM          bytes per device, suffixes K/M/G/T (binary; e.g. 8G), default 16G
 //   FAKECUDA_PCIE_BYTES_PER_US  simulated PCIe rate per direction (default 4000 = 4 GB/s; 0 = no
 //                               link model, copies are plain memcpy)
-//   FAKECUDA_SHM                POSIX shared-memory name of the machine-wide state (links and
-//                               physical frames), default /fakecuda-<uid>
+//   FAKECUDA_ENGINE             1 (default): kernels of all processes sharing FAKECUDA_SHM run
+//                               one at a time on each device's compute engine; 0: each kernel
+//                               just takes its duration, sharing nothing
+//   FAKECUDA_SHM                POSIX shared-memory name of the machine-wide state (links,
+//                               compute engines and physical frames), default /fakecuda-<uid>
 //   FAKECUDA_PHYS_SHUFFLE       seed: hand out physical frames in a seeded random order
 //   FAKECUDA_CHANNEL_MASKS      comma-separated hex masks m0,m1,..: channel bit i = parity(phys&mi)
 //   FAKECUDA_FAIL               comma list of <exported name>:<N>[:<code>]: the Nth call of that
 //                               entry point returns code (a number or CUDA_ERROR_* name; default
 //                               CUDA_ERROR_OUT_OF_MEMORY) and changes nothing
 //   FAKECUDA_ALLOW_WITH_GPU     1 lets the fake run where /dev/nvidiactl exists
+//   FAKECUDA_STREAM_DEPTH       operations a stream holds before an enqueue waits (default 1024;
+//                               read at the first enqueue, which a forked child may inherit)
+//
+// Kernels: cuModuleLoadData takes the NUL-terminated text "fakecuda-module..." (anything else is
+// CUDA_ERROR_INVALID_IMAGE); its module has these built-in kernels, arguments in kernelParams:
+//   fakecuda_spin(uint64_t duration_ns)
+//   fakecuda_fill_u32(CUdeviceptr dst, uint32_t value, uint64_t count, uint64_t duration_ns)
+//   fakecuda_add_u32(CUdeviceptr dst, CUdeviceptr src, uint64_t count, uint64_t duration_ns)
+//   fakecuda_append_u32(CUdeviceptr log, uint32_t value, uint64_t duration_ns)
+//     (log[0] counts the entries: log[1 + log[0]] = value, then log[0]++)
+// Each occupies its device's compute engine for duration_ns (see fakecudaEngineBusyUntilNs).
 
 #ifndef MISSILE_TESTS_FAKECUDA_INCLUDE_FAKECUDA_FAKECUDA_H_
 #define MISSILE_TESTS_FAKECUDA_INCLUDE_FAKECUDA_FAKECUDA_H_
@@ -63,6 +78,15 @@ FAKECUDA_API void fakecudaInjectFailure(const char* exported_name, int nth, int 
 // (FAKECUDA_LINK_H2D / FAKECUDA_LINK_D2H) finishes everything reserved on it so far, by any
 // process. 0 before cuInit or for a bad device/direction.
 FAKECUDA_API unsigned long long fakecudaLinkBusyUntilNs(int device, int direction);
+
+// CLOCK_MONOTONIC nanosecond at which the compute engine of `device` finishes every kernel
+// reserved on it so far, by any process sharing FAKECUDA_SHM. A kernel reserves its interval
+// [max(now, this), +duration) when it reaches the head of its stream. 0 before cuInit or for a
+// bad device; processes with FAKECUDA_ENGINE=0 reserve nothing.
+FAKECUDA_API unsigned long long fakecudaEngineBusyUntilNs(int device);
+
+// Kernels this process completed on `device` (0 before cuInit or for a bad device).
+FAKECUDA_API unsigned long long fakecudaKernelsRun(int device);
 
 // The n-th exported driver entry point (n from 0), NULL past the end: lets tests check the
 // export list against the table cuGetProcAddress uses.

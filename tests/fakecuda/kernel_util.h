@@ -1,0 +1,75 @@
+// Helpers for tests of the fake's kernels: the built-in module and one-line launches.
+
+#ifndef MISSILE_TESTS_FAKECUDA_KERNEL_UTIL_H_
+#define MISSILE_TESTS_FAKECUDA_KERNEL_UTIL_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "test_util.h"
+
+namespace fakecuda_test {
+
+inline constexpr uint64_t kMs = 1'000'000;  // ns
+
+// The built-in kernels of a module loaded in the current context.
+struct Kernels {
+  CUmodule module = nullptr;
+  CUfunction spin = nullptr;
+  CUfunction fill = nullptr;
+  CUfunction add = nullptr;
+  CUfunction append = nullptr;
+
+  // CUDA_SUCCESS or the first failure.
+  CUresult Load() {
+    if (CUresult r = cuModuleLoadData(&module, "fakecuda-module"); r != CUDA_SUCCESS) return r;
+    for (auto [out, name] :
+         {std::pair{&spin, "fakecuda_spin"}, std::pair{&fill, "fakecuda_fill_u32"},
+          std::pair{&add, "fakecuda_add_u32"}, std::pair{&append, "fakecuda_append_u32"}}) {
+      if (CUresult r = cuModuleGetFunction(out, module, name); r != CUDA_SUCCESS) return r;
+    }
+    return CUDA_SUCCESS;
+  }
+};
+
+inline CUresult LaunchWith(CUfunction f, CUstream s, void** params) {
+  return cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, params, nullptr);
+}
+
+inline CUresult Spin(const Kernels& k, CUstream s, uint64_t ns) {
+  void* params[] = {&ns};
+  return LaunchWith(k.spin, s, params);
+}
+
+inline CUresult Fill(const Kernels& k, CUstream s, CUdeviceptr dst, uint32_t value, uint64_t count,
+                     uint64_t ns = 0) {
+  void* params[] = {&dst, &value, &count, &ns};
+  return LaunchWith(k.fill, s, params);
+}
+
+inline CUresult Add(const Kernels& k, CUstream s, CUdeviceptr dst, CUdeviceptr src, uint64_t count,
+                    uint64_t ns = 0) {
+  void* params[] = {&dst, &src, &count, &ns};
+  return LaunchWith(k.add, s, params);
+}
+
+inline CUresult Append(const Kernels& k, CUstream s, CUdeviceptr log, uint32_t value,
+                       uint64_t ns = 0) {
+  void* params[] = {&log, &value, &ns};
+  return LaunchWith(k.append, s, params);
+}
+
+// The entries of an append log (log[0] is their count).
+inline std::vector<uint32_t> LogEntries(CUdeviceptr log) {
+  const auto* words = reinterpret_cast<const uint32_t*>(log);
+  return std::vector<uint32_t>(words + 1, words + 1 + words[0]);
+}
+
+inline std::vector<uint32_t> Words(CUdeviceptr p, size_t count) {
+  const auto* words = reinterpret_cast<const uint32_t*>(p);
+  return std::vector<uint32_t>(words, words + count);
+}
+
+}  // namespace fakecuda_test
+
+#endif  // MISSILE_TESTS_FAKECUDA_KERNEL_UTIL_H_

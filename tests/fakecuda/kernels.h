@@ -1,0 +1,92 @@
+// Modules and the built-in kernels.
+//
+// cuModuleLoadData accepts one kind of image: NUL-terminated text starting with
+// "fakecuda-module" (kModuleImagePrefix). Every such module holds the same built-in kernels,
+// whose parameters come through kernelParams (an array of pointers to each argument):
+//   fakecuda_spin(uint64_t duration_ns)
+//       occupies the device's compute engine for duration_ns;
+//   fakecuda_fill_u32(CUdeviceptr dst, uint32_t value, uint64_t count, uint64_t duration_ns)
+//       dst[i] = value for i < count;
+//   fakecuda_add_u32(CUdeviceptr dst, CUdeviceptr src, uint64_t count, uint64_t duration_ns)
+//       dst[i] += src[i] for i < count;
+//   fakecuda_append_u32(CUdeviceptr log, uint32_t value, uint64_t duration_ns)
+//       log[0] is a count: log[1 + log[0]] = value, then log[0]++ (appends of one process are
+//       atomic with respect to each other).
+// A kernel's memory must be memory the fake handed out (device memory or pinned host memory,
+// readable, and writable where written): checked at launch, so a bad pointer is
+// CUDA_ERROR_INVALID_VALUE instead of a crash. An append that would write past the log's
+// allocation writes nothing and says so on stderr.
+//
+// A CUmodule is the address of a Module, a CUfunction the address of one of its kernels. Modules
+// are never freed (they are small), so a handle of an unloaded module stays recognisable and
+// gets CUDA_ERROR_INVALID_HANDLE. Modules are unloaded with their context. Thread-safe.
+
+#ifndef MISSILE_TESTS_FAKECUDA_KERNELS_H_
+#define MISSILE_TESTS_FAKECUDA_KERNELS_H_
+
+#include <cuda.h>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "thread_annotations.h"
+
+namespace fakecuda {
+
+class AddressSpace;
+struct Context;
+
+inline constexpr char kModuleImagePrefix[] = "fakecuda-module";
+
+enum class KernelKind : int { kSpin, kFillU32, kAddU32, kAppendU32 };
+inline constexpr int kNumKernels = 4;
+
+// One launch of a built-in kernel, its arguments read and checked.
+struct KernelCall {
+  uint64_t duration_ns = 0;
+  std::function<void()> effect;  // empty for fakecuda_spin
+};
+
+// Reads the arguments of a `kind` kernel from `params` and checks its memory.
+CUresult PrepareKernel(KernelKind kind, void** params, const AddressSpace& memory, KernelCall* out);
+
+class ModuleManager {
+ public:
+  ModuleManager() = default;
+  ModuleManager(const ModuleManager&) = delete;
+  ModuleManager& operator=(const ModuleManager&) = delete;
+
+  CUresult Load(Context* ctx, const void* image, CUmodule* out) FAKECUDA_LOCKS_EXCLUDED(mu_);
+  CUresult Unload(CUmodule handle) FAKECUDA_LOCKS_EXCLUDED(mu_);
+  CUresult GetFunction(CUmodule handle, const char* name, CUfunction* out)
+      FAKECUDA_LOCKS_EXCLUDED(mu_);
+  // The kernel a function handle names; CUDA_ERROR_INVALID_HANDLE when its module is gone.
+  CUresult Lookup(CUfunction f, KernelKind* kind) const FAKECUDA_LOCKS_EXCLUDED(mu_);
+  // Unloads the context's modules.
+  void ReleaseContext(Context* ctx) FAKECUDA_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Function {
+    KernelKind kind = KernelKind::kSpin;
+  };
+  struct Module {
+    Context* ctx = nullptr;
+    std::array<Function, kNumKernels> functions;  // indexed by KernelKind
+  };
+  void UnloadLocked(Module* module) FAKECUDA_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  mutable std::mutex mu_;
+  std::vector<std::unique_ptr<Module>> all_ FAKECUDA_GUARDED_BY(mu_);
+  std::unordered_set<Module*> live_ FAKECUDA_GUARDED_BY(mu_);
+  std::unordered_map<CUfunction, KernelKind> functions_ FAKECUDA_GUARDED_BY(mu_);
+};
+
+}  // namespace fakecuda
+
+#endif  // MISSILE_TESTS_FAKECUDA_KERNELS_H_
