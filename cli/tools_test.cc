@@ -199,9 +199,18 @@ TEST(MissilectlBinaryTest, UsageErrorsAndHelp) {
   EXPECT_EQ(r.exit_code, 2);
   ExpectOneLine(r.err, "missilectl: set: nothing to change");
 
+  r = Spawn({MISSILECTL_BIN, "set", "--window-us", "5000000"});
+  EXPECT_EQ(r.exit_code, 2);
+  ExpectOneLine(r.err, "missilectl: --window-us: '5000000' is not microseconds in [0, 1000000]");
+
+  r = Spawn({MISSILECTL_BIN, "set", "--name", "web", "--pacing", "off"});
+  EXPECT_EQ(r.exit_code, 2);
+  ExpectOneLine(r.err, "missilectl: set: --pacing changes the daemon's pacing");
+
   r = Spawn({MISSILECTL_BIN, "--help"});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_THAT(r.out, StartsWith("usage: missilectl"));
+  EXPECT_THAT(r.out, HasSubstr("--window-us N"));
   EXPECT_EQ(r.err, "");
 }
 
@@ -236,7 +245,27 @@ class FakeAdmin final : public v1::Admin::Service {
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                         "uid 1000 may not change policy: root or the admin group only");
   }
+  // Applies the window and pacing switch to a default policy, like missiled would.
+  grpc::Status SetPacing(grpc::ServerContext*, const v1::SetPacingRequest* req,
+                         v1::SetPacingResponse* resp) override {
+    last_pacing = *req;
+    if (req->has_max_hold_ms()) {
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                          "uid 1000 may not change pacing: root or the admin group only");
+    }
+    v1::PacingPolicy before;
+    before.set_pacing(true);
+    before.set_window_items(8);
+    before.set_window_us(100);
+    before.set_ls_stale_ms(200);
+    *resp->mutable_previous() = before;
+    *resp->mutable_pacing() = before;
+    if (req->has_pacing()) resp->mutable_pacing()->set_pacing(req->pacing());
+    if (req->has_window_us()) resp->mutable_pacing()->set_window_us(req->window_us());
+    return grpc::Status::OK;
+  }
   v1::SetPolicyRequest last_request;
+  v1::SetPacingRequest last_pacing;
 };
 
 class FakeDaemonTest : public ::testing::Test {
@@ -287,6 +316,32 @@ TEST_F(FakeDaemonTest, SetSendsTheRequestAndReportsTheCount) {
   EXPECT_EQ(service_.last_request.name(), "allowed");
   EXPECT_EQ(service_.last_request.weight(), 7u);
   EXPECT_FALSE(service_.last_request.has_priority());
+}
+
+TEST_F(FakeDaemonTest, SetPacingSendsOnlyWhatWasGivenAndPrintsTheChange) {
+  absl::StatusOr<std::string> out = Ctl({"set", "--window-us", "300", "--pacing", "off"});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out,
+            "pacing: on -> off\n"
+            "window_us: 100 -> 300\n"
+            "pacing: off, window 8 items / 300 us, LS idle 0 us, stale 200 ms, no max hold, "
+            "unknown 0 us, share slack 0 us\n");
+  EXPECT_TRUE(service_.last_pacing.has_window_us());
+  EXPECT_EQ(service_.last_pacing.window_us(), 300u);
+  EXPECT_TRUE(service_.last_pacing.has_pacing());
+  EXPECT_FALSE(service_.last_pacing.pacing());
+  EXPECT_FALSE(service_.last_pacing.has_window_items());
+  EXPECT_FALSE(service_.last_pacing.has_ls_stale_ms());
+
+  out = Ctl({"--json", "set", "--window-us", "100"});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(*out, HasSubstr("\"previous\":{"));
+  EXPECT_THAT(*out, HasSubstr("\"window_us\":\"100\""));
+
+  out = Ctl({"set", "--max-hold-ms", "5"});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().message(),
+            "PERMISSION_DENIED: uid 1000 may not change pacing: root or the admin group only");
 }
 
 TEST_F(FakeDaemonTest, GrpcErrorsCarryTheCodeName) {
