@@ -31,6 +31,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 class TempDir {
@@ -131,6 +132,41 @@ TEST(MissileRunBinaryTest, ArgumentsPassUnchanged) {
                     "/bin/echo", "--name", "a  b", "--", ""});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "--name a  b -- \n");
+}
+
+TEST(MissileRunBinaryTest, BestEffortUnderMpsGetsTheMpsClientEnvironment) {
+  TempDir dir;
+  fs::path shim = dir.path() / "libmissile.so";
+  std::ofstream(shim) << "x";
+  // A stand-in for the MPS control daemon: its pipe directory with a `control` socket.
+  std::string control = (dir.path() / "control").string();
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(control.size(), sizeof(addr.sun_path));
+  control.copy(addr.sun_path, control.size());
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const std::string pipe_dir = "CUDA_MPS_PIPE_DIRECTORY=" + dir.path().string();
+  Result r = Spawn({MISSILE_RUN_BIN, "--name", "j", "--class", "be", "--be-sm-percent", "40",
+                    "--shim", shim.string(), "--", "/usr/bin/env"},
+                   {pipe_dir});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\nCUDA_MPS_CLIENT_PRIORITY=1\n"));
+  EXPECT_THAT(r.out, HasSubstr("\nCUDA_MPS_ACTIVE_THREAD_PERCENTAGE=40\n"));
+  // A priority already chosen is kept.
+  r = Spawn({MISSILE_RUN_BIN, "--name", "j", "--class", "be", "--shim", shim.string(), "--",
+             "/usr/bin/env"},
+            {pipe_dir, "CUDA_MPS_CLIENT_PRIORITY=0"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\nCUDA_MPS_CLIENT_PRIORITY=0\n"));
+  // An LS tenant is left alone.
+  r = Spawn({MISSILE_RUN_BIN, "--name", "j", "--class", "ls", "--shim", shim.string(), "--",
+             "/usr/bin/env"},
+            {pipe_dir});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, Not(HasSubstr("CUDA_MPS_CLIENT_PRIORITY")));
+  close(fd);
 }
 
 TEST(MissileRunBinaryTest, Failures) {
