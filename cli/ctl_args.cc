@@ -14,12 +14,19 @@ const char kCtlUsage[] =
     "\n"
     "commands:\n"
     "  status                      daemon version and uptime, per-GPU pools and colours,\n"
-    "                              class policies\n"
-    "  tenants                     one row per tenant: class, priority, weight, use per GPU\n"
+    "                              class policies, the pacing policy\n"
+    "  tenants                     one row per tenant: class, priority, weight, memory, PCIe\n"
+    "                              and GPU work (held, in flight, LS busy) per GPU\n"
     "  set TARGET CHANGE...        change policy; prints how many tenants changed\n"
     "      TARGET: --pid PID | --name NAME | --class ls|be (the class defaults)\n"
     "      CHANGE: --class-to ls|be  --priority N (-20..19)  --weight N (1..1048576)\n"
     "              --quota SIZE (per tenant, per GPU)  --class-quota SIZE (--class only)\n"
+    "  set PACING...               change the daemon's pacing of BE GPU work on every GPU\n"
+    "                              (no TARGET); prints what changed, before -> after\n"
+    "      PACING: --pacing on|off  --window-items N (1..1024)  --window-us N (0..1000000)\n"
+    "              --ls-idle-us N (0..1000000)  --ls-stale-ms N (1..600000)\n"
+    "              --max-hold-ms N (0..600000)  --unknown-us N (0..1000000)\n"
+    "              --share-slack-us N (0..1000000)\n"
     "\n"
     "options:\n"
     "  --socket PATH   missiled's socket (default $MISSILE_SOCKET or /run/missile/missiled.sock)\n"
@@ -65,8 +72,66 @@ absl::StatusOr<uint64_t> ParseSizeFlag(std::string_view flag, const std::string&
   return *bytes;
 }
 
+// A pacing option's flag, its range and where it goes.
+struct PacingFlag {
+  const char* flag;
+  int64_t min;
+  int64_t max;
+  const char* what;
+  std::optional<uint64_t> PacingArgs::*field;
+};
+
+constexpr PacingFlag kPacingFlags[] = {
+    {"--window-us", 0, 1'000'000, "microseconds in [0, 1000000]", &PacingArgs::window_us},
+    {"--ls-idle-us", 0, 1'000'000, "microseconds in [0, 1000000]", &PacingArgs::ls_idle_us},
+    {"--ls-stale-ms", 1, 600'000, "milliseconds in [1, 600000]", &PacingArgs::ls_stale_ms},
+    {"--max-hold-ms", 0, 600'000, "milliseconds in [0, 600000]", &PacingArgs::max_hold_ms},
+    {"--unknown-us", 0, 1'000'000, "microseconds in [0, 1000000]", &PacingArgs::unknown_us},
+    {"--share-slack-us", 0, 1'000'000, "microseconds in [0, 1000000]",
+     &PacingArgs::share_slack_us},
+};
+
+// A pacing option at the reader's position; false when the option is not one.
+absl::StatusOr<bool> ParsePacingOption(ArgReader& reader, PacingArgs& pacing) {
+  std::string flag(reader.CurrentName());
+  if (flag == "--pacing") {
+    absl::StatusOr<std::string> v = reader.TakeValue();
+    if (!v.ok()) return v.status();
+    if (*v != "on" && *v != "off") {
+      return absl::InvalidArgumentError("--pacing: '" + *v + "' is not on or off");
+    }
+    if (absl::Status s = SetOnce(pacing.pacing, flag, *v == "on"); !s.ok()) return s;
+    return true;
+  }
+  if (flag == "--window-items") {
+    absl::StatusOr<std::string> v = reader.TakeValue();
+    if (!v.ok()) return v.status();
+    absl::StatusOr<int64_t> n = ParseInt(flag, *v, 1, 1024, "a count in [1, 1024]");
+    if (!n.ok()) return n.status();
+    if (absl::Status s = SetOnce(pacing.window_items, flag, static_cast<uint32_t>(*n)); !s.ok()) {
+      return s;
+    }
+    return true;
+  }
+  for (const PacingFlag& f : kPacingFlags) {
+    if (flag != f.flag) continue;
+    absl::StatusOr<std::string> v = reader.TakeValue();
+    if (!v.ok()) return v.status();
+    absl::StatusOr<int64_t> n = ParseInt(flag, *v, f.min, f.max, f.what);
+    if (!n.ok()) return n.status();
+    if (absl::Status s = SetOnce(pacing.*f.field, flag, static_cast<uint64_t>(*n)); !s.ok()) {
+      return s;
+    }
+    return true;
+  }
+  return false;
+}
+
 // One `set` option at the reader's position.
 absl::Status ParseSetOption(ArgReader& reader, SetArgs& set) {
+  absl::StatusOr<bool> pacing = ParsePacingOption(reader, set.pacing);
+  if (!pacing.ok()) return pacing.status();
+  if (*pacing) return absl::OkStatus();
   std::string flag(reader.CurrentName());
   if (flag == "--pid") {
     absl::StatusOr<std::string> v = reader.TakeValue();
@@ -117,10 +182,42 @@ absl::Status ParseSetOption(ArgReader& reader, SetArgs& set) {
   return absl::InvalidArgumentError("set: unexpected argument '" + reader.Current() + "'");
 }
 
+// The first pacing option given, in the order of the usage text.
+std::string FirstPacingFlag(const PacingArgs& p) {
+  if (p.pacing) return "--pacing";
+  if (p.window_items) return "--window-items";
+  for (const PacingFlag& f : kPacingFlags) {
+    if ((p.*f.field).has_value()) return f.flag;
+  }
+  return "";
+}
+
+// The first tenant target or change given.
+std::string FirstTenantFlag(const SetArgs& set) {
+  if (set.pid) return "--pid";
+  if (set.name) return "--name";
+  if (set.tenant_class) return "--class";
+  if (set.class_to) return "--class-to";
+  if (set.priority) return "--priority";
+  if (set.weight) return "--weight";
+  if (set.quota_bytes) return "--quota";
+  if (set.class_quota_bytes) return "--class-quota";
+  return "";
+}
+
 absl::Status CheckSet(const SetArgs& set) {
+  if (set.pacing.any()) {
+    if (std::string tenant = FirstTenantFlag(set); !tenant.empty()) {
+      return absl::InvalidArgumentError(
+          "set: " + FirstPacingFlag(set.pacing) + " changes the daemon's pacing on every GPU and " +
+          "takes no tenant target or change (got " + tenant + "); run two set commands");
+    }
+    return absl::OkStatus();
+  }
   int targets = set.pid.has_value() + set.name.has_value() + set.tenant_class.has_value();
   if (targets != 1) {
-    return absl::InvalidArgumentError("set: give exactly one of --pid, --name or --class");
+    return absl::InvalidArgumentError(
+        "set: give exactly one of --pid, --name or --class (or only pacing options, see --help)");
   }
   if (!set.class_to && !set.priority && !set.weight && !set.quota_bytes && !set.class_quota_bytes) {
     return absl::InvalidArgumentError(
@@ -198,6 +295,7 @@ absl::StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args,
   }
   if (out.command == CtlCommand::kSet) {
     if (absl::Status s = CheckSet(out.set); !s.ok()) return s;
+    if (out.set.pacing.any()) out.command = CtlCommand::kSetPacing;
   }
   out.socket = socket.value_or(std::string(default_socket));
   return out;
@@ -213,6 +311,19 @@ v1::SetPolicyRequest BuildSetPolicyRequest(const SetArgs& set) {
   if (set.weight) req.set_weight(*set.weight);
   if (set.quota_bytes) req.set_quota_bytes(*set.quota_bytes);
   if (set.class_quota_bytes) req.set_class_quota_bytes(*set.class_quota_bytes);
+  return req;
+}
+
+v1::SetPacingRequest BuildSetPacingRequest(const PacingArgs& pacing) {
+  v1::SetPacingRequest req;
+  if (pacing.pacing) req.set_pacing(*pacing.pacing);
+  if (pacing.window_items) req.set_window_items(*pacing.window_items);
+  if (pacing.window_us) req.set_window_us(*pacing.window_us);
+  if (pacing.ls_idle_us) req.set_ls_idle_us(*pacing.ls_idle_us);
+  if (pacing.ls_stale_ms) req.set_ls_stale_ms(*pacing.ls_stale_ms);
+  if (pacing.max_hold_ms) req.set_max_hold_ms(*pacing.max_hold_ms);
+  if (pacing.unknown_us) req.set_unknown_us(*pacing.unknown_us);
+  if (pacing.share_slack_us) req.set_share_slack_us(*pacing.share_slack_us);
   return req;
 }
 

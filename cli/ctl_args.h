@@ -1,4 +1,5 @@
-// missilectl's command line, parsed into plain values, and the SetPolicyRequest a `set` builds.
+// missilectl's command line, parsed into plain values, and the request a `set` builds: a
+// SetPolicyRequest for a tenant target, a SetPacingRequest for pacing options without a target.
 //
 //   missilectl [--socket PATH] [--json] COMMAND ...
 //
@@ -24,9 +25,27 @@ inline constexpr std::string_view kDefaultSocket = "/run/missile/missiled.sock";
 // Printed for --help (and only then).
 extern const char kCtlUsage[];
 
-enum class CtlCommand { kHelp, kStatus, kTenants, kSet };
+// kSet: a tenant or class policy change; kSetPacing: `set` with pacing options only.
+enum class CtlCommand { kHelp, kStatus, kTenants, kSet, kSetPacing };
 
-// `set`: exactly one target (pid, name or class) and at least one change.
+// `set` with pacing options: the daemon's pacing policy, no target. Ranges as in [compute].
+struct PacingArgs {
+  std::optional<bool> pacing;              // --pacing on|off
+  std::optional<uint32_t> window_items;    // 1..1024
+  std::optional<uint64_t> window_us;       // 0..1000000
+  std::optional<uint64_t> ls_idle_us;      // 0..1000000
+  std::optional<uint64_t> ls_stale_ms;     // 1..600000
+  std::optional<uint64_t> max_hold_ms;     // 0..600000
+  std::optional<uint64_t> unknown_us;      // 0..1000000
+  std::optional<uint64_t> share_slack_us;  // 0..1000000
+  bool any() const {
+    return pacing || window_items || window_us || ls_idle_us || ls_stale_ms || max_hold_ms ||
+           unknown_us || share_slack_us;
+  }
+};
+
+// `set`: exactly one target (pid, name or class) and at least one change, or pacing options
+// alone (never both).
 struct SetArgs {
   std::optional<uint32_t> pid;
   std::optional<std::string> name;
@@ -36,13 +55,14 @@ struct SetArgs {
   std::optional<uint32_t> weight;               // 1..1048576
   std::optional<uint64_t> quota_bytes;
   std::optional<uint64_t> class_quota_bytes;  // with a --class target only
+  PacingArgs pacing;
 };
 
 struct CtlArgs {
   std::string socket;
   bool json = false;
   CtlCommand command = CtlCommand::kHelp;
-  SetArgs set;  // for kSet
+  SetArgs set;  // for kSet and kSetPacing
 };
 
 // The socket when --socket is not given: $MISSILE_SOCKET if set and not empty, else the default.
@@ -53,6 +73,7 @@ absl::StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args,
                                      std::string_view default_socket);
 
 v1::SetPolicyRequest BuildSetPolicyRequest(const SetArgs& set);
+v1::SetPacingRequest BuildSetPacingRequest(const PacingArgs& pacing);
 
 }  // namespace missile::cli
 

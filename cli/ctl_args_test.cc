@@ -157,5 +157,78 @@ TEST(CtlArgsTest, SetErrors) {
               HasSubstr("set: unexpected argument 'now'"));
 }
 
+TEST(CtlArgsTest, SetPacingWithoutATarget) {
+  absl::StatusOr<CtlArgs> a = Parse({"set", "--window-us", "300", "--pacing", "off",
+                                     "--window-items=16", "--ls-idle-us", "0", "--ls-stale-ms",
+                                     "1", "--max-hold-ms", "600000", "--unknown-us", "1000000",
+                                     "--share-slack-us", "0"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->command, CtlCommand::kSetPacing);
+  v1::SetPacingRequest req = BuildSetPacingRequest(a->set.pacing);
+  EXPECT_TRUE(req.has_pacing());
+  EXPECT_FALSE(req.pacing());
+  EXPECT_EQ(req.window_us(), 300u);
+  EXPECT_EQ(req.window_items(), 16u);
+  EXPECT_TRUE(req.has_ls_idle_us());
+  EXPECT_EQ(req.ls_idle_us(), 0u);
+  EXPECT_EQ(req.ls_stale_ms(), 1u);
+  EXPECT_EQ(req.max_hold_ms(), 600000u);
+  EXPECT_EQ(req.unknown_us(), 1000000u);
+  EXPECT_TRUE(req.has_share_slack_us());
+
+  // Only what was given is sent.
+  a = Parse({"--json", "set", "--pacing", "on"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->command, CtlCommand::kSetPacing);
+  req = BuildSetPacingRequest(a->set.pacing);
+  EXPECT_TRUE(req.pacing());
+  EXPECT_FALSE(req.has_window_us());
+  EXPECT_FALSE(req.has_window_items());
+  EXPECT_FALSE(req.has_max_hold_ms());
+
+  // A tenant change stays a tenant change.
+  a = Parse({"set", "--pid", "3", "--weight", "5"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->command, CtlCommand::kSet);
+  EXPECT_FALSE(a->set.pacing.any());
+}
+
+TEST(CtlArgsTest, SetPacingErrors) {
+  EXPECT_THAT(Error({"set", "--window-us", "5000000"}),
+              HasSubstr("--window-us: '5000000' is not microseconds in [0, 1000000]"));
+  EXPECT_THAT(Error({"set", "--window-us", "-1"}), HasSubstr("--window-us: '-1'"));
+  EXPECT_THAT(Error({"set", "--window-items", "0"}),
+              HasSubstr("--window-items: '0' is not a count in [1, 1024]"));
+  EXPECT_THAT(Error({"set", "--window-items", "1025"}), HasSubstr("--window-items"));
+  EXPECT_THAT(Error({"set", "--ls-idle-us", "1000001"}), HasSubstr("--ls-idle-us"));
+  EXPECT_THAT(Error({"set", "--ls-stale-ms", "0"}),
+              HasSubstr("--ls-stale-ms: '0' is not milliseconds in [1, 600000]"));
+  EXPECT_THAT(Error({"set", "--max-hold-ms", "600001"}), HasSubstr("--max-hold-ms"));
+  EXPECT_THAT(Error({"set", "--unknown-us", "x"}), HasSubstr("--unknown-us: 'x'"));
+  EXPECT_THAT(Error({"set", "--share-slack-us", "1e6"}), HasSubstr("--share-slack-us"));
+  EXPECT_THAT(Error({"set", "--pacing", "yes"}), HasSubstr("--pacing: 'yes' is not on or off"));
+  EXPECT_THAT(Error({"set", "--pacing"}), HasSubstr("--pacing needs a value"));
+  EXPECT_THAT(Error({"set", "--window-us", "1", "--window-us", "2"}),
+              HasSubstr("--window-us given twice"));
+  // Pacing is the daemon's, not a tenant's: no target, no tenant change beside it.
+  EXPECT_THAT(Error({"set", "--pid", "7", "--window-us", "300"}),
+              HasSubstr("set: --window-us changes the daemon's pacing on every GPU and takes no "
+                        "tenant target or change (got --pid)"));
+  EXPECT_THAT(Error({"set", "--pacing", "off", "--name", "web"}), HasSubstr("(got --name)"));
+  EXPECT_THAT(Error({"set", "--class", "be", "--max-hold-ms", "5"}), HasSubstr("(got --class)"));
+  EXPECT_THAT(Error({"set", "--unknown-us", "5", "--weight", "3"}),
+              HasSubstr("set: --unknown-us changes the daemon's pacing"));
+  EXPECT_THAT(Error({"set", "--share-slack-us", "5", "--quota", "1G"}), HasSubstr("(got --quota)"));
+  EXPECT_THAT(Error({"set"}), HasSubstr("or only pacing options"));
+}
+
+TEST(CtlArgsTest, UsageListsThePacingOptions) {
+  for (const char* flag : {"--pacing on|off", "--window-items N", "--window-us N", "--ls-idle-us N",
+                           "--ls-stale-ms N", "--max-hold-ms N", "--unknown-us N",
+                           "--share-slack-us N"}) {
+    EXPECT_THAT(kCtlUsage, HasSubstr(flag));
+  }
+}
+
 }  // namespace
 }  // namespace missile::cli

@@ -83,6 +83,12 @@ absl::StatusOr<std::string> RunCtlCommand(const CtlArgs& args, v1::Admin::StubIn
       if (status.ok()) return Render(args, response, &FormatSetPolicy);
       break;
     }
+    case CtlCommand::kSetPacing: {
+      v1::SetPacingResponse response;
+      status = stub.SetPacing(&ctx, BuildSetPacingRequest(args.set.pacing), &response);
+      if (status.ok()) return Render(args, response, &FormatSetPacing);
+      break;
+    }
     case CtlCommand::kHelp:
       return absl::InvalidArgumentError("help is not a daemon command");
   }

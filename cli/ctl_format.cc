@@ -15,6 +15,8 @@ namespace missile::cli {
 
 namespace {
 
+int Percent(double share) { return static_cast<int>(share * 100 + 0.5); }
+
 // Daemon-supplied text goes to a terminal: control characters become '?'.
 std::string Printable(const std::string& text) {
   std::string out = text;
@@ -93,7 +95,24 @@ std::string FormatStatus(const v1::StatusResponse& status) {
     }
     absl::StrAppend(&out, "\n", FormatTable(rows));
   }
+  if (status.has_pacing()) absl::StrAppend(&out, "\n", FormatPacingPolicy(status.pacing()), "\n");
   return out;
+}
+
+std::string FormatPacingPolicy(const v1::PacingPolicy& p) {
+  return absl::StrCat("pacing: ", p.pacing() ? "on" : "off", ", window ", p.window_items(),
+                      " items / ", p.window_us(), " us, LS idle ", p.ls_idle_us(), " us, stale ",
+                      p.ls_stale_ms(), " ms, ",
+                      p.max_hold_ms() == 0 ? std::string("no max hold")
+                                           : absl::StrCat("max hold ", p.max_hold_ms(), " ms"),
+                      ", unknown ", p.unknown_us(), " us, share slack ", p.share_slack_us(),
+                      " us");
+}
+
+std::string FormatHeld(double ms) {
+  if (!(ms > 0)) return "0 ms";
+  if (ms < 1000) return absl::StrFormat("%.0f ms", ms);
+  return absl::StrFormat("%.1f s", ms / 1000);
 }
 
 std::string FormatTenants(const v1::ListTenantsResponse& response) {
@@ -103,8 +122,9 @@ std::string FormatTenants(const v1::ListTenantsResponse& response) {
   std::stable_sort(
       tenants.begin(), tenants.end(),
       [](const v1::TenantInfo* a, const v1::TenantInfo* b) { return a->pid() < b->pid(); });
-  std::vector<std::vector<std::string>> rows = {
-      {"PID", "NAME", "CLASS", "PRIO", "WEIGHT", "USED/QUOTA", "PCIE H2D / D2H (SHARE)", "AGE"}};
+  std::vector<std::vector<std::string>> rows = {{"PID", "NAME", "CLASS", "PRIO", "WEIGHT",
+                                                 "USED/QUOTA", "PCIE H2D / D2H (SHARE)", "HELD",
+                                                 "IN FLIGHT", "LS BUSY", "AGE"}};
   for (const v1::TenantInfo* t : tenants) {
     std::vector<std::string> use;
     for (const v1::Usage& u : t->usage()) {
@@ -118,17 +138,52 @@ std::string FormatTenants(const v1::ListTenantsResponse& response) {
                                   FormatSize(p.d2h_bytes()), " (",
                                   static_cast<int>(p.d2h_share() * 100 + 0.5), "%)"));
     }
+    const bool ls = t->tenant_class() == v1::LATENCY_SENSITIVE;
+    std::vector<std::string> held, inflight, busy;
+    for (const v1::ComputeUse& c : t->compute()) {
+      if (ls) {
+        busy.push_back(absl::StrCat(c.gpu_index(), ": ", Percent(c.ls_busy_share()), "%"));
+      } else {
+        held.push_back(absl::StrCat(c.gpu_index(), ": ", FormatHeld(c.held_ms()), " (",
+                                    Percent(c.held_share()), "%)"));
+        inflight.push_back(absl::StrCat(c.gpu_index(), ": ", c.inflight()));
+      }
+    }
+    auto cell = [](const std::vector<std::string>& parts) {
+      return parts.empty() ? std::string("-") : absl::StrJoin(parts, ", ");
+    };
     rows.push_back({absl::StrCat(t->pid()), Printable(t->name()), ClassName(t->tenant_class()),
-                    absl::StrCat(t->priority()), absl::StrCat(t->weight()),
-                    use.empty() ? "-" : absl::StrJoin(use, ", "),
-                    pcie.empty() ? "-" : absl::StrJoin(pcie, ", "),
-                    FormatDuration(t->connected_s())});
+                    absl::StrCat(t->priority()), absl::StrCat(t->weight()), cell(use), cell(pcie),
+                    cell(held), cell(inflight), cell(busy), FormatDuration(t->connected_s())});
   }
   return FormatTable(rows);
 }
 
 std::string FormatSetPolicy(const v1::SetPolicyResponse& response) {
   return absl::StrCat("changed ", response.tenants_changed(), " tenant(s)\n");
+}
+
+std::string FormatSetPacing(const v1::SetPacingResponse& response) {
+  const v1::PacingPolicy& was = response.previous();
+  const v1::PacingPolicy& now = response.pacing();
+  std::string out;
+  if (was.pacing() != now.pacing()) {
+    absl::StrAppend(&out, "pacing: ", was.pacing() ? "on" : "off", " -> ",
+                    now.pacing() ? "on" : "off", "\n");
+  }
+  auto number = [&out](const char* field, uint64_t from, uint64_t to) {
+    if (from != to) absl::StrAppend(&out, field, ": ", from, " -> ", to, "\n");
+  };
+  number("window_items", was.window_items(), now.window_items());
+  number("window_us", was.window_us(), now.window_us());
+  number("ls_idle_us", was.ls_idle_us(), now.ls_idle_us());
+  number("ls_stale_ms", was.ls_stale_ms(), now.ls_stale_ms());
+  number("max_hold_ms", was.max_hold_ms(), now.max_hold_ms());
+  number("unknown_us", was.unknown_us(), now.unknown_us());
+  number("share_slack_us", was.share_slack_us(), now.share_slack_us());
+  if (out.empty()) out = "pacing unchanged\n";
+  absl::StrAppend(&out, FormatPacingPolicy(now), "\n");
+  return out;
 }
 
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {

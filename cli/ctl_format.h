@@ -21,15 +21,30 @@ std::string FormatTable(const std::vector<std::vector<std::string>>& rows);
 std::string FormatDuration(uint64_t seconds);
 
 // `missilectl status`: version and uptime, one block per GPU (pool, colours, note), then the
-// class policies.
+// class policies and, when the daemon paces, the pacing policy on one line.
 std::string FormatStatus(const v1::StatusResponse& status);
 
-// `missilectl tenants`: PID NAME CLASS PRIO WEIGHT USED/QUOTA AGE, sorted by pid; USED/QUOTA
-// lists every GPU as "0: 1.2 GiB / 8.0 GiB".
+// The pacing policy on one line: "pacing: on, window 8 items / 100 us, LS idle 200 us, stale
+// 200 ms, max hold 20 ms, unknown 50 us, share slack 2000 us" (max hold 0: "no max hold").
+std::string FormatPacingPolicy(const v1::PacingPolicy& policy);
+
+// `missilectl tenants`: PID NAME CLASS PRIO WEIGHT USED/QUOTA PCIE HELD IN-FLIGHT LS-BUSY AGE,
+// sorted by pid; USED/QUOTA lists every GPU as "0: 1.2 GiB / 8.0 GiB". The GPU work columns,
+// per GPU where the tenant's work is paced: HELD (BE) the total time held and its share of
+// about the last second, "0: 1.2 s (35%)"; IN FLIGHT (BE) items now, "0: 3"; LS BUSY (LS) the
+// share of about the last second it had work in flight, "0: 40%". "-" for the other class and
+// for a tenant with no paced work.
 std::string FormatTenants(const v1::ListTenantsResponse& tenants);
+
+// "1.2 s" from 1 s up, "35 ms" below (rounded), "0 ms" for none.
+std::string FormatHeld(double ms);
 
 // `missilectl set`: "changed N tenant(s)".
 std::string FormatSetPolicy(const v1::SetPolicyResponse& response);
+
+// `missilectl set` with pacing options: one line per field that changed, "window_us: 100 ->
+// 300", or "pacing unchanged" when none did; then the policy now in force (FormatPacingPolicy).
+std::string FormatSetPacing(const v1::SetPacingResponse& response);
 
 // The message as one line of JSON with the proto field names, every field present (zeros too),
 // and a trailing newline.

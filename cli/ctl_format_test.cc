@@ -151,6 +151,18 @@ v1::ListTenantsResponse Tenants() {
   p->set_d2h_bytes(64 * kMiB);
   p->set_h2d_share(0.25);
   p->set_d2h_share(1.0);
+  v1::ComputeUse* c = a->add_compute();
+  c->set_gpu_index(0);
+  c->set_submissions(9000);
+  c->set_ls_busy_share(0.404);
+  v1::ComputeUse* held = b->add_compute();
+  held->set_gpu_index(0);
+  held->set_submissions(120000);
+  held->set_held_ms(1234.5);
+  held->set_held_count(800);
+  held->set_held_share(0.35);
+  held->set_inflight(3);
+  held->set_gpu_ms(56000);
   return r;
 }
 
@@ -158,11 +170,39 @@ TEST(FormatTenantsTest, OneRowPerTenantSortedByPid) {
   EXPECT_EQ(
       FormatTenants(Tenants()),
       "PID   NAME         CLASS  PRIO  WEIGHT  USED/QUOTA                              "
-      "PCIE H2D / D2H (SHARE)              AGE\n"
+      "PCIE H2D / D2H (SHARE)              HELD            IN FLIGHT  LS BUSY  AGE\n"
       "77    infer        ls     -5    3121    0: 512.0 MiB / 16.0 GiB                 "
-      "0: 3.0 GiB (25%) / 64.0 MiB (100%)  1m05s\n"
+      "0: 3.0 GiB (25%) / 64.0 MiB (100%)  -               -          0: 40%   1m05s\n"
       "4321  batch-train  be     10    110     0: 1.2 GiB / 8.0 GiB, 1: 0 B / 8.0 GiB  "
-      "-                                   2d01h\n");
+      "-                                   0: 1.2 s (35%)  0: 3       -        2d01h\n");
+}
+
+TEST(FormatTenantsTest, GpuWorkPerGpu) {
+  v1::ListTenantsResponse r;
+  v1::TenantInfo* be = r.add_tenants();
+  be->set_pid(1);
+  be->set_tenant_class(v1::BEST_EFFORT);
+  for (uint32_t g = 0; g < 2; ++g) {
+    v1::ComputeUse* c = be->add_compute();
+    c->set_gpu_index(g);
+    c->set_held_ms(g == 0 ? 0 : 35.4);
+    c->set_held_share(g == 0 ? 0 : 0.021);
+    c->set_inflight(g + 1);
+    c->set_ls_busy_share(0.9);  // not an LS: not shown
+  }
+  std::string out = FormatTenants(r);
+  EXPECT_THAT(out, HasSubstr("  0: 0 ms (0%), 1: 35 ms (2%)  0: 1, 1: 2  -  "));
+  EXPECT_THAT(out, Not(HasSubstr("90%")));
+}
+
+TEST(FormatHeldTest, Units) {
+  EXPECT_EQ(FormatHeld(0), "0 ms");
+  EXPECT_EQ(FormatHeld(0.4), "0 ms");
+  EXPECT_EQ(FormatHeld(12.6), "13 ms");
+  EXPECT_EQ(FormatHeld(999.4), "999 ms");
+  EXPECT_EQ(FormatHeld(1000), "1.0 s");
+  EXPECT_EQ(FormatHeld(1234.5), "1.2 s");
+  EXPECT_EQ(FormatHeld(3600000), "3600.0 s");
 }
 
 TEST(FormatTenantsTest, NoTenantsAndNoUsage) {
@@ -170,7 +210,57 @@ TEST(FormatTenantsTest, NoTenantsAndNoUsage) {
   v1::ListTenantsResponse r;
   r.add_tenants()->set_pid(5);
   EXPECT_THAT(FormatTenants(r),
-              HasSubstr("\n5          ?      0     0       -           -                       0s\n"));
+              HasSubstr("\n5          ?      0     0       -           -                       "
+                        "-     -          -        0s\n"));
+}
+
+v1::PacingPolicy DefaultPacing() {
+  v1::PacingPolicy p;
+  p.set_pacing(true);
+  p.set_window_items(8);
+  p.set_window_us(100);
+  p.set_ls_idle_us(200);
+  p.set_ls_stale_ms(200);
+  p.set_max_hold_ms(20);
+  p.set_unknown_us(50);
+  p.set_share_slack_us(2000);
+  return p;
+}
+
+TEST(FormatStatusTest, PacingPolicyOnOneLine) {
+  v1::StatusResponse s = TwoGpuStatus();
+  *s.mutable_pacing() = DefaultPacing();
+  std::string out = FormatStatus(s);
+  EXPECT_THAT(out, HasSubstr("be     0     1024    4.0 GiB       32.0 GiB\n"
+                             "\n"
+                             "pacing: on, window 8 items / 100 us, LS idle 200 us, stale 200 ms, "
+                             "max hold 20 ms, unknown 50 us, share slack 2000 us\n"));
+  EXPECT_EQ(out.back(), '\n');
+  v1::PacingPolicy off = DefaultPacing();
+  off.set_pacing(false);
+  off.set_max_hold_ms(0);
+  EXPECT_EQ(FormatPacingPolicy(off),
+            "pacing: off, window 8 items / 100 us, LS idle 200 us, stale 200 ms, no max hold, "
+            "unknown 50 us, share slack 2000 us");
+  // A daemon that paces nothing (or an older one) sends no policy: no line.
+  EXPECT_THAT(FormatStatus(TwoGpuStatus()), Not(HasSubstr("pacing:")));
+}
+
+TEST(FormatSetPacingTest, BeforeAndAfter) {
+  v1::SetPacingResponse r;
+  *r.mutable_previous() = DefaultPacing();
+  *r.mutable_pacing() = DefaultPacing();
+  r.mutable_pacing()->set_pacing(false);
+  r.mutable_pacing()->set_window_us(300);
+  r.mutable_pacing()->set_share_slack_us(0);
+  EXPECT_EQ(FormatSetPacing(r),
+            "pacing: on -> off\n"
+            "window_us: 100 -> 300\n"
+            "share_slack_us: 2000 -> 0\n"
+            "pacing: off, window 8 items / 300 us, LS idle 200 us, stale 200 ms, max hold 20 ms, "
+            "unknown 50 us, share slack 0 us\n");
+  *r.mutable_pacing() = DefaultPacing();
+  EXPECT_THAT(FormatSetPacing(r), ::testing::StartsWith("pacing unchanged\npacing: on, "));
 }
 
 TEST(FormatSetPolicyTest, Count) {
@@ -199,7 +289,9 @@ TEST(ToJsonTest, TenantsAndZeroFields) {
   ASSERT_TRUE(json.ok()) << json.status();
   for (const char* field :
        {"\"tenants\"", "\"pid\":4321", "\"name\":\"batch-train\"", "\"used_bytes\"",
-        "\"quota_bytes\"", "\"connected_s\"", "\"gpu_index\":0"}) {
+        "\"quota_bytes\"", "\"connected_s\"", "\"gpu_index\":0", "\"compute\"",
+        "\"held_ms\":1234.5", "\"held_share\":0.35", "\"inflight\":\"3\"",
+        "\"ls_busy_share\":0.404", "\"submissions\":\"120000\""}) {
     EXPECT_THAT(*json, HasSubstr(field));
   }
   json = ToJson(v1::SetPolicyResponse());

@@ -42,8 +42,10 @@ int main(int argc, char** argv) {
     Fail(std::string(shim.status().message()));
     return 2;
   }
+  const missile::cli::MpsState mps = missile::cli::DetectMps(
+      std::getenv("CUDA_MPS_PIPE_DIRECTORY"), std::getenv("CUDA_MPS_CLIENT_PRIORITY"));
   for (const auto& [name, value] :
-       missile::cli::BuildRunEnv(*parsed, *shim, std::getenv("LD_PRELOAD"))) {
+       missile::cli::BuildRunEnv(*parsed, *shim, std::getenv("LD_PRELOAD"), mps)) {
     if (setenv(name.c_str(), value.c_str(), 1) != 0) {
       Fail("cannot set " + name + ": " + std::strerror(errno));
       return 2;

@@ -1,9 +1,12 @@
 #include "run_args.h"
 
+#include <sys/stat.h>
+
 #include <cctype>
 #include <filesystem>
 #include <system_error>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "flags.h"
@@ -13,7 +16,8 @@ namespace missile::cli {
 
 const char kRunUsage[] =
     "usage: missile-run --name NAME --class ls|be [--quota SIZE] [--socket PATH] [--shim PATH]\n"
-    "                   [--no-daemon passthrough|refuse] [--report DEST] -- PROGRAM ARGS...\n"
+    "                   [--no-daemon passthrough|refuse] [--report DEST] [--be-sm-percent N]\n"
+    "                   -- PROGRAM ARGS...\n"
     "\n"
     "Runs PROGRAM as a Missile tenant: preloads libmissile.so and tells it who it is.\n"
     "  --name NAME        tenant name: 1-64 of letters, digits, '-', '_', '.'\n"
@@ -23,7 +27,13 @@ const char kRunUsage[] =
     "  --shim PATH        libmissile.so (default: next to missile-run, else $MISSILE_SHIM)\n"
     "  --no-daemon MODE   without missiled: passthrough (default) or refuse GPU memory\n"
     "  --report DEST      at exit, write call counts to DEST (\"stderr\" or a file; %p = pid)\n"
-    "  -h, --help         this text\n";
+    "  --be-sm-percent N  class be: let PROGRAM use at most N% (1-100) of the GPU's SMs\n"
+    "                     (sets CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; only meaningful under MPS)\n"
+    "  -h, --help         this text\n"
+    "\n"
+    "With --class be and an MPS control daemon running (a 'control' socket in\n"
+    "$CUDA_MPS_PIPE_DIRECTORY, default /tmp/nvidia-mps), PROGRAM also gets\n"
+    "CUDA_MPS_CLIENT_PRIORITY=1 (below normal), unless that variable is already set.\n";
 
 absl::Status ValidateTenantName(std::string_view name) {
   if (name.empty() || name.size() > 64) {
@@ -79,7 +89,7 @@ absl::StatusOr<std::string> Usable(const std::filesystem::path& p) {
 
 absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
   RunArgs out;
-  std::optional<std::string> name, cls, quota;
+  std::optional<std::string> name, cls, quota, sm_percent;
   ArgReader reader(args);
   while (!reader.Done()) {
     const std::string& arg = reader.Current();
@@ -107,6 +117,8 @@ absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
       s = TakeOnce(reader, out.no_daemon);
     } else if (flag == "--report") {
       s = TakeOnce(reader, out.report);
+    } else if (flag == "--be-sm-percent") {
+      s = TakeOnce(reader, sm_percent);
     } else {
       return absl::InvalidArgumentError("unknown option '" + flag + "'");
     }
@@ -133,6 +145,17 @@ absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
   if (out.no_daemon && *out.no_daemon != "passthrough" && *out.no_daemon != "refuse") {
     return absl::InvalidArgumentError("--no-daemon: '" + *out.no_daemon +
                                       "' is not passthrough or refuse");
+  }
+  if (sm_percent) {
+    int percent = 0;
+    if (!absl::SimpleAtoi(*sm_percent, &percent) || percent < 1 || percent > 100) {
+      return absl::InvalidArgumentError("--be-sm-percent: '" + *sm_percent +
+                                        "' is not a percentage in [1, 100]");
+    }
+    if (out.tenant_class != "be") {
+      return absl::InvalidArgumentError("--be-sm-percent applies to --class be only");
+    }
+    out.be_sm_percent = static_cast<uint32_t>(percent);
   }
   if (out.command.empty()) {
     return absl::InvalidArgumentError("no program to run (give it after --)");
@@ -174,9 +197,26 @@ absl::StatusOr<std::string> FindShim(const std::optional<std::string>& explicit_
                              "; MISSILE_SHIM is not set): give --shim PATH");
 }
 
+bool IsSocket(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+MpsState DetectMps(const char* env_pipe_dir, const char* env_priority,
+                   const std::function<bool(const std::string&)>& is_socket) {
+  std::string dir = env_pipe_dir != nullptr && *env_pipe_dir != '\0'
+                        ? std::string(env_pipe_dir)
+                        : std::string(kDefaultMpsPipeDirectory);
+  MpsState mps;
+  mps.control_running = is_socket(dir + "/control");
+  mps.priority_set = env_priority != nullptr && *env_priority != '\0';
+  return mps;
+}
+
 std::vector<std::pair<std::string, std::string>> BuildRunEnv(const RunArgs& args,
                                                              const std::string& shim,
-                                                             const char* ld_preload) {
+                                                             const char* ld_preload,
+                                                             const MpsState& mps) {
   // ld.so splits LD_PRELOAD at spaces and colons.
   std::vector<std::string> preload = {shim};
   if (ld_preload != nullptr) {
@@ -194,6 +234,15 @@ std::vector<std::pair<std::string, std::string>> BuildRunEnv(const RunArgs& args
   if (args.socket) env.emplace_back("MISSILE_SOCKET", *args.socket);
   if (args.no_daemon) env.emplace_back("MISSILE_NO_DAEMON", *args.no_daemon);
   if (args.report) env.emplace_back("MISSILE_REPORT", *args.report);
+  if (args.tenant_class == "be") {
+    // Below normal: MPS schedules normal-priority (LS) clients' work first.
+    if (mps.control_running && !mps.priority_set) {
+      env.emplace_back("CUDA_MPS_CLIENT_PRIORITY", "1");
+    }
+    if (args.be_sm_percent) {
+      env.emplace_back("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", std::to_string(*args.be_sm_percent));
+    }
+  }
   return env;
 }
 

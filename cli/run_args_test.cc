@@ -1,5 +1,7 @@
 #include "run_args.h"
 
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -16,8 +18,11 @@ namespace missile::cli {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Key;
+using ::testing::Not;
 using ::testing::Pair;
 
 std::string Error(std::vector<std::string> args) {
@@ -96,6 +101,27 @@ TEST(RunArgsTest, Errors) {
   EXPECT_THAT(Error({"--name", "j", "--class"}), HasSubstr("--class needs a value"));
   EXPECT_THAT(Error({"--name", "j", "--class", "be", "--socket=", "--", "p"}),
               HasSubstr("--socket: empty value"));
+  for (const char* bad : {"0", "101", "-5", "50%", "x", ""}) {
+    EXPECT_THAT(Error({"--name", "j", "--class", "be", "--be-sm-percent", bad, "--", "p"}),
+                HasSubstr("--be-sm-percent")) << bad;
+  }
+  EXPECT_THAT(Error({"--name", "j", "--class", "be", "--be-sm-percent", "20x", "--", "p"}),
+              HasSubstr("--be-sm-percent: '20x' is not a percentage in [1, 100]"));
+  EXPECT_THAT(Error({"--name", "j", "--class", "ls", "--be-sm-percent", "50", "--", "p"}),
+              HasSubstr("--be-sm-percent applies to --class be only"));
+}
+
+TEST(RunArgsTest, BeSmPercent) {
+  absl::StatusOr<RunArgs> a =
+      ParseRunArgs({"--name", "j", "--class", "be", "--be-sm-percent=25", "--", "p"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->be_sm_percent, 25u);
+  for (const char* edge : {"1", "100"}) {
+    EXPECT_TRUE(ParseRunArgs({"--name", "j", "--class", "be", "--be-sm-percent", edge, "p"}).ok());
+  }
+  EXPECT_FALSE(ParseRunArgs({"--name", "j", "--class", "be", "p"})->be_sm_percent.has_value());
+  EXPECT_THAT(kRunUsage, HasSubstr("--be-sm-percent N"));
+  EXPECT_THAT(kRunUsage, HasSubstr("only meaningful under MPS"));
 }
 
 RunArgs Minimal() {
@@ -123,6 +149,84 @@ TEST(RunEnvTest, EverythingGiven) {
                           Pair("MISSILE_TENANT_CLASS", "be"), Pair("MISSILE_QUOTA", "8589934592"),
                           Pair("MISSILE_SOCKET", "/s.sock"), Pair("MISSILE_NO_DAEMON", "refuse"),
                           Pair("MISSILE_REPORT", "/tmp/r.%p")));
+}
+
+TEST(RunEnvTest, BestEffortUnderMpsRunsBelowNormalPriority) {
+  MpsState running;
+  running.control_running = true;
+  EXPECT_THAT(BuildRunEnv(Minimal(), "/m.so", nullptr, running),
+              ElementsAre(Pair("LD_PRELOAD", "/m.so"), Pair("MISSILE_TENANT_NAME", "job"),
+                          Pair("MISSILE_TENANT_CLASS", "be"),
+                          Pair("CUDA_MPS_CLIENT_PRIORITY", "1")));
+  // Without MPS, or with a priority the user chose, nothing is added.
+  EXPECT_THAT(BuildRunEnv(Minimal(), "/m.so", nullptr, MpsState()),
+              Not(Contains(Key("CUDA_MPS_CLIENT_PRIORITY"))));
+  MpsState chosen = running;
+  chosen.priority_set = true;
+  EXPECT_THAT(BuildRunEnv(Minimal(), "/m.so", nullptr, chosen),
+              Not(Contains(Key("CUDA_MPS_CLIENT_PRIORITY"))));
+  // An LS tenant keeps normal priority.
+  RunArgs ls = Minimal();
+  ls.tenant_class = "ls";
+  EXPECT_THAT(BuildRunEnv(ls, "/m.so", nullptr, running),
+              Not(Contains(Key("CUDA_MPS_CLIENT_PRIORITY"))));
+}
+
+TEST(RunEnvTest, BeSmPercentSetsTheActiveThreadPercentage) {
+  RunArgs a = Minimal();
+  a.be_sm_percent = 30;
+  MpsState running;
+  running.control_running = true;
+  EXPECT_THAT(BuildRunEnv(a, "/m.so", nullptr, running),
+              ElementsAre(Pair("LD_PRELOAD", "/m.so"), Pair("MISSILE_TENANT_NAME", "job"),
+                          Pair("MISSILE_TENANT_CLASS", "be"), Pair("CUDA_MPS_CLIENT_PRIORITY", "1"),
+                          Pair("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "30")));
+  // Set even where no MPS daemon runs now (MPS reads it only when the client connects).
+  EXPECT_THAT(BuildRunEnv(a, "/m.so", nullptr, MpsState()),
+              Contains(Pair("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "30")));
+}
+
+TEST(DetectMpsTest, LooksForTheControlSocketInThePipeDirectory) {
+  std::vector<std::string> asked;
+  auto only = [&asked](std::string path) {
+    return [&asked, path](const std::string& p) {
+      asked.push_back(p);
+      return p == path;
+    };
+  };
+  MpsState m = DetectMps(nullptr, nullptr, only("/tmp/nvidia-mps/control"));
+  EXPECT_TRUE(m.control_running);
+  EXPECT_FALSE(m.priority_set);
+  EXPECT_THAT(asked, ElementsAre("/tmp/nvidia-mps/control"));
+  // $CUDA_MPS_PIPE_DIRECTORY moves it; an empty value is the default.
+  EXPECT_FALSE(DetectMps("/run/mps", nullptr, only("/tmp/nvidia-mps/control")).control_running);
+  EXPECT_TRUE(DetectMps("/run/mps", nullptr, only("/run/mps/control")).control_running);
+  EXPECT_TRUE(DetectMps("", nullptr, only("/tmp/nvidia-mps/control")).control_running);
+  EXPECT_TRUE(DetectMps(nullptr, "0", only("")).priority_set);
+  EXPECT_FALSE(DetectMps(nullptr, "", only("")).priority_set);
+}
+
+TEST(DetectMpsTest, RealSocketOnly) {
+  std::string tmpl = (fs::temp_directory_path() / "missile-mps-test.XXXXXX").string();
+  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+  const fs::path dir = tmpl;
+  const std::string control = (dir / "control").string();
+  EXPECT_FALSE(DetectMps(dir.c_str(), nullptr).control_running);  // nothing there
+  std::ofstream(control) << "a plain file";
+  EXPECT_FALSE(IsSocket(control));
+  EXPECT_FALSE(DetectMps(dir.c_str(), nullptr).control_running);
+  fs::remove(control);
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(control.size(), sizeof(addr.sun_path));
+  control.copy(addr.sun_path, control.size());
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  EXPECT_TRUE(IsSocket(control));
+  EXPECT_TRUE(DetectMps(dir.c_str(), nullptr).control_running);
+  close(fd);
+  fs::remove_all(dir);
 }
 
 TEST(RunEnvTest, ShimIsPrependedToExistingPreload) {

@@ -31,6 +31,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 class TempDir {
@@ -133,6 +134,41 @@ TEST(MissileRunBinaryTest, ArgumentsPassUnchanged) {
   EXPECT_EQ(r.out, "--name a  b -- \n");
 }
 
+TEST(MissileRunBinaryTest, BestEffortUnderMpsGetsTheMpsClientEnvironment) {
+  TempDir dir;
+  fs::path shim = dir.path() / "libmissile.so";
+  std::ofstream(shim) << "x";
+  // A stand-in for the MPS control daemon: its pipe directory with a `control` socket.
+  std::string control = (dir.path() / "control").string();
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(control.size(), sizeof(addr.sun_path));
+  control.copy(addr.sun_path, control.size());
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const std::string pipe_dir = "CUDA_MPS_PIPE_DIRECTORY=" + dir.path().string();
+  Result r = Spawn({MISSILE_RUN_BIN, "--name", "j", "--class", "be", "--be-sm-percent", "40",
+                    "--shim", shim.string(), "--", "/usr/bin/env"},
+                   {pipe_dir});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\nCUDA_MPS_CLIENT_PRIORITY=1\n"));
+  EXPECT_THAT(r.out, HasSubstr("\nCUDA_MPS_ACTIVE_THREAD_PERCENTAGE=40\n"));
+  // A priority already chosen is kept.
+  r = Spawn({MISSILE_RUN_BIN, "--name", "j", "--class", "be", "--shim", shim.string(), "--",
+             "/usr/bin/env"},
+            {pipe_dir, "CUDA_MPS_CLIENT_PRIORITY=0"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\nCUDA_MPS_CLIENT_PRIORITY=0\n"));
+  // An LS tenant is left alone.
+  r = Spawn({MISSILE_RUN_BIN, "--name", "j", "--class", "ls", "--shim", shim.string(), "--",
+             "/usr/bin/env"},
+            {pipe_dir});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, Not(HasSubstr("CUDA_MPS_CLIENT_PRIORITY")));
+  close(fd);
+}
+
 TEST(MissileRunBinaryTest, Failures) {
   TempDir dir;
   fs::path shim = dir.path() / "libmissile.so";
@@ -199,9 +235,18 @@ TEST(MissilectlBinaryTest, UsageErrorsAndHelp) {
   EXPECT_EQ(r.exit_code, 2);
   ExpectOneLine(r.err, "missilectl: set: nothing to change");
 
+  r = Spawn({MISSILECTL_BIN, "set", "--window-us", "5000000"});
+  EXPECT_EQ(r.exit_code, 2);
+  ExpectOneLine(r.err, "missilectl: --window-us: '5000000' is not microseconds in [0, 1000000]");
+
+  r = Spawn({MISSILECTL_BIN, "set", "--name", "web", "--pacing", "off"});
+  EXPECT_EQ(r.exit_code, 2);
+  ExpectOneLine(r.err, "missilectl: set: --pacing changes the daemon's pacing");
+
   r = Spawn({MISSILECTL_BIN, "--help"});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_THAT(r.out, StartsWith("usage: missilectl"));
+  EXPECT_THAT(r.out, HasSubstr("--window-us N"));
   EXPECT_EQ(r.err, "");
 }
 
@@ -236,7 +281,27 @@ class FakeAdmin final : public v1::Admin::Service {
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                         "uid 1000 may not change policy: root or the admin group only");
   }
+  // Applies the window and pacing switch to a default policy, like missiled would.
+  grpc::Status SetPacing(grpc::ServerContext*, const v1::SetPacingRequest* req,
+                         v1::SetPacingResponse* resp) override {
+    last_pacing = *req;
+    if (req->has_max_hold_ms()) {
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                          "uid 1000 may not change pacing: root or the admin group only");
+    }
+    v1::PacingPolicy before;
+    before.set_pacing(true);
+    before.set_window_items(8);
+    before.set_window_us(100);
+    before.set_ls_stale_ms(200);
+    *resp->mutable_previous() = before;
+    *resp->mutable_pacing() = before;
+    if (req->has_pacing()) resp->mutable_pacing()->set_pacing(req->pacing());
+    if (req->has_window_us()) resp->mutable_pacing()->set_window_us(req->window_us());
+    return grpc::Status::OK;
+  }
   v1::SetPolicyRequest last_request;
+  v1::SetPacingRequest last_pacing;
 };
 
 class FakeDaemonTest : public ::testing::Test {
@@ -287,6 +352,32 @@ TEST_F(FakeDaemonTest, SetSendsTheRequestAndReportsTheCount) {
   EXPECT_EQ(service_.last_request.name(), "allowed");
   EXPECT_EQ(service_.last_request.weight(), 7u);
   EXPECT_FALSE(service_.last_request.has_priority());
+}
+
+TEST_F(FakeDaemonTest, SetPacingSendsOnlyWhatWasGivenAndPrintsTheChange) {
+  absl::StatusOr<std::string> out = Ctl({"set", "--window-us", "300", "--pacing", "off"});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out,
+            "pacing: on -> off\n"
+            "window_us: 100 -> 300\n"
+            "pacing: off, window 8 items / 300 us, LS idle 0 us, stale 200 ms, no max hold, "
+            "unknown 0 us, share slack 0 us\n");
+  EXPECT_TRUE(service_.last_pacing.has_window_us());
+  EXPECT_EQ(service_.last_pacing.window_us(), 300u);
+  EXPECT_TRUE(service_.last_pacing.has_pacing());
+  EXPECT_FALSE(service_.last_pacing.pacing());
+  EXPECT_FALSE(service_.last_pacing.has_window_items());
+  EXPECT_FALSE(service_.last_pacing.has_ls_stale_ms());
+
+  out = Ctl({"--json", "set", "--window-us", "100"});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(*out, HasSubstr("\"previous\":{"));
+  EXPECT_THAT(*out, HasSubstr("\"window_us\":\"100\""));
+
+  out = Ctl({"set", "--max-hold-ms", "5"});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().message(),
+            "PERMISSION_DENIED: uid 1000 may not change pacing: root or the admin group only");
 }
 
 TEST_F(FakeDaemonTest, GrpcErrorsCarryTheCodeName) {

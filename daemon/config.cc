@@ -318,6 +318,7 @@ void Parser::ParsePcie(const toml::node& node, const std::string& path) {
          {"ls_quiet_ms", [&](Node n, Key k) { GetInt(n, k, 0, 600000, &p.ls_quiet_ms); }}});
 }
 
+// The ranges are also those of ApplyPacingChange (daemon/pacing_domain.cc: missilectl set).
 void Parser::ParseCompute(const toml::node& node, const std::string& path) {
   ComputeSection& c = c_->compute;
   Table(node, path,

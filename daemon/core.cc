@@ -424,6 +424,33 @@ absl::StatusOr<uint32_t> DaemonCore::SetPolicy(const PeerCredentials& creds,
   return static_cast<uint32_t>(matched.size());
 }
 
+std::optional<PacingSettings> DaemonCore::pacing_settings() const {
+  for (const Gpu& gpu : gpus_) {
+    if (gpu.pacing) return gpu.pacing->settings();
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<PacingUpdate> DaemonCore::SetPacing(const PeerCredentials& creds,
+                                                   const PacingChange& change) {
+  if (!IsAdmin(creds)) {
+    return absl::PermissionDeniedError("uid " + std::to_string(creds.uid) +
+                                       " may not change pacing: root or the admin group only");
+  }
+  if (change.empty()) return absl::InvalidArgumentError("nothing to change");
+  absl::MutexLock lock(&pacing_mu_);
+  std::optional<PacingSettings> before = pacing_settings();
+  if (!before) return absl::FailedPreconditionError("no GPU of this daemon is paced");
+  absl::StatusOr<PacingSettings> after = ApplyPacingChange(*before, change);
+  if (!after.ok()) return after.status();
+  for (Gpu& gpu : gpus_) {
+    if (gpu.pacing) gpu.pacing->Configure(*after);
+  }
+  Log()->info("pacing changed by uid {} pid {}: {}", creds.uid, creds.pid,
+              DescribePacingChange(*before, *after));
+  return PacingUpdate{*before, *after};
+}
+
 void DaemonCore::WatchProcesses() {
   epoll_event events[32];
   while (!stopping_) {

@@ -80,6 +80,12 @@ struct PolicyChange {
   std::optional<uint64_t> class_quota_bytes;
 };
 
+// What DaemonCore::SetPacing changed: the policy in force before and after.
+struct PacingUpdate {
+  PacingSettings before;
+  PacingSettings after;
+};
+
 struct PolicyTarget {
   std::optional<int> pid;
   std::optional<std::string> name;
@@ -123,6 +129,13 @@ class DaemonCore {
   absl::StatusOr<uint32_t> SetPolicy(const PeerCredentials& creds, const PolicyTarget& target,
                                      const PolicyChange& change);
   ClassDefaults class_defaults(TenantClass cls) const;
+  // The pacing policy in force (the same on every GPU); nullopt when no GPU is paced.
+  std::optional<PacingSettings> pacing_settings() const;
+  // Applies `change` to every GPU's pacing domain, where the shims read it at their next
+  // decision. Root or the admin group only (PERMISSION_DENIED); a value out of range is
+  // INVALID_ARGUMENT naming the field, and an empty change too; either way nothing changes.
+  // Logs who (uid, pid) changed what (before -> after). Concurrent calls apply one at a time.
+  absl::StatusOr<PacingUpdate> SetPacing(const PeerCredentials& creds, const PacingChange& change);
   std::chrono::steady_clock::duration uptime() const;
 
  private:
@@ -150,6 +163,8 @@ class DaemonCore {
   ClassDefaults ls_ ABSL_GUARDED_BY(mu_);
   ClassDefaults be_ ABSL_GUARDED_BY(mu_);
   absl::CondVar changed_;
+  // Serialises SetPacing, so every GPU ends with the same policy.
+  absl::Mutex pacing_mu_;
 
   std::atomic<bool> stopping_{false};
   std::atomic<bool> stopped_{false};

@@ -4,6 +4,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
 namespace missile::daemon {
 namespace {
 
@@ -119,6 +125,140 @@ TEST(PacingDomain, RefusesWhenEverySlotIsTaken) {
   auto fd = (*d)->Join(1000, 1, false, 1);
   ASSERT_TRUE(fd.ok());
   close(*fd);
+}
+
+void SleepMs(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+// The sampler's share of a session, once it is above 0 (at most 2 s later); 0 if it never is.
+double ShareOnceAboveZero(const PacingDomain& d, uint64_t session, bool ls) {
+  for (int i = 0; i < 200; ++i) {
+    std::optional<PacingStats> st = d.Stats(session);
+    if (!st.has_value()) return 0;
+    const double share = ls ? st->busy_share : st->held_share;
+    if (share > 0) return share;
+    SleepMs(10);
+  }
+  return 0;
+}
+
+TEST(PacingDomain, SamplerMeasuresHowBusyAnLsWas) {
+  auto d = PacingDomain::Create({});
+  ASSERT_TRUE(d.ok());
+  auto fd = (*d)->Join(7, 1, /*ls=*/true, 1);
+  ASSERT_TRUE(fd.ok());
+  pacingreg::Region* r = MapTenant(*fd);
+  ASSERT_NE(r, nullptr);
+  pacingreg::Slot& slot = r->slots[*(*d)->SlotOf(7)];
+  SleepMs(20);
+  EXPECT_EQ((*d)->Stats(7)->busy_share, 0.0);  // nothing in flight yet
+  // Work in flight on lane 2 for about 50 ms.
+  slot.lanes_used.store(3);
+  slot.lanes[2].submitted.store(5);
+  SleepMs(50);
+  const double busy = ShareOnceAboveZero(**d, 7, /*ls=*/true);
+  EXPECT_GT(busy, 0.0);
+  EXPECT_LT(busy, 0.5);  // 50 ms of about a second, however late the samples came
+  EXPECT_EQ((*d)->Stats(7)->held_share, 0.0);  // an LS is never held
+  // Done: the share decays.
+  slot.lanes[2].completed.store(5);
+  SleepMs(20);
+  const double after = (*d)->Stats(7)->busy_share;
+  SleepMs(100);
+  const double later = (*d)->Stats(7)->busy_share;
+  EXPECT_GT(after, 0.0);
+  EXPECT_LT(later, after);
+  munmap(r, pacingreg::kRegionBytes);
+}
+
+TEST(PacingDomain, SamplerMeasuresHowLongABeWasHeld) {
+  auto d = PacingDomain::Create({});
+  ASSERT_TRUE(d.ok());
+  auto fd = (*d)->Join(8, 1, /*ls=*/false, 1);
+  ASSERT_TRUE(fd.ok());
+  pacingreg::Region* r = MapTenant(*fd);
+  ASSERT_NE(r, nullptr);
+  pacingreg::Slot& slot = r->slots[*(*d)->SlotOf(8)];
+  // The tenant adds 30 ms of holds; its lanes say busy, which does not count for a BE.
+  slot.lanes_used.store(1);
+  slot.lanes[0].submitted.store(1);
+  slot.held_ns.store(30'000'000);
+  slot.held_count.store(3);
+  const double held = ShareOnceAboveZero(**d, 8, /*ls=*/false);
+  EXPECT_GT(held, 0.0);
+  SleepMs(50);  // the 30 ms are counted by now
+  std::optional<PacingStats> st = (*d)->Stats(8);
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->busy_share, 0.0);
+  EXPECT_EQ(st->held_ns, 30'000'000u);
+  EXPECT_EQ(st->held_count, 3u);
+  const double counted = st->held_share;
+  EXPECT_GT(counted, 0.0);
+  EXPECT_LT(counted, 0.1);  // 30 ms of about a second (1 - e^-0.03), never more than elapsed
+  SleepMs(100);
+  EXPECT_LT((*d)->Stats(8)->held_share, counted);  // no more holds: decaying
+  // Leaving and joining again starts the slot's estimate afresh.
+  (*d)->Leave(8);
+  auto again = (*d)->Join(9, 1, false, 1);
+  ASSERT_TRUE(again.ok());
+  close(*again);
+  EXPECT_EQ((*d)->Stats(9)->held_share, 0.0);
+  munmap(r, pacingreg::kRegionBytes);
+}
+
+TEST(PacingDomain, ApplyPacingChangeChecksEveryFieldFirst) {
+  PacingSettings before;
+  PacingChange change;
+  change.pacing = false;
+  change.window_us = 300;
+  change.max_hold_ms = 5;
+  absl::StatusOr<PacingSettings> after = ApplyPacingChange(before, change);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_FALSE(after->pacing);
+  EXPECT_EQ(after->window_ns, 300'000u);
+  EXPECT_EQ(after->max_hold_ns, 5'000'000u);
+  EXPECT_EQ(after->window_items, before.window_items);
+  EXPECT_EQ(after->ls_stale_ns, before.ls_stale_ns);
+  EXPECT_EQ(DescribePacingChange(before, *after),
+            "pacing on -> off, window_us 100 -> 300, max_hold_ms 20 -> 5");
+  EXPECT_EQ(DescribePacingChange(before, before), "unchanged");
+
+  struct Bad {
+    PacingChange change;
+    const char* message;
+  };
+  auto with = [](auto set) {
+    PacingChange c;
+    c.window_us = 1;  // valid: a bad field elsewhere still changes nothing
+    set(c);
+    return c;
+  };
+  for (const Bad& bad : std::vector<Bad>{
+           {with([](PacingChange& c) { c.window_items = 0; }),
+            "window_items must be in [1, 1024], got 0"},
+           {with([](PacingChange& c) { c.window_items = 1025; }), "window_items must be in"},
+           {with([](PacingChange& c) { c.window_us = 5'000'000; }),
+            "window_us must be in [0, 1000000], got 5000000"},
+           {with([](PacingChange& c) { c.ls_idle_us = 1'000'001; }), "ls_idle_us must be in"},
+           {with([](PacingChange& c) { c.ls_stale_ms = 0; }), "ls_stale_ms must be in [1, 600000]"},
+           {with([](PacingChange& c) { c.max_hold_ms = 600'001; }), "max_hold_ms must be in"},
+           {with([](PacingChange& c) { c.unknown_us = 1'000'001; }), "unknown_us must be in"},
+           {with([](PacingChange& c) { c.share_slack_us = 1'000'001; }),
+            "share_slack_us must be in"}}) {
+    absl::StatusOr<PacingSettings> r = ApplyPacingChange(before, bad.change);
+    ASSERT_FALSE(r.ok()) << bad.message;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(bad.message), std::string::npos) << r.status();
+  }
+  // The edges of every range are accepted.
+  PacingChange edges;
+  edges.window_items = 1024;
+  edges.window_us = 0;
+  edges.ls_idle_us = 1'000'000;
+  edges.ls_stale_ms = 1;
+  edges.max_hold_ms = 600'000;
+  edges.unknown_us = 0;
+  edges.share_slack_us = 1'000'000;
+  EXPECT_TRUE(ApplyPacingChange(before, edges).ok());
 }
 
 }  // namespace

@@ -52,6 +52,28 @@ void FillGpu(uint32_t index, const Gpu& gpu, v1::GpuInfo* out) {
   out->set_colours(gpu.colours);
 }
 
+void FillPacing(const PacingSettings& s, v1::PacingPolicy* out) {
+  out->set_pacing(s.pacing);
+  out->set_window_items(s.window_items);
+  out->set_window_us(s.window_ns / 1000);
+  out->set_ls_idle_us(s.ls_idle_ns / 1000);
+  out->set_ls_stale_ms(s.ls_stale_ns / 1000000);
+  out->set_max_hold_ms(s.max_hold_ns / 1000000);
+  out->set_unknown_us(s.unknown_ns / 1000);
+  out->set_share_slack_us(s.share_slack_ns / 1000);
+}
+
+void FillCompute(uint32_t gpu, const PacingStats& st, v1::ComputeUse* out) {
+  out->set_gpu_index(gpu);
+  out->set_submissions(st.submissions);
+  out->set_held_ms(static_cast<double>(st.held_ns) / 1e6);
+  out->set_held_count(st.held_count);
+  out->set_inflight(st.inflight);
+  out->set_gpu_ms(static_cast<double>(st.gpu_ns) / 1e6);
+  out->set_ls_busy_share(st.busy_share);
+  out->set_held_share(st.held_share);
+}
+
 constexpr uint32_t kProtocolVersion = 1;
 
 class TenantService final : public v1::Tenant::Service {
@@ -210,6 +232,9 @@ class AdminService final : public v1::Admin::Service {
       }
     }
     resp->set_tenants(static_cast<uint32_t>(core_->ListSessions().size()));
+    if (std::optional<PacingSettings> pacing = core_->pacing_settings()) {
+      FillPacing(*pacing, resp->mutable_pacing());
+    }
     (void)ctx;
     return grpc::Status::OK;
   }
@@ -242,6 +267,11 @@ class AdminService final : public v1::Admin::Service {
           p->set_d2h_bytes(u.bytes[1]);
           p->set_h2d_share(u.share[0]);
           p->set_d2h_share(u.share[1]);
+        }
+        if (const Gpu& gpu = core_->gpus()[g]; gpu.pacing) {
+          if (std::optional<PacingStats> st = gpu.pacing->Stats(s.id)) {
+            FillCompute(static_cast<uint32_t>(g), *st, t->add_compute());
+          }
         }
       }
     }
@@ -281,6 +311,28 @@ class AdminService final : public v1::Admin::Service {
     auto changed = core_->SetPolicy(*creds, target, change);
     if (!changed.ok()) return ToGrpc(changed.status());
     resp->set_tenants_changed(*changed);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status SetPacing(grpc::ServerContext* ctx, const v1::SetPacingRequest* req,
+                         v1::SetPacingResponse* resp) override {
+    auto creds = peers_->Lookup(ctx->peer());
+    if (!creds) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "cannot identify the caller");
+    }
+    PacingChange change;
+    if (req->has_pacing()) change.pacing = req->pacing();
+    if (req->has_window_items()) change.window_items = req->window_items();
+    if (req->has_window_us()) change.window_us = req->window_us();
+    if (req->has_ls_idle_us()) change.ls_idle_us = req->ls_idle_us();
+    if (req->has_ls_stale_ms()) change.ls_stale_ms = req->ls_stale_ms();
+    if (req->has_max_hold_ms()) change.max_hold_ms = req->max_hold_ms();
+    if (req->has_unknown_us()) change.unknown_us = req->unknown_us();
+    if (req->has_share_slack_us()) change.share_slack_us = req->share_slack_us();
+    absl::StatusOr<PacingUpdate> update = core_->SetPacing(*creds, change);
+    if (!update.ok()) return ToGrpc(update.status());
+    FillPacing(update->after, resp->mutable_pacing());
+    FillPacing(update->before, resp->mutable_previous());
     return grpc::Status::OK;
   }
 
