@@ -222,6 +222,7 @@ void Pacer::Admit(uint64_t key, uint64_t predicted_ns, uint32_t own_lane) {
   const pacingreg::Policy& pol = region_->header.policy;
   const uint64_t since = NowNs();
   bool held = false;
+  int reason = 0;
   absl::MutexLock lock(&mu_);
   ++waiters_;
   for (;;) {
@@ -234,8 +235,10 @@ void Pacer::Admit(uint64_t key, uint64_t predicted_ns, uint32_t own_lane) {
     pacing::AdmissionInput in;
     in.ls_busy = ls_busy;
     in.window_admits = window_.Admits(
-        predicted_ns, {pol.window_items.load(std::memory_order_relaxed),
-                       pol.window_ns.load(std::memory_order_relaxed)});
+        predicted_ns,
+        {pol.window_items.load(std::memory_order_relaxed),
+         pol.window_ns.load(std::memory_order_relaxed)},
+        now);
     if (!ls_busy && in.window_admits) {
       const pacing::ShareEntry self{
           gpu_ns_, std::max<uint32_t>(slot_->weight.load(std::memory_order_relaxed), 1)};
@@ -248,11 +251,12 @@ void Pacer::Admit(uint64_t key, uint64_t predicted_ns, uint32_t own_lane) {
     in.max_hold_ns = pol.max_hold_ns.load(std::memory_order_relaxed);
     in.oldest_in_flight_ns = window_.oldest_issued_ns();
     in.stall_ns = kStallNs;
-    if (pacing::Decide(in) == pacing::Verdict::kGo ||
-        pol.pacing.load(std::memory_order_relaxed) == 0) {
+    const pacing::Verdict verdict = pacing::Decide(in);
+    if (verdict == pacing::Verdict::kGo || pol.pacing.load(std::memory_order_relaxed) == 0) {
       break;
     }
     held = true;
+    reason = verdict == pacing::Verdict::kWaitLs ? 0 : verdict == pacing::Verdict::kWaitWindow ? 1 : 2;
     // Wait outside the lock, so other threads' checks (and retires) go on.
     mu_.Unlock();
     if (!in.window_admits) FlushMarkers(own_lane);
@@ -270,6 +274,7 @@ void Pacer::Admit(uint64_t key, uint64_t predicted_ns, uint32_t own_lane) {
     slot_->held_count.fetch_add(1, std::memory_order_relaxed);
     held_ns_.fetch_add(waited, std::memory_order_relaxed);
     held_.fetch_add(1, std::memory_order_relaxed);
+    held_by_ns_[reason].fetch_add(waited, std::memory_order_relaxed);
   }
   (void)key;
 }
@@ -393,18 +398,21 @@ Pacer* PacingManager::Current() {
 }
 
 std::string PacingManager::Summary() {
-  uint64_t marked = 0, held = 0, held_ns = 0;
+  uint64_t marked = 0, held = 0, held_ns = 0, by[3] = {};
   absl::MutexLock lock(&mu_);
   auto add = [&](const Pacer* p) {
     if (p == nullptr) return;
     marked += p->marked();
     held += p->held();
     held_ns += p->held_ns();
+    for (int r = 0; r < 3; ++r) by[r] += p->held_by_ns(r);
   };
   for (const auto& [dev, slot] : pacers_) add(slot.pacer.get());
   for (const auto& p : retired_) add(p.get());
   return std::to_string(marked) + " work items marked, " + std::to_string(held) + " held for " +
-         std::to_string(held_ns / 1000000) + " ms in all";
+         std::to_string(held_ns / 1000000) + " ms in all (LS busy " +
+         std::to_string(by[0] / 1000000) + " ms, window " + std::to_string(by[1] / 1000000) +
+         " ms, share " + std::to_string(by[2] / 1000000) + " ms)";
 }
 
 bool PacingManager::HostPacedCopies() {

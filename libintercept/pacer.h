@@ -90,6 +90,10 @@ class Pacer {
   uint64_t marked() const { return marked_.load(std::memory_order_relaxed); }
   uint64_t held() const { return held_.load(std::memory_order_relaxed); }
   uint64_t held_ns() const { return held_ns_.load(std::memory_order_relaxed); }
+  // Time held by the reason that held a submission last: 0 an LS busy, 1 the window, 2 the share.
+  uint64_t held_by_ns(int reason) const {
+    return held_by_ns_[reason].load(std::memory_order_relaxed);
+  }
 
  private:
   Pacer() = default;
@@ -151,6 +155,7 @@ class Pacer {
   std::atomic<uint64_t> marked_{0};
   std::atomic<uint64_t> held_{0};
   std::atomic<uint64_t> held_ns_{0};
+  std::atomic<uint64_t> held_by_ns_[3] = {};
 };
 
 // One Pacer per GPU and daemon session, opened at the first work item on that GPU.

@@ -1,6 +1,7 @@
 #include "missile/pacing/pacing.h"
 
 #include <algorithm>
+#include <iterator>
 
 namespace missile::pacing {
 
@@ -26,10 +27,43 @@ void InflightWindow::Add(uint32_t lane, uint64_t seq, uint64_t key, uint64_t pre
   predicted_sum_ += predicted_ns;
 }
 
-bool InflightWindow::Admits(uint64_t predicted_ns, const Limits& limits) const {
+bool InflightWindow::Admits(uint64_t predicted_ns, const Limits& limits, uint64_t now) const {
   if (items_.empty()) return true;  // at least one item always runs, however long
   if (items_.size() >= limits.items) return false;
-  return predicted_sum_ + predicted_ns <= limits.predicted_ns;
+  const uint64_t remaining = RemainingNs(now);
+  return remaining + predicted_ns <= limits.predicted_ns || remaining <= limits.predicted_ns / 4;
+}
+
+uint64_t InflightWindow::RemainingNs(uint64_t now) const {
+  struct LaneWork {
+    uint32_t lane;
+    uint64_t start;
+    uint64_t predicted;
+  };
+  // Few items are in flight (a window's worth): a linear list of lanes is enough.
+  LaneWork lanes[32];
+  size_t n = 0;
+  uint64_t overflow = 0;  // items of lanes past the list count in full
+  for (const Item& item : items_) {
+    size_t i = 0;
+    while (i < n && lanes[i].lane != item.lane) ++i;
+    if (i == n) {
+      if (n == std::size(lanes)) {
+        overflow += item.predicted_ns;
+        continue;
+      }
+      auto done = lane_last_done_ns_.find(item.lane);
+      const uint64_t last = done == lane_last_done_ns_.end() ? 0 : done->second;
+      lanes[n++] = {item.lane, std::max(item.issued_ns, last), 0};
+    }
+    lanes[i].predicted += item.predicted_ns;
+  }
+  uint64_t remaining = overflow;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t elapsed = now > lanes[i].start ? now - lanes[i].start : 0;
+    remaining += lanes[i].predicted > elapsed ? lanes[i].predicted - elapsed : 0;
+  }
+  return remaining;
 }
 
 uint64_t InflightWindow::oldest_issued_ns() const {

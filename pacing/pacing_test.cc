@@ -41,15 +41,32 @@ TEST(LsBusyTracker, ARecentSubmissionCountsEvenIfItsWorkIsAlreadyDone) {
 TEST(InflightWindow, AdmitsOneAlwaysThenByCountAndPredictedDuration) {
   InflightWindow w;
   InflightWindow::Limits lim{.items = 3, .predicted_ns = 100 * kUs};
-  EXPECT_TRUE(w.Admits(500 * kUs, lim));  // empty: even a long one
+  EXPECT_TRUE(w.Admits(500 * kUs, lim, 0));  // empty: even a long one
   w.Add(0, 1, 7, 60 * kUs, 0);
-  EXPECT_TRUE(w.Admits(40 * kUs, lim));
-  EXPECT_FALSE(w.Admits(41 * kUs, lim));  // 60 + 41 > 100
+  EXPECT_TRUE(w.Admits(40 * kUs, lim, 0));
+  EXPECT_FALSE(w.Admits(41 * kUs, lim, 0));  // 60 + 41 > 100
   w.Add(0, 2, 7, 20 * kUs, 0);
   w.Add(1, 1, 8, 10 * kUs, 0);
   EXPECT_EQ(w.count(), 3u);
   EXPECT_EQ(w.predicted_in_flight_ns(), 90 * kUs);
-  EXPECT_FALSE(w.Admits(1, lim));  // count
+  EXPECT_FALSE(w.Admits(1, lim, 0));  // count
+}
+
+TEST(InflightWindow, WhatIsLeftToRunDecidesAsTimePasses) {
+  InflightWindow w;
+  InflightWindow::Limits lim{.items = 8, .predicted_ns = 100 * kUs};
+  w.Add(0, 1, 1, 150 * kUs, 1000 * kUs);  // one long item on lane 0
+  EXPECT_EQ(w.RemainingNs(1000 * kUs), 150 * kUs);
+  EXPECT_FALSE(w.Admits(10 * kUs, lim, 1000 * kUs));
+  EXPECT_EQ(w.RemainingNs(1080 * kUs), 70 * kUs);
+  EXPECT_TRUE(w.Admits(30 * kUs, lim, 1080 * kUs));   // 70 + 30 fits
+  EXPECT_FALSE(w.Admits(80 * kUs, lim, 1080 * kUs));  // 70 + 80 does not, 70 > 25
+  // Under a quarter of the limit left: even a long next item goes, so the GPU stays fed.
+  EXPECT_TRUE(w.Admits(300 * kUs, lim, 1130 * kUs));
+  // Lanes run side by side: their remainders add up; overdue items count 0.
+  w.Add(2, 1, 2, 40 * kUs, 1100 * kUs);
+  EXPECT_EQ(w.RemainingNs(1120 * kUs), 30 * kUs + 20 * kUs);
+  EXPECT_EQ(w.RemainingNs(2000 * kUs), 0u);
 }
 
 TEST(InflightWindow, RetiresByLaneSequenceAndSamplesDurations) {

@@ -76,7 +76,15 @@ class InflightWindow {
   void Retire(const Completed& completed, uint64_t now, bool tight,
               std::vector<DurationSample>* samples);
 
-  bool Admits(uint64_t predicted_ns, const Limits& limits) const;
+  // Whether an item predicted to run `predicted_ns` may go now: with nothing in flight always;
+  // else if the count allows and either the predicted work still to run (RemainingNs) plus the
+  // new item fits in the limit, or what is left is under a quarter of it. The second clause keeps
+  // the GPU fed across the host's refill latency behind a long item: the residue an arriving LS
+  // request meets is then at most that quarter plus the new item, which has to run some time.
+  bool Admits(uint64_t predicted_ns, const Limits& limits, uint64_t now) const;
+  // Predicted work in flight not yet done: per lane, the predicted time of its items less the
+  // time since its first one could start (never below 0).
+  uint64_t RemainingNs(uint64_t now) const;
   size_t count() const { return items_.size(); }
   uint64_t predicted_in_flight_ns() const { return predicted_sum_; }
   // Submission time of the oldest item in flight; 0 if none.
