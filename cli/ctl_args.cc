@@ -89,6 +89,7 @@ constexpr PacingFlag kPacingFlags[] = {
     {"--unknown-us", 0, 1'000'000, "microseconds in [0, 1000000]", &PacingArgs::unknown_us},
     {"--share-slack-us", 0, 1'000'000, "microseconds in [0, 1000000]",
      &PacingArgs::share_slack_us},
+    {"--refill-us", 0, 1'000'000, "microseconds in [0, 1000000]", &PacingArgs::refill_us},
 };
 
 // A pacing option at the reader's position; false when the option is not one.
@@ -324,6 +325,7 @@ v1::SetPacingRequest BuildSetPacingRequest(const PacingArgs& pacing) {
   if (pacing.max_hold_ms) req.set_max_hold_ms(*pacing.max_hold_ms);
   if (pacing.unknown_us) req.set_unknown_us(*pacing.unknown_us);
   if (pacing.share_slack_us) req.set_share_slack_us(*pacing.share_slack_us);
+  if (pacing.refill_us) req.set_refill_us(*pacing.refill_us);
   return req;
 }
 

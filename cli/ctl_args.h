@@ -38,9 +38,10 @@ struct PacingArgs {
   std::optional<uint64_t> max_hold_ms;     // 0..600000
   std::optional<uint64_t> unknown_us;      // 0..1000000
   std::optional<uint64_t> share_slack_us;  // 0..1000000
+  std::optional<uint64_t> refill_us;       // 0..1000000
   bool any() const {
     return pacing || window_items || window_us || ls_idle_us || ls_stale_ms || max_hold_ms ||
-           unknown_us || share_slack_us;
+           unknown_us || share_slack_us || refill_us;
   }
 };
 

@@ -106,7 +106,7 @@ std::string FormatPacingPolicy(const v1::PacingPolicy& p) {
                       p.max_hold_ms() == 0 ? std::string("no max hold")
                                            : absl::StrCat("max hold ", p.max_hold_ms(), " ms"),
                       ", unknown ", p.unknown_us(), " us, share slack ", p.share_slack_us(),
-                      " us");
+                      " us, refill ", p.refill_us(), " us");
 }
 
 std::string FormatHeld(double ms) {
@@ -181,6 +181,7 @@ std::string FormatSetPacing(const v1::SetPacingResponse& response) {
   number("max_hold_ms", was.max_hold_ms(), now.max_hold_ms());
   number("unknown_us", was.unknown_us(), now.unknown_us());
   number("share_slack_us", was.share_slack_us(), now.share_slack_us());
+  number("refill_us", was.refill_us(), now.refill_us());
   if (out.empty()) out = "pacing unchanged\n";
   absl::StrAppend(&out, FormatPacingPolicy(now), "\n");
   return out;

@@ -224,6 +224,7 @@ v1::PacingPolicy DefaultPacing() {
   p.set_max_hold_ms(20);
   p.set_unknown_us(50);
   p.set_share_slack_us(2000);
+  p.set_refill_us(25);
   return p;
 }
 
@@ -234,14 +235,14 @@ TEST(FormatStatusTest, PacingPolicyOnOneLine) {
   EXPECT_THAT(out, HasSubstr("be     0     1024    4.0 GiB       32.0 GiB\n"
                              "\n"
                              "pacing: on, window 8 items / 100 us, LS idle 200 us, stale 200 ms, "
-                             "max hold 20 ms, unknown 50 us, share slack 2000 us\n"));
+                             "max hold 20 ms, unknown 50 us, share slack 2000 us, refill 25 us\n"));
   EXPECT_EQ(out.back(), '\n');
   v1::PacingPolicy off = DefaultPacing();
   off.set_pacing(false);
   off.set_max_hold_ms(0);
   EXPECT_EQ(FormatPacingPolicy(off),
             "pacing: off, window 8 items / 100 us, LS idle 200 us, stale 200 ms, no max hold, "
-            "unknown 50 us, share slack 2000 us");
+            "unknown 50 us, share slack 2000 us, refill 25 us");
   // A daemon that paces nothing (or an older one) sends no policy: no line.
   EXPECT_THAT(FormatStatus(TwoGpuStatus()), Not(HasSubstr("pacing:")));
 }
@@ -258,7 +259,7 @@ TEST(FormatSetPacingTest, BeforeAndAfter) {
             "window_us: 100 -> 300\n"
             "share_slack_us: 2000 -> 0\n"
             "pacing: off, window 8 items / 300 us, LS idle 200 us, stale 200 ms, max hold 20 ms, "
-            "unknown 50 us, share slack 0 us\n");
+            "unknown 50 us, share slack 0 us, refill 25 us\n");
   *r.mutable_pacing() = DefaultPacing();
   EXPECT_THAT(FormatSetPacing(r), ::testing::StartsWith("pacing unchanged\npacing: on, "));
 }

@@ -361,7 +361,7 @@ TEST_F(FakeDaemonTest, SetPacingSendsOnlyWhatWasGivenAndPrintsTheChange) {
             "pacing: on -> off\n"
             "window_us: 100 -> 300\n"
             "pacing: off, window 8 items / 300 us, LS idle 0 us, stale 200 ms, no max hold, "
-            "unknown 0 us, share slack 0 us\n");
+            "unknown 0 us, share slack 0 us, refill 0 us\n");
   EXPECT_TRUE(service_.last_pacing.has_window_us());
   EXPECT_EQ(service_.last_pacing.window_us(), 300u);
   EXPECT_TRUE(service_.last_pacing.has_pacing());

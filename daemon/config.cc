@@ -330,7 +330,8 @@ void Parser::ParseCompute(const toml::node& node, const std::string& path) {
          {"max_hold_ms", [&](Node n, Key k) { GetInt(n, k, 0, 600000, &c.max_hold_ms); }},
          {"unknown_us", [&](Node n, Key k) { GetInt(n, k, 0, 1000000, &c.unknown_us); }},
          {"share_slack_us",
-          [&](Node n, Key k) { GetInt(n, k, 0, 1000000, &c.share_slack_us); }}});
+          [&](Node n, Key k) { GetInt(n, k, 0, 1000000, &c.share_slack_us); }},
+         {"refill_us", [&](Node n, Key k) { GetInt(n, k, 0, 1000000, &c.refill_us); }}});
 }
 
 void Parser::ParseSocketMode(const toml::node& node, const std::string& key) {
@@ -715,6 +716,7 @@ std::string DescribeConfig(const DaemonConfig& config) {
   lines.push_back(absl::StrCat("compute.max_hold_ms = ", c.max_hold_ms));
   lines.push_back(absl::StrCat("compute.unknown_us = ", c.unknown_us));
   lines.push_back(absl::StrCat("compute.share_slack_us = ", c.share_slack_us));
+  lines.push_back(absl::StrCat("compute.refill_us = ", c.refill_us));
   return absl::StrJoin(lines, "\n");
 }
 

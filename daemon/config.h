@@ -176,6 +176,10 @@ struct ComputeSection {
   // Microseconds of GPU time by which BE tenants may run ahead of their weighted share before
   // they are held for the others, in [0, 1000000].
   int share_slack_us = 2000;
+  // Microseconds: a BE item goes (count allowing) once less than this much predicted work is
+  // left in flight, even if it does not fit in window_us, so the GPU stays fed across the host's
+  // refill latency behind a long item; in [0, 1000000], 0: never.
+  int refill_us = 25;
 
   bool operator==(const ComputeSection&) const = default;
 };

@@ -105,6 +105,7 @@ PacingSettings PacingSettingsOf(const ComputeSection& c) {
   s.max_hold_ns = static_cast<uint64_t>(c.max_hold_ms) * 1000000;
   s.unknown_ns = static_cast<uint64_t>(c.unknown_us) * 1000;
   s.share_slack_ns = static_cast<uint64_t>(c.share_slack_us) * 1000;
+  s.refill_ns = static_cast<uint64_t>(c.refill_us) * 1000;
   return s;
 }
 

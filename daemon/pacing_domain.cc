@@ -45,7 +45,8 @@ absl::StatusOr<PacingSettings> ApplyPacingChange(const PacingSettings& before,
                          CheckRange("ls_stale_ms", change.ls_stale_ms, 1, 600'000),
                          CheckRange("max_hold_ms", change.max_hold_ms, 0, 600'000),
                          CheckRange("unknown_us", change.unknown_us, 0, 1'000'000),
-                         CheckRange("share_slack_us", change.share_slack_us, 0, 1'000'000)}) {
+                         CheckRange("share_slack_us", change.share_slack_us, 0, 1'000'000),
+                         CheckRange("refill_us", change.refill_us, 0, 1'000'000)}) {
     if (!s.ok()) return s;
   }
   PacingSettings after = before;
@@ -57,6 +58,7 @@ absl::StatusOr<PacingSettings> ApplyPacingChange(const PacingSettings& before,
   if (change.max_hold_ms) after.max_hold_ns = *change.max_hold_ms * kMs;
   if (change.unknown_us) after.unknown_ns = *change.unknown_us * kUs;
   if (change.share_slack_us) after.share_slack_ns = *change.share_slack_us * kUs;
+  if (change.refill_us) after.refill_ns = *change.refill_us * kUs;
   return after;
 }
 
@@ -75,6 +77,7 @@ std::string DescribePacingChange(const PacingSettings& before, const PacingSetti
   number("max_hold_ms", before.max_hold_ns / kMs, after.max_hold_ns / kMs);
   number("unknown_us", before.unknown_ns / kUs, after.unknown_ns / kUs);
   number("share_slack_us", before.share_slack_ns / kUs, after.share_slack_ns / kUs);
+  number("refill_us", before.refill_ns / kUs, after.refill_ns / kUs);
   return parts.empty() ? "unchanged" : absl::StrJoin(parts, ", ");
 }
 
@@ -120,6 +123,7 @@ void PacingDomain::Publish(const PacingSettings& s) {
   p.max_hold_ns.store(s.max_hold_ns, std::memory_order_relaxed);
   p.unknown_ns.store(s.unknown_ns, std::memory_order_relaxed);
   p.share_slack_ns.store(s.share_slack_ns, std::memory_order_relaxed);
+  p.refill_ns.store(s.refill_ns, std::memory_order_relaxed);
   p.pacing.store(s.pacing ? 1 : 0, std::memory_order_relaxed);
   p.generation.fetch_add(1, std::memory_order_release);
 }

@@ -35,6 +35,7 @@ struct PacingSettings {
   uint64_t max_hold_ns = 20'000'000;
   uint64_t unknown_ns = 50'000;
   uint64_t share_slack_ns = 2'000'000;
+  uint64_t refill_ns = 25'000;
   bool operator==(const PacingSettings&) const = default;
 };
 
@@ -49,9 +50,10 @@ struct PacingChange {
   std::optional<uint64_t> max_hold_ms;     // 0..600000
   std::optional<uint64_t> unknown_us;      // 0..1000000
   std::optional<uint64_t> share_slack_us;  // 0..1000000
+  std::optional<uint64_t> refill_us;       // 0..1000000
   bool empty() const {
     return !pacing && !window_items && !window_us && !ls_idle_us && !ls_stale_ms &&
-           !max_hold_ms && !unknown_us && !share_slack_us;
+           !max_hold_ms && !unknown_us && !share_slack_us && !refill_us;
   }
 };
 

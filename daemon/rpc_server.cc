@@ -61,6 +61,7 @@ void FillPacing(const PacingSettings& s, v1::PacingPolicy* out) {
   out->set_max_hold_ms(s.max_hold_ns / 1000000);
   out->set_unknown_us(s.unknown_ns / 1000);
   out->set_share_slack_us(s.share_slack_ns / 1000);
+  out->set_refill_us(s.refill_ns / 1000);
 }
 
 void FillCompute(uint32_t gpu, const PacingStats& st, v1::ComputeUse* out) {
@@ -329,6 +330,7 @@ class AdminService final : public v1::Admin::Service {
     if (req->has_max_hold_ms()) change.max_hold_ms = req->max_hold_ms();
     if (req->has_unknown_us()) change.unknown_us = req->unknown_us();
     if (req->has_share_slack_us()) change.share_slack_us = req->share_slack_us();
+    if (req->has_refill_us()) change.refill_us = req->refill_us();
     absl::StatusOr<PacingUpdate> update = core_->SetPacing(*creds, change);
     if (!update.ok()) return ToGrpc(update.status());
     FillPacing(update->after, resp->mutable_pacing());

@@ -237,7 +237,8 @@ void Pacer::Admit(uint64_t key, uint64_t predicted_ns, uint32_t own_lane) {
     in.window_admits = window_.Admits(
         predicted_ns,
         {pol.window_items.load(std::memory_order_relaxed),
-         pol.window_ns.load(std::memory_order_relaxed)},
+         pol.window_ns.load(std::memory_order_relaxed),
+         pol.refill_ns.load(std::memory_order_relaxed)},
         now);
     if (!ls_busy && in.window_admits) {
       const pacing::ShareEntry self{

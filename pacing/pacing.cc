@@ -31,7 +31,7 @@ bool InflightWindow::Admits(uint64_t predicted_ns, const Limits& limits, uint64_
   if (items_.empty()) return true;  // at least one item always runs, however long
   if (items_.size() >= limits.items) return false;
   const uint64_t remaining = RemainingNs(now);
-  return remaining + predicted_ns <= limits.predicted_ns || remaining <= limits.predicted_ns / 4;
+  return remaining + predicted_ns <= limits.predicted_ns || remaining < limits.refill_ns;
 }
 
 uint64_t InflightWindow::RemainingNs(uint64_t now) const {

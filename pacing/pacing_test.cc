@@ -54,15 +54,18 @@ TEST(InflightWindow, AdmitsOneAlwaysThenByCountAndPredictedDuration) {
 
 TEST(InflightWindow, WhatIsLeftToRunDecidesAsTimePasses) {
   InflightWindow w;
-  InflightWindow::Limits lim{.items = 8, .predicted_ns = 100 * kUs};
+  InflightWindow::Limits lim{.items = 8, .predicted_ns = 100 * kUs, .refill_ns = 25 * kUs};
   w.Add(0, 1, 1, 150 * kUs, 1000 * kUs);  // one long item on lane 0
   EXPECT_EQ(w.RemainingNs(1000 * kUs), 150 * kUs);
   EXPECT_FALSE(w.Admits(10 * kUs, lim, 1000 * kUs));
   EXPECT_EQ(w.RemainingNs(1080 * kUs), 70 * kUs);
   EXPECT_TRUE(w.Admits(30 * kUs, lim, 1080 * kUs));   // 70 + 30 fits
   EXPECT_FALSE(w.Admits(80 * kUs, lim, 1080 * kUs));  // 70 + 80 does not, 70 > 25
-  // Under a quarter of the limit left: even a long next item goes, so the GPU stays fed.
+  // Under refill_ns left: even a long next item goes, so the GPU stays fed; not with 0.
   EXPECT_TRUE(w.Admits(300 * kUs, lim, 1130 * kUs));
+  InflightWindow::Limits strict = lim;
+  strict.refill_ns = 0;
+  EXPECT_FALSE(w.Admits(300 * kUs, strict, 1130 * kUs));
   // Lanes run side by side: their remainders add up; overdue items count 0.
   w.Add(2, 1, 2, 40 * kUs, 1100 * kUs);
   EXPECT_EQ(w.RemainingNs(1120 * kUs), 30 * kUs + 20 * kUs);

@@ -114,7 +114,7 @@ TEST_F(PacingAdminTest, AnAdminChangesPacingLiveAndStatusShowsIt) {
   ProcessResult status = Ctl({"status"});
   ASSERT_EQ(status.exit_code, 0) << status.err;
   EXPECT_NE(status.out.find("\npacing: on, window 8 items / 100 us, LS idle 200 us, stale 200 ms, "
-                            "max hold 20 ms, unknown 50 us, share slack 2000 us\n"),
+                            "max hold 20 ms, unknown 50 us, share slack 2000 us, refill 25 us\n"),
             std::string::npos)
       << status.out;
 

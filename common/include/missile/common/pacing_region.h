@@ -60,6 +60,7 @@ struct alignas(64) Policy {
   std::atomic<uint64_t> max_hold_ns;     // a BE held this long goes ahead with one item
   std::atomic<uint64_t> unknown_ns;      // predicted duration of work never seen before
   std::atomic<uint64_t> share_slack_ns;  // BE tenants' GPU time may differ by this (weighted)
+  std::atomic<uint64_t> refill_ns;       // a BE item goes once less than this is left in flight
   std::atomic<uint64_t> generation;      // bumped on every change
   std::atomic<uint32_t> ls_tenants;      // slots of class kLs (0: nothing to scan)
   std::atomic<uint32_t> be_tenants;      // slots of class kBe (0: LS tenants need not mark)

@@ -63,6 +63,7 @@ class InflightWindow {
   struct Limits {
     uint32_t items = 8;          // in flight at most (at least one is always admitted)
     uint64_t predicted_ns = 0;   // predicted work in flight at most
+    uint64_t refill_ns = 0;      // an item goes once less than this is left (0: never)
   };
 
   void Add(uint32_t lane, uint64_t seq, uint64_t key, uint64_t predicted_ns, uint64_t now);
@@ -78,9 +79,9 @@ class InflightWindow {
 
   // Whether an item predicted to run `predicted_ns` may go now: with nothing in flight always;
   // else if the count allows and either the predicted work still to run (RemainingNs) plus the
-  // new item fits in the limit, or what is left is under a quarter of it. The second clause keeps
+  // new item fits in the limit, or what is left is under `refill_ns`. The second clause keeps
   // the GPU fed across the host's refill latency behind a long item: the residue an arriving LS
-  // request meets is then at most that quarter plus the new item, which has to run some time.
+  // request meets is then at most refill_ns plus the new item, which has to run some time.
   bool Admits(uint64_t predicted_ns, const Limits& limits, uint64_t now) const;
   // Predicted work in flight not yet done: per lane, the predicted time of its items less the
   // time since its first one could start (never below 0).
