@@ -188,7 +188,9 @@ std::vector<pacing::ShareEntry> Pacer::ActivePeers(uint64_t now) const {
 
 void Pacer::RetireLocked(uint64_t now) {
   const bool tight = last_check_ns_ != 0 && now - last_check_ns_ <= kTightNs;
-  if (window_.count() > 0 && last_check_ns_ != 0 && now > last_check_ns_) {
+  // GPU time: while the window has predicted work left (items past their prediction whose
+  // completion is not reported yet are not counted as running).
+  if (window_.RemainingNs(now) > 0 && last_check_ns_ != 0 && now > last_check_ns_) {
     gpu_ns_ += std::min(now - last_check_ns_, kMaxAccountNs);
     slot_->gpu_ns.store(gpu_ns_, std::memory_order_relaxed);
   }
@@ -222,6 +224,7 @@ void Pacer::Admit(uint64_t key, uint64_t predicted_ns, uint32_t own_lane) {
   const pacingreg::Policy& pol = region_->header.policy;
   const uint64_t since = NowNs();
   bool held = false;
+  bool flushed = false;
   int reason = 0;
   absl::MutexLock lock(&mu_);
   ++waiters_;
@@ -260,7 +263,12 @@ void Pacer::Admit(uint64_t key, uint64_t predicted_ns, uint32_t own_lane) {
     reason = verdict == pacing::Verdict::kWaitLs ? 0 : verdict == pacing::Verdict::kWaitWindow ? 1 : 2;
     // Wait outside the lock, so other threads' checks (and retires) go on.
     mu_.Unlock();
-    if (!in.window_admits) FlushMarkers(own_lane);
+    // Whatever holds it, the window must see the BE's earlier items finish: the max_hold bound
+    // waits for nothing of the BE in flight, and the share counts GPU time while items are.
+    if (!flushed) {
+      FlushMarkers(own_lane);
+      flushed = true;
+    }
     if (now - since < kSpinNs) {
       for (int i = 0; i < 64; ++i) copych::CpuRelax();
     } else {

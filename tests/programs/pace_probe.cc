@@ -4,7 +4,10 @@
 //                               function that sleeps MS, then a memset behind it on the same
 //                               stream (the memset is the marked work item). Prints
 //                               "marked t=NS" once enqueued and "done t=NS" when it finished.
-//   pace_probe be [COPY_MIB]    prints "ready"; once stdin closes, runs one BE item: a memset of
+//   pace_probe be [COPY_MIB] [PRIOR]
+//                               first runs PRIOR memsets (each synchronised) so the BE has earlier
+//                               items whose completion its shim has not reported yet; then
+//                               prints "ready"; once stdin closes, runs one BE item: a memset of
 //                               a buffer on its stream, then (COPY_MIB > 0) a pinned
 //                               asynchronous copy of COPY_MIB MiB device-to-host behind it, and
 //                               checks the bytes. Prints "be t0=NS t1=NS ok=1 waits=N" (N: stream
@@ -88,6 +91,11 @@ int main(int argc, char** argv) {
   }
   if (mode == "be") {
     const size_t copy_bytes = (argc >= 3 ? strtoull(argv[2], nullptr, 10) : 0) << 20;
+    const long prior = argc >= 4 ? atol(argv[3]) : 0;
+    for (long i = 0; i < prior; ++i) {
+      Check(cuMemsetD32Async(buf, 1, kWords, s), "prior memset");
+      Check(cuStreamSynchronize(s), "prior sync");
+    }
     void* host = nullptr;
     CUdeviceptr big = 0;
     if (copy_bytes > 0) {
