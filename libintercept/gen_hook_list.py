@@ -47,6 +47,7 @@ FAMILIES = {
              "cuMemcpyDtoA", "cuMemcpyAtoD", "cuMemcpyAtoA", "cuMemcpyBatchAsync",
              "cuMemcpy3DBatchAsync", "cuMemPrefetchAsync", "cuMemAdvise"],
     "launch": ["cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel", "cuGraphLaunch"],
+    "sync": ["cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize"],
     "memset": ["cuMemsetD8", "cuMemsetD16", "cuMemsetD32", "cuMemsetD2D8", "cuMemsetD2D16",
                "cuMemsetD2D32", "cuMemsetD8Async", "cuMemsetD16Async", "cuMemsetD32Async",
                "cuMemsetD2D8Async", "cuMemsetD2D16Async", "cuMemsetD2D32Async"],

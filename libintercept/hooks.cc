@@ -56,6 +56,8 @@ struct Hook<id, CUresult(CUDAAPI*)(Args...)> {
     CUresult result;
     if constexpr (IsPacedWork(id)) {
       result = RunPaced<id>(real, args...);
+    } else if constexpr (IsSync(id)) {
+      result = RunSynced<id>(real, args...);
     } else {
       result = Policy<id>::Run(real, args...);
     }

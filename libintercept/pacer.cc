@@ -23,17 +23,14 @@ using pacingreg::NowNs;
 // work may be waiting for something the held thread would do next (a host flag it sets, an
 // event it records), and pacing must never deadlock the program.
 constexpr uint64_t kStallNs = 100'000'000;
+// A BE with nothing in flight stays active in the share this long after its last submission.
+constexpr uint64_t kIdleGraceNs = 10'000'000;
 // Another BE tenant counts for the weighted share only while it submitted this recently.
 constexpr uint64_t kPeerActiveNs = 50'000'000;
-// The most GPU time one check accounts (the BE's threads may not have looked for a while).
-constexpr uint64_t kMaxAccountNs = 2'000'000;
 // A held thread spins this long before it yields the CPU between checks.
 constexpr uint64_t kSpinNs = 20'000;
 // A BE lane enqueues a completion write after every this many items (and before it waits).
 constexpr uint64_t kMarkEvery = 4;
-// Retire times count as completion times (samples for the predictor) when the previous check
-// was at most this long before.
-constexpr uint64_t kTightNs = 5'000;
 
 uint64_t StreamKey(CUstream stream, bool ptsz) {
   const auto v = reinterpret_cast<uintptr_t>(stream);
@@ -181,17 +178,22 @@ std::vector<pacing::ShareEntry> Pacer::ActivePeers(uint64_t now) const {
     const uint64_t last = s.last_submit_ns.load(std::memory_order_relaxed);
     if (now > last && now - last >= kPeerActiveNs) continue;  // gone quiet: not a peer now
     peers.push_back({s.gpu_ns.load(std::memory_order_relaxed),
-                     std::max<uint32_t>(s.weight.load(std::memory_order_relaxed), 1)});
+                     std::max<uint32_t>(s.weight.load(std::memory_order_relaxed), 1),
+                     s.running_until_ns.load(std::memory_order_relaxed) > now});
   }
   return peers;
 }
 
 void Pacer::RetireLocked(uint64_t now) {
-  const bool tight = last_check_ns_ != 0 && now - last_check_ns_ <= kTightNs;
-  // GPU time: while the window has predicted work left (items past their prediction whose
-  // completion is not reported yet are not counted as running).
-  if (window_.RemainingNs(now) > 0 && last_check_ns_ != 0 && now > last_check_ns_) {
-    gpu_ns_ += std::min(now - last_check_ns_, kMaxAccountNs);
+  RetireTimed(now, last_check_ns_ == 0 ? UINT64_MAX / 2 : now - last_check_ns_);
+}
+
+void Pacer::RetireTimed(uint64_t now, uint64_t since_last) {
+  // GPU time: the part of the time since the last check during which the predicted work in
+  // flight then was still running (checks come at launches and while held, which may be far
+  // apart; work past its prediction whose completion is not reported yet does not count).
+  if (last_check_ns_ != 0 && running_until_ns_ > last_check_ns_) {
+    gpu_ns_ += std::min(now, running_until_ns_) - last_check_ns_;
     slot_->gpu_ns.store(gpu_ns_, std::memory_order_relaxed);
   }
   last_check_ns_ = now;
@@ -200,10 +202,17 @@ void Pacer::RetireLocked(uint64_t now) {
       [this](uint32_t lane) {
         return slot_->lanes[lane].completed.load(std::memory_order_acquire);
       },
-      now, tight, &samples_);
+      now, since_last, &samples_);
   for (const pacing::DurationSample& s : samples_) predictor_.Observe(s.key, s.ns);
+  running_until_ns_ = now + window_.RemainingNs(now);
+  slot_->running_until_ns.store(running_until_ns_, std::memory_order_relaxed);
   slot_->inflight.store(window_.count(), std::memory_order_relaxed);
-  if (waiters_ == 0 && window_.count() == 0) SetActiveLocked(false, now);
+  // Inactive only after a pause: a BE that synchronises between bursts keeps its place in the
+  // share (becoming active again would catch it up to the others, less the slack, every time).
+  const uint64_t last = slot_->last_submit_ns.load(std::memory_order_relaxed);
+  if (waiters_ == 0 && window_.count() == 0 && now > last && now - last > kIdleGraceNs) {
+    SetActiveLocked(false, now);
+  }
 }
 
 void Pacer::SetActiveLocked(bool active, uint64_t now) {
@@ -321,6 +330,8 @@ Pacer::Ticket Pacer::Begin(CUstream stream, bool ptsz, uint64_t key) {
     absl::MutexLock lock(&mu_);
     window_.Add(t.lane, t.seq, key, predicted, now);
     slot_->inflight.store(window_.count(), std::memory_order_relaxed);
+    running_until_ns_ = std::max(running_until_ns_, now + window_.RemainingNs(now));
+    slot_->running_until_ns.store(running_until_ns_, std::memory_order_relaxed);
   }
   return t;
 }
@@ -330,6 +341,9 @@ void Pacer::WriteMarker(uint32_t l) {
   pacingreg::Lane& lane = slot_->lanes[l];
   const uint64_t seq = lane.submitted.load(std::memory_order_relaxed);
   if (st.marked >= seq) return;
+  // A stream that began a capture since its last item must not get the write (it would join the
+  // graph); the write comes with its next item after the capture.
+  if (Capturing(st.stream, st.ptsz)) return;
   auto write = st.ptsz ? api_->StreamWriteValue64Ptsz : api_->StreamWriteValue64;
   // The write lands after whatever the lane's stream had before, so the lane's count stays in
   // order, also after a failed call.
@@ -344,6 +358,16 @@ void Pacer::WriteMarker(uint32_t l) {
                  "as done when submitted", static_cast<int>(w));
     }
   }
+}
+
+void Pacer::BeforeSync() { FlushMarkers(kLanes); }
+
+void Pacer::AfterSync() {
+  absl::MutexLock lock(&mu_);
+  const uint64_t now = NowNs();
+  // The call returned as its work finished: retire times are completion times.
+  last_check_ns_ = std::min(last_check_ns_, now);
+  RetireTimed(now, /*since_last_check_ns=*/0);
 }
 
 void Pacer::FlushMarkers(uint32_t own) {

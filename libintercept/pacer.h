@@ -83,6 +83,12 @@ class Pacer {
   // After the real call returned `result`.
   void End(Ticket& t, CUresult result);
 
+  // Around a synchronising call of a BE tenant: before it, every lane's last items get their
+  // completion write (so what the call waits for is reported); after it, the window retires
+  // what finished, timed by the call's return.
+  void BeforeSync();
+  void AfterSync();
+
   // Lane of a stream (tests and diagnostics).
   uint32_t LaneOf(CUstream stream, bool ptsz);
 
@@ -103,6 +109,8 @@ class Pacer {
   pacing::LsObservation ObserveLs(uint64_t now) const;
   std::vector<pacing::ShareEntry> ActivePeers(uint64_t now) const;
   void RetireLocked(uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `since_last_check_ns`: how late the retire times may be (0: exact).
+  void RetireTimed(uint64_t now, uint64_t since_last_check_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Enqueues the completion write of `lane`'s last item on its stream (the lane's lock held).
   void WriteMarker(uint32_t lane);
   // Before a BE thread waits on its window: every lane whose last items have no completion write
@@ -148,6 +156,7 @@ class Pacer {
   pacing::LsBusyTracker ls_ ABSL_GUARDED_BY(mu_);
   uint64_t last_check_ns_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t gpu_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t running_until_ns_ ABSL_GUARDED_BY(mu_) = 0;  // predicted end of the work in flight
   int waiters_ ABSL_GUARDED_BY(mu_) = 0;
   bool active_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<pacing::DurationSample> samples_ ABSL_GUARDED_BY(mu_);

@@ -31,6 +31,13 @@ constexpr bool IsPacedWork(HookId id) {
   return family == "launch" || family == "memset" || family == "copy";
 }
 
+// Synchronising calls: never held, but a BE's pacer has the GPU report its items first and
+// retires them when the call returns, which is when they finished (learning their durations).
+constexpr bool IsSync(HookId id) {
+  const size_t i = Index(id);
+  return i < Index(HookId::kGetProcAddress) && kHookInfo[i].family == "sync";
+}
+
 constexpr bool PerThreadFlavour(HookId id) {
   const std::string_view symbol = kHookInfo[Index(id)].symbol;
   return symbol.ends_with("_ptsz") || symbol.ends_with("_ptds");
@@ -144,6 +151,19 @@ CUresult RunPaced(Fn real, Args... args) {
   Pacer::Ticket ticket = pacer->Begin(stream, kPtsz, WorkKey<id>(args...));
   CUresult result = Policy<id>::Run(real, args...);
   pacer->End(ticket, result);
+  return result;
+}
+
+template <HookId id, typename Fn, typename... Args>
+CUresult RunSynced(Fn real, Args... args) {
+  PacingManager* manager = Shim::Get().pacing();
+  Pacer* pacer = manager != nullptr ? manager->Current() : nullptr;
+  if (pacer == nullptr || !pacer->enabled() || !pacer->best_effort()) {
+    return Policy<id>::Run(real, args...);
+  }
+  pacer->BeforeSync();
+  CUresult result = Policy<id>::Run(real, args...);
+  pacer->AfterSync();
   return result;
 }
 

@@ -110,6 +110,9 @@ bool ShareAllows(const ShareEntry& self, const std::vector<ShareEntry>& active_p
   for (const ShareEntry& p : active_peers) least = std::min(least, Weighted(p));
   const unsigned __int128 mine = Weighted(self);
   if (mine <= least) return true;
+  for (const ShareEntry& p : active_peers) {
+    if (p.running) return false;  // not the least, and another one's work is on the GPU
+  }
   const unsigned __int128 slack =
       (static_cast<unsigned __int128>(slack_ns) << 16) / std::max<uint32_t>(self.weight, 1);
   return mine - least <= slack;

@@ -80,7 +80,7 @@ TEST(InflightWindow, RetiresByLaneSequenceAndSamplesDurations) {
   uint64_t done[4] = {1, 0, 0, 0};
   auto completed = [&](uint32_t lane) { return done[lane]; };
   std::vector<DurationSample> s;
-  w.Retire(completed, 1010 * kUs, /*tight=*/true, &s);
+  w.Retire(completed, 1010 * kUs, /*since_last_check_ns=*/1000, &s);
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].key, 100u);
   EXPECT_EQ(s[0].ns, 10 * kUs);
@@ -90,7 +90,7 @@ TEST(InflightWindow, RetiresByLaneSequenceAndSamplesDurations) {
   done[0] = 2;
   done[3] = 1;
   s.clear();
-  w.Retire(completed, 1030 * kUs, /*tight=*/true, &s);
+  w.Retire(completed, 1030 * kUs, /*since_last_check_ns=*/1000, &s);
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s[0].key, 200u);
   EXPECT_EQ(s[0].ns, 20 * kUs);
@@ -109,7 +109,7 @@ TEST(InflightWindow, ItemsReportedTogetherShareTheirTime) {
   w.Add(1, 1, 9, kUs, 103 * kUs);  // another lane, not done yet
   std::vector<DurationSample> s;
   w.Retire([](uint32_t lane) { return lane == 0 ? uint64_t{3} : uint64_t{0}; }, 130 * kUs,
-           /*tight=*/true, &s);
+           /*since_last_check_ns=*/1000, &s);
   ASSERT_EQ(s.size(), 3u);
   for (const DurationSample& d : s) EXPECT_EQ(d.ns, 10 * kUs);
   EXPECT_EQ(w.count(), 1u);
@@ -119,7 +119,7 @@ TEST(InflightWindow, LooseObservationsGiveNoSamples) {
   InflightWindow w;
   w.Add(0, 5, 1, kUs, 0);
   std::vector<DurationSample> s;
-  w.Retire([](uint32_t) { return uint64_t{9}; }, 50 * kMs, /*tight=*/false, &s);
+  w.Retire([](uint32_t) { return uint64_t{9}; }, 50 * kMs, /*since_last_check_ns=*/10 * kMs, &s);
   EXPECT_TRUE(s.empty());
   EXPECT_EQ(w.count(), 0u);
 }
@@ -163,6 +163,11 @@ TEST(ShareAllows, WeightedTimeDecides) {
   EXPECT_FALSE(ShareAllows({32 * kMs, 3}, {{10 * kMs, 1}}, slack));
   // The least of several peers decides.
   EXPECT_FALSE(ShareAllows({20 * kMs, 1}, {{5 * kMs, 1}, {40 * kMs, 1}}, slack));
+  // Within the slack but not the least: only while no other one's work is running.
+  EXPECT_TRUE(ShareAllows({10 * kMs + 900 * kUs, 1}, {{30 * kMs, 3, false}}, slack));
+  EXPECT_FALSE(ShareAllows({10 * kMs + 900 * kUs, 1}, {{30 * kMs, 3, true}}, slack));
+  // The least may always go, running peers or not.
+  EXPECT_TRUE(ShareAllows({9 * kMs, 1}, {{30 * kMs, 3, true}}, slack));
 }
 
 TEST(CatchUp, AReturningTenantStartsAtTheLeastWeightedTime) {

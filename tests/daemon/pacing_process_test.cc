@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -72,13 +73,14 @@ class PacingTest : public ::testing::Test {
     ASSERT_EQ(access(socket_.c_str(), F_OK), 0) << "missiled did not start";
   }
 
-  std::map<std::string, std::string> TenantEnv(const std::string& cls) const {
+  std::map<std::string, std::string> TenantEnv(const std::string& cls,
+                                               const std::string& name = "") const {
     auto env = FakeEnv();
     env["LD_PRELOAD"] = MISSILE_SHIM;
     env["MISSILE_REAL_LIBCUDA"] = FAKECUDA_LIB;
     env["MISSILE_SOCKET"] = socket_;
     env["MISSILE_TENANT_CLASS"] = cls;
-    env["MISSILE_TENANT_NAME"] = cls + "-probe";
+    env["MISSILE_TENANT_NAME"] = name.empty() ? cls + "-probe" : name;
     return env;
   }
 
@@ -201,6 +203,38 @@ TEST_F(PacingTest, MaxHoldCountsEarlierItemsWhoseCompletionWasNotReportedYet) {
   const std::string line = RunBe(&be);
   EXPECT_LT(static_cast<double>(Field(line, "t1") - Field(line, "t0")), 2000 * kMs) << line;
   ls.Kill(SIGKILL);
+}
+
+// Two BE tenants launching kernels back to back on the test double's shared engine (which
+// alone would give them the same share) get it 1:3 after missilectl gives them weights 1:3.
+TEST_F(PacingTest, TwoBeTenantsShareTheGpuByWeight) {
+  StartDaemon("max_hold_ms = 0\nshare_slack_us = 2000");
+  Child one, three;
+  ASSERT_TRUE(one.Start({PACE_PROBE, "spin", "500", "3"}, TenantEnv("be", "be1")));
+  ASSERT_TRUE(three.Start({PACE_PROBE, "spin", "500", "3"}, TenantEnv("be", "be3")));
+  ASSERT_FALSE(one.WaitForLine("ready", 20).empty()) << one.out();
+  ASSERT_FALSE(three.WaitForLine("ready", 20).empty()) << three.out();
+  for (const auto& [name, weight] : {std::pair<std::string, std::string>{"be1", "1024"},
+                                     {"be3", "3072"}}) {
+    testing::ProcessResult r =
+        testing::Run({MISSILECTL, "--socket", socket_, "set", "--name", name, "--weight", weight});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  one.CloseStdin();
+  three.CloseStdin();
+  const uint64_t k1 = Field(one.WaitForLine("spin", 30), "kernels");
+  const uint64_t k3 = Field(three.WaitForLine("spin", 30), "kernels");
+  ASSERT_GT(k1, 0u) << one.out();
+  const double ratio = static_cast<double>(k3) / static_cast<double>(k1);
+  std::printf("be1 %llu kernels, be3 %llu kernels: %.2f\n", static_cast<unsigned long long>(k1),
+              static_cast<unsigned long long>(k3), ratio);
+  // Alone the engine would give them 1:1 (the same test with equal weights gives 1.00); the
+  // share brings it near 3 (2.2 to 4.5 in repeated runs on the development machine: a 3 s
+  // window of 500 us kernels is coarse). The 5 % target is the GPU benchmark's (pair d).
+  EXPECT_GT(ratio, 2.0) << k1 << " vs " << k3;
+  EXPECT_LT(ratio, 5.5) << k1 << " vs " << k3;
+  EXPECT_EQ(one.Wait(10), 0);
+  EXPECT_EQ(three.Wait(10), 0);
 }
 
 TEST_F(PacingTest, BeCopiesAreHostPacedAndNeverWaitOnTheStream) {

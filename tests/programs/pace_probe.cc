@@ -12,6 +12,9 @@
 //                               asynchronous copy of COPY_MIB MiB device-to-host behind it, and
 //                               checks the bytes. Prints "be t0=NS t1=NS ok=1 waits=N" (N: stream
 //                               waits it enqueued, counted by the test double) and exits.
+//   pace_probe spin US SECONDS  prints "ready"; once stdin closes, launches the test double's
+//                               fakecuda_spin kernel of US microseconds back to back (a
+//                               synchronisation every 8) for SECONDS; prints "spin kernels=N".
 // Exits 1 with "error ..." on any driver error.
 #include <cuda.h>
 #include <dlfcn.h>
@@ -123,6 +126,30 @@ int main(int argc, char** argv) {
     printf("be t0=%llu t1=%llu ok=%d waits=%llu\n", static_cast<unsigned long long>(t0),
            static_cast<unsigned long long>(t1), ok ? 1 : 0, StreamWaits());
     return ok ? 0 : 1;
+  }
+  if (mode == "spin" && argc >= 4) {
+    CUmodule module;
+    CUfunction spin;
+    Check(cuModuleLoadData(&module, "fakecuda-module"), "module (needs the test double)");
+    Check(cuModuleGetFunction(&spin, module, "fakecuda_spin"), "function");
+    uint64_t duration_ns = strtoull(argv[2], nullptr, 10) * 1000;
+    const uint64_t seconds = strtoull(argv[3], nullptr, 10);
+    void* params[] = {&duration_ns};
+    printf("ready\n");
+    char c;
+    while (read(0, &c, 1) > 0) {
+    }
+    const uint64_t end = Now() + seconds * 1000000000ull;
+    uint64_t kernels = 0;
+    while (Now() < end) {
+      for (int i = 0; i < 8; ++i) {
+        Check(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, s, params, nullptr), "launch");
+      }
+      Check(cuStreamSynchronize(s), "sync");
+      kernels += 8;
+    }
+    printf("spin kernels=%llu\n", static_cast<unsigned long long>(kernels));
+    return 0;
   }
   fprintf(stderr, "pace_probe: unknown mode\n");
   return 2;

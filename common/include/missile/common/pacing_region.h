@@ -89,6 +89,7 @@ struct alignas(kPage) Slot {
   std::atomic<uint32_t> active;       // BE: 1 while it has work to submit or in flight
   std::atomic<uint32_t> lanes_used;   // lanes [0, lanes_used) have been assigned
   std::atomic<uint64_t> submissions;  // every item marked (LS and BE)
+  std::atomic<uint64_t> running_until_ns;  // BE: its predicted work in flight ends then
   alignas(64) Lane lanes[kLanes];
 };
 

@@ -69,12 +69,12 @@ class InflightWindow {
   void Add(uint32_t lane, uint64_t seq, uint64_t key, uint64_t predicted_ns, uint64_t now);
 
   // Retires every item whose lane has completed it (`completed(lane)` gives the lane's
-  // completed sequence number). `tight`: the caller has been polling since the last call, so a
-  // retire time is a good estimate of when the item finished and samples are appended: an
-  // item's duration counts from when it could start, the later of its submission and the end
-  // of the item before it on its lane.
+  // completed sequence number). `since_last_check_ns`: how long ago the caller last looked, so
+  // how late a retire time may be; a duration sample is appended when that lateness is small
+  // against the sample (at most 20 us, or an eighth of it). An item's duration counts from when
+  // it could start, the later of its submission and the end of the item before it on its lane.
   template <typename Completed>
-  void Retire(const Completed& completed, uint64_t now, bool tight,
+  void Retire(const Completed& completed, uint64_t now, uint64_t since_last_check_ns,
               std::vector<DurationSample>* samples);
 
   // Whether an item predicted to run `predicted_ns` may go now: with nothing in flight always;
@@ -105,8 +105,8 @@ class InflightWindow {
 };
 
 template <typename Completed>
-void InflightWindow::Retire(const Completed& completed, uint64_t now, bool tight,
-                            std::vector<DurationSample>* samples) {
+void InflightWindow::Retire(const Completed& completed, uint64_t now,
+                            uint64_t since_last_check_ns, std::vector<DurationSample>* samples) {
   // Items of one lane that finish together (a lane may report only every few items) share the
   // time since the lane could start the first of them.
   struct Batch {
@@ -131,10 +131,13 @@ void InflightWindow::Retire(const Completed& completed, uint64_t now, bool tight
     it = items_.erase(it);
   }
   for (const auto& [lane, b] : batches) lane_last_done_ns_[lane] = now;
-  if (!tight || samples == nullptr) return;
+  if (samples == nullptr) return;
   for (const auto& [lane, key] : done) {
     const Batch& b = batches[lane];
-    if (now > b.start) samples->push_back({key, (now - b.start) / b.count});
+    if (now <= b.start) continue;
+    const uint64_t each = (now - b.start) / b.count;
+    const uint64_t lateness = since_last_check_ns / b.count;
+    if (lateness <= 20'000 || lateness <= each / 8) samples->push_back({key, each});
   }
 }
 
@@ -163,13 +166,18 @@ class DurationPredictor {
 // --- Weighted share between BE tenants ----------------------------------------------------
 
 struct ShareEntry {
-  uint64_t gpu_ns = 0;  // GPU time accounted so far
-  uint32_t weight = 1;  // > 0
+  uint64_t gpu_ns = 0;   // GPU time accounted so far
+  uint32_t weight = 1;   // > 0
+  bool running = false;  // has predicted work in flight now
 };
 
 // Whether a BE tenant may submit now, given the active other BE tenants of its GPU: it may
 // unless its weighted GPU time (gpu_ns / weight) is ahead of the least of theirs by more than
-// `slack_ns` of its own time. With no other active BE tenant it always may.
+// `slack_ns` of its own time, or another one has work running and this one is not the least.
+// The second rule keeps the BE tenants' work from overlapping on the GPU: each accounts the
+// wall time its work is in flight, which is its GPU time only while it runs alone (two that
+// overlap would both count the whole time while the GPU time-slices them). With no other active
+// BE tenant it always may.
 bool ShareAllows(const ShareEntry& self, const std::vector<ShareEntry>& active_peers,
                  uint64_t slack_ns);
 
