@@ -237,6 +237,33 @@ TEST_F(PacingTest, TwoBeTenantsShareTheGpuByWeight) {
   EXPECT_EQ(three.Wait(10), 0);
 }
 
+// A BE held again and again (an LS keeps getting busy, the window is one item) still runs its
+// work in stream order across streams joined by events: every word checked.
+TEST_F(PacingTest, HeldBeWorkKeepsStreamOrderAndEvents) {
+  StartDaemon("max_hold_ms = 0\nls_stale_ms = 10000\nwindow_items = 1");
+  const std::string report = dir_.path() + "/report-order";
+  auto env = TenantEnv("be");
+  env["MISSILE_REPORT"] = report;
+  Child be;
+  ASSERT_TRUE(be.Start({PACE_PROBE, "order", "40"}, env));
+  ASSERT_FALSE(be.WaitForLine("ready", 20).empty()) << be.out();
+  Child ls1, ls2;
+  StartLs(&ls1, 150);
+  be.CloseStdin();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  StartLs(&ls2, 150);  // busy again in the middle of the BE's work
+  const std::string line = be.WaitForLine("order", 30);
+  EXPECT_EQ(Field(line, "ok"), 1u) << be.out();
+  EXPECT_EQ(be.Wait(10), 0);
+  // It was held (by the LS and by its one-item window), and its work all went through the pacer.
+  const std::string text = testing::ReadFile(report);
+  EXPECT_NE(text.find("# pacing: "), std::string::npos) << text;
+  EXPECT_EQ(text.find(" 0 held for"), std::string::npos) << text;
+  std::printf("%s", text.substr(text.find("# pacing: ")).c_str());
+  ls1.Wait(10);
+  ls2.Wait(10);
+}
+
 TEST_F(PacingTest, BeCopiesAreHostPacedAndNeverWaitOnTheStream) {
   StartDaemon("max_hold_ms = 0\nls_stale_ms = 10000");
   // The same 16 MiB copy (16 chunks of 1 MiB through the scheduler) by an LS and a BE tenant.

@@ -12,6 +12,10 @@
 //                               asynchronous copy of COPY_MIB MiB device-to-host behind it, and
 //                               checks the bytes. Prints "be t0=NS t1=NS ok=1 waits=N" (N: stream
 //                               waits it enqueued, counted by the test double) and exits.
+//   pace_probe order N          prints "ready"; once stdin closes, runs on two streams joined by
+//                               events: s1 fills A with 1 and B with 0, s2 waits for that and
+//                               adds A to B N times, s1 waits for s2 and adds B into C; then
+//                               checks every word of B is N and of C is N. Prints "order ok=1".
 //   pace_probe spin US SECONDS  prints "ready"; once stdin closes, launches the test double's
 //                               fakecuda_spin kernel of US microseconds back to back (a
 //                               synchronisation every 8) for SECONDS; prints "spin kernels=N".
@@ -27,6 +31,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -125,6 +130,56 @@ int main(int argc, char** argv) {
     const uint64_t t1 = Now();
     printf("be t0=%llu t1=%llu ok=%d waits=%llu\n", static_cast<unsigned long long>(t0),
            static_cast<unsigned long long>(t1), ok ? 1 : 0, StreamWaits());
+    return ok ? 0 : 1;
+  }
+  if (mode == "order" && argc >= 3) {
+    const long n = atol(argv[2]);
+    CUmodule module;
+    CUfunction fill, add;
+    Check(cuModuleLoadData(&module, "fakecuda-module"), "module (needs the test double)");
+    Check(cuModuleGetFunction(&fill, module, "fakecuda_fill_u32"), "fill");
+    Check(cuModuleGetFunction(&add, module, "fakecuda_add_u32"), "add");
+    CUstream s2;
+    Check(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING), "stream 2");
+    CUevent filled, added;
+    Check(cuEventCreate(&filled, CU_EVENT_DISABLE_TIMING), "event");
+    Check(cuEventCreate(&added, CU_EVENT_DISABLE_TIMING), "event");
+    CUdeviceptr a, b, c;
+    uint64_t count = 4096;
+    Check(cuMemAlloc_v2(&a, count * 4), "a");
+    Check(cuMemAlloc_v2(&b, count * 4), "b");
+    Check(cuMemAlloc_v2(&c, count * 4), "c");
+    printf("ready\n");
+    char ch;
+    while (read(0, &ch, 1) > 0) {
+    }
+    uint32_t one = 1, zero = 0;
+    uint64_t dur = 200'000;  // 0.2 ms each
+    void* fill_a[] = {&a, &one, &count, &dur};
+    void* fill_b[] = {&b, &zero, &count, &dur};
+    void* fill_c[] = {&c, &zero, &count, &dur};
+    void* add_ba[] = {&b, &a, &count, &dur};
+    void* add_cb[] = {&c, &b, &count, &dur};
+    Check(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, s, fill_a, nullptr), "fill a");
+    Check(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, s, fill_b, nullptr), "fill b");
+    Check(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, s, fill_c, nullptr), "fill c");
+    Check(cuEventRecord(filled, s), "record");
+    Check(cuStreamWaitEvent(s2, filled, 0), "wait");
+    for (long i = 0; i < n; ++i) {
+      Check(cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, s2, add_ba, nullptr), "add b");
+    }
+    Check(cuEventRecord(added, s2), "record");
+    Check(cuStreamWaitEvent(s, added, 0), "wait");
+    Check(cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, s, add_cb, nullptr), "add c");
+    Check(cuStreamSynchronize(s), "sync");
+    std::vector<uint32_t> hb(count), hc(count);
+    Check(cuMemcpyDtoH_v2(hb.data(), b, count * 4), "read b");
+    Check(cuMemcpyDtoH_v2(hc.data(), c, count * 4), "read c");
+    bool ok = true;
+    for (uint64_t i = 0; i < count; ++i) {
+      ok &= hb[i] == static_cast<uint32_t>(n) && hc[i] == static_cast<uint32_t>(n);
+    }
+    printf("order ok=%d b0=%u c0=%u\n", ok ? 1 : 0, hb[0], hc[0]);
     return ok ? 0 : 1;
   }
   if (mode == "spin" && argc >= 4) {
