@@ -149,48 +149,45 @@ absl::Status DaemonClient::FetchDescriptors(uint32_t gpu, std::vector<BlockLease
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::pair<int, int>> DaemonClient::OpenCopyChannel(uint32_t gpu) {
+absl::StatusOr<std::vector<int>> DaemonClient::OpenOnSideChannel(uint32_t op, uint32_t gpu,
+                                                                 size_t descriptors,
+                                                                 const char* what) {
   if (!connected()) return absl::UnavailableError("the session with missiled ended");
   absl::MutexLock lock(&side_mu_);
   if (side_fd_ < 0) return absl::UnavailableError("no side channel");
   fdpass::FetchRequest req;
-  req.op = fdpass::kOpenCopyChannel;
+  req.op = op;
   req.gpu = gpu;
   fdpass::Reply reply;
   std::vector<int> fds;
   absl::Status s = fdpass::SendMessage(side_fd_, &req, sizeof(req));
   if (s.ok()) s = fdpass::ReceiveMessage(side_fd_, &reply, sizeof(reply), &fds);
   if (s.ok() && reply.status != 0) {
-    s = absl::Status(static_cast<absl::StatusCode>(reply.status), "opening the copy channel");
+    s = absl::Status(static_cast<absl::StatusCode>(reply.status), std::string("opening the ") + what);
   }
-  if (s.ok() && fds.size() != 2) s = absl::DataLossError("copy channel: expected 2 descriptors");
+  if (s.ok() && fds.size() != descriptors) {
+    s = absl::DataLossError(std::string(what) + ": expected " + std::to_string(descriptors) +
+                            " descriptors");
+  }
   if (!s.ok()) {
     for (int fd : fds) close(fd);
     return s;
   }
-  return std::make_pair(fds[0], fds[1]);
+  return fds;
+}
+
+absl::StatusOr<std::pair<int, int>> DaemonClient::OpenCopyChannel(uint32_t gpu) {
+  absl::StatusOr<std::vector<int>> fds =
+      OpenOnSideChannel(fdpass::kOpenCopyChannel, gpu, 2, "copy channel");
+  if (!fds.ok()) return fds.status();
+  return std::make_pair((*fds)[0], (*fds)[1]);
 }
 
 absl::StatusOr<int> DaemonClient::OpenPacing(uint32_t gpu) {
-  if (!connected()) return absl::UnavailableError("the session with missiled ended");
-  absl::MutexLock lock(&side_mu_);
-  if (side_fd_ < 0) return absl::UnavailableError("no side channel");
-  fdpass::FetchRequest req;
-  req.op = fdpass::kOpenPacing;
-  req.gpu = gpu;
-  fdpass::Reply reply;
-  std::vector<int> fds;
-  absl::Status s = fdpass::SendMessage(side_fd_, &req, sizeof(req));
-  if (s.ok()) s = fdpass::ReceiveMessage(side_fd_, &reply, sizeof(reply), &fds);
-  if (s.ok() && reply.status != 0) {
-    s = absl::Status(static_cast<absl::StatusCode>(reply.status), "opening the pacing region");
-  }
-  if (s.ok() && fds.size() != 1) s = absl::DataLossError("pacing region: expected 1 descriptor");
-  if (!s.ok()) {
-    for (int fd : fds) close(fd);
-    return s;
-  }
-  return fds[0];
+  absl::StatusOr<std::vector<int>> fds =
+      OpenOnSideChannel(fdpass::kOpenPacing, gpu, 1, "pacing region");
+  if (!fds.ok()) return fds.status();
+  return (*fds)[0];
 }
 
 absl::StatusOr<std::vector<BlockLease>> DaemonClient::Allocate(uint32_t gpu, bool single,

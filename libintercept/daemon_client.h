@@ -77,6 +77,10 @@ class DaemonClient {
   bool AwaitEnd(absl::Duration limit) const;
 
  private:
+  // Sends a side-channel request `op` for `gpu` and returns the `descriptors` descriptors of
+  // the reply (the caller's to close); `what` names the object in errors.
+  absl::StatusOr<std::vector<int>> OpenOnSideChannel(uint32_t op, uint32_t gpu,
+                                                     size_t descriptors, const char* what);
   struct Rpc;  // gRPC channel and stub, kept out of this header
   DaemonClient();
   absl::Status FetchDescriptors(uint32_t gpu, std::vector<BlockLease>* leases);
