@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine: the shim's correctness checks against the real driver and the hook
-# overhead benchmark. Expects binaries packed by shared/device/pack-runtime.sh in RUNTIME_DIR.
+# overhead benchmark. Expects binaries packed with their shared libraries in RUNTIME_DIR
+# (RUNTIME_DIR/lib), as described in docs/hardware/h200.md, "Running binaries built on the
+# development machine there".
 # usage: bench/run_shim_on_gpu.sh RUNTIME_DIR OUT_DIR
 set -uo pipefail
 rt=$(cd "$1" && pwd); out=$2

@@ -22,9 +22,10 @@ using copych::Region;
 using copych::Ring;
 
 constexpr uint64_t kMaxCopyBytes = uint64_t{1} << 40;
-// A chunk takes tens of microseconds on the link (2 MiB at 55 GB/s: 38 us, shared/device/H200.md);
-// a grant outstanding this long belongs to a tenant that is stopped or stuck. It stops counting
-// against the in-flight limit, so one tenant cannot hold the link for everyone.
+// A chunk takes tens of microseconds on the link (2 MiB at 55 GB/s: 38 us,
+// docs/hardware/h200.md, "PCIe"); a grant outstanding this long belongs to a tenant that is
+// stopped or stuck. It stops counting against the in-flight limit, so one tenant cannot hold
+// the link for everyone.
 constexpr uint64_t kGrantTimeoutNs = 500'000'000;
 // Polling steps once the spin window has passed: while requests are outstanding (a copy
 // waiting behind a kernel for its stream to reach it), and when nothing is.

@@ -41,8 +41,9 @@ absl::StatusOr<CalibrateArgs> ParseArgs(const std::vector<std::string>& args);
 std::string Usage();
 
 // How long and how often each measurement runs. Sized for an H200 (4.37 TB/s streaming, a
-// 33-SM victim at 639 GB/s: shared/device/H200.md) so defaults stay well under 3 minutes and
-// --quick under 40 s; kernel run times scale with the chunk set, not with the GPU.
+// 33-SM victim at 639 GB/s: docs/hardware/h200.md, "VRAM channels") so defaults stay well
+// under 3 minutes and --quick under 40 s; kernel run times scale with the chunk set, not with
+// the GPU.
 struct Plan {
   uint32_t chunks = 0;
   uint32_t sample = 0;

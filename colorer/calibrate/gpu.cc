@@ -19,8 +19,8 @@ namespace {
 // The aggressor's own bound: it stops after this long even if nobody sets its flag. Victim
 // runs last milliseconds (measure.h), so reaching it means the two kernels did not overlap.
 constexpr double kAggressorMaxSeconds = 2.0;
-// Probes per chase launch: 4096 probes x 36 loads x ~300 cycles (H200 L2 hit, shared/device/
-// H200.md) is about 25 ms at 1.98 GHz.
+// Probes per chase launch: 4096 probes x 36 loads x ~300 cycles (H200 L2 hit,
+// docs/hardware/h200.md, "VRAM channels") is about 25 ms at 1.98 GHz.
 constexpr size_t kChaseBatch = 4096;
 // Control block: stop flag (int) at 0, aggressor time-out counter (unsigned) at 4, sink at 64.
 constexpr size_t kControlBytes = 256;

@@ -9,7 +9,8 @@
 // - The kernels come from PTX (kernels.cu, compute_90) JIT-compiled by cuModuleLoadDataEx; a
 //   device below compute capability 9.0 is FAILED_PRECONDITION.
 // - The victim and the aggressor run in this one context on two non-blocking streams, so they
-//   run concurrently (kernels of different processes would time-slice: shared/device/H200.md).
+//   run concurrently (kernels of different processes would time-slice: docs/hardware/h200.md,
+//   "Compute partitioning").
 // - No call waits longer than wait_timeout_s for the GPU: a stuck kernel is DEADLINE_EXCEEDED
 //   (the process should then exit). No driver / no device is UNAVAILABLE; a bad ordinal is
 //   INVALID_ARGUMENT; out of memory is RESOURCE_EXHAUSTED; other driver errors INTERNAL, all

@@ -25,8 +25,8 @@ __device__ __forceinline__ unsigned long long GlobalTimerNs() {
 // Invalidates the 128-byte L2 line at `line` without writing it back. Semantically a weak write
 // of an indeterminate value (PTX ISA, "discard"): the readers never look at the values they
 // load, and the next read of the line must come from DRAM. This is what lets a set of one or
-// a few 2 MiB chunks (far smaller than the 60 MB L2, shared/device/H200.md) load the memory
-// channels instead of the L2.
+// a few 2 MiB chunks (far smaller than the 60 MB L2, docs/hardware/h200.md, "The machine")
+// load the memory channels instead of the L2.
 __device__ __forceinline__ void DiscardL2(const void* line) {
   asm volatile("discard.global.L2 [%0], 128;" ::"l"(line) : "memory");
 }

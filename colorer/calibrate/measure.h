@@ -37,7 +37,7 @@ namespace missile::calibrate {
 using Progress = std::function<void(const std::string&)>;
 
 // Sets smaller than this many L2 sizes are read with L2 discards so they still measure DRAM
-// (the H200's L2 is 60 MB, shared/device/H200.md).
+// (the H200's L2 is 60 MB, docs/hardware/h200.md, "The machine").
 inline constexpr uint64_t kDiscardBelowL2Multiple = 4;
 
 struct InterferenceSample {
@@ -52,7 +52,8 @@ struct InterferenceSample {
 // concurrency, which is what limits its bandwidth.
 class InterferenceMeter {
  public:
-  // victim_sms: a quarter of the SMs (33 of 132 on the H200, as in shared/device/H200.md).
+  // victim_sms: a quarter of the SMs (33 of 132 on the H200, as in docs/hardware/h200.md,
+  // "VRAM channels").
   static absl::StatusOr<InterferenceMeter> Create(MeasureDevice& device, double target_ms,
                                                   int repeats);
 

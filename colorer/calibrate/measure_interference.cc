@@ -13,11 +13,12 @@ namespace {
 
 // The classifier runs only when a sample's two halves slow each other down by at least this
 // much: a fifth of full sharing on the H200 (0.5: 639 GB/s alone, 322 GB/s under aggression,
-// shared/device/H200.md). Below it there is no contention to sort chunks by.
+// docs/hardware/h200.md, "VRAM channels"). Below it there is no contention to sort chunks by.
 constexpr double kMinReferenceSlowdown = 0.10;
 // A single 2 MiB chunk read with L2 discards must not beat a DRAM-bound set of half the chunks
 // by more than this factor; a cached read on the H200 has about half the latency of a DRAM read
-// (L2 hit ~280 cycles, shared/device/H200.md), so an L2-served victim would read about 2x faster.
+// (L2 hit ~280 cycles, docs/hardware/h200.md, "VRAM channels"), so an L2-served victim would
+// read about 2x faster.
 constexpr double kDramRatioLimit = 1.5;
 // Steps are capped so that a wrong bandwidth estimate cannot make one launch run for minutes.
 constexpr uint64_t kMaxSteps = uint64_t{1} << 24;

@@ -15,7 +15,7 @@ namespace {
 // Probe spacing of the fine scan: half a 128-byte L2 line.
 constexpr uint64_t kScanStep = 64;
 // Latency levels closer than this are the same level, whatever the noise: the H200's levels
-// are 258-312 cycles apart in steps of several cycles (shared/device/H200.md).
+// are 258-312 cycles apart in steps of several cycles (docs/hardware/h200.md, "VRAM channels").
 constexpr double kMinToleranceCycles = 4;
 constexpr uint32_t kProbesPerStride = 64;
 constexpr uint32_t kProbesPerChunk = 32;

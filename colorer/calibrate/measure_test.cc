@@ -1,4 +1,4 @@
-// The measurement pipeline against a model GPU: H200-like numbers (shared/device/H200.md),
+// The measurement pipeline against a model GPU: H200-like numbers (docs/hardware/h200.md),
 // chunks coloured by index, interference proportional to shared colours.
 
 #include "measure.h"
@@ -80,7 +80,8 @@ class ModelDevice final : public MeasureDevice {
     std::vector<uint64_t> out;
     for (uint64_t p : probes) {
       if (p % 8 != 0 || p < kBase) return absl::InvalidArgumentError("probe");
-      // L2 hits of 258..312 cycles, changing every 256 bytes (shared/device/H200.md).
+      // L2 hits of 258..312 cycles, changing every 256 bytes (docs/hardware/h200.md,
+      // "VRAM channels").
       out.push_back(iters * (258 + 6 * ((p >> 8) % 10)));
     }
     return out;
@@ -93,7 +94,8 @@ class ModelDevice final : public MeasureDevice {
     if (r.list < 0 || r.list >= kLists || lists_[r.list].empty() || r.blocks < 1) {
       return absl::InvalidArgumentError("launch");
     }
-    // 639 GB/s for 33 SMs' worth of blocks, 4.37 TB/s at most (shared/device/H200.md).
+    // 639 GB/s for 33 SMs' worth of blocks, 4.37 TB/s at most (docs/hardware/h200.md,
+    // "VRAM channels").
     double bw = std::min(4370.0, 639.0 / (33 * 6) * r.blocks);
     const bool small = lists_[r.list].size() * kChunk < info_.l2_bytes;
     if (small && (!r.discard || !o_.discard_reaches_dram)) bw *= 2;

@@ -40,7 +40,7 @@ struct VerdictRule {
   // Different-class slowdowns must stay at or below this fraction of the same-class minimum.
   double max_ratio = 0.5;
   // ... and this far below it, in absolute slowdown (0.5 = full sharing on the H200,
-  // shared/device/H200.md: 639 GB/s alone, 322 GB/s shared).
+  // docs/hardware/h200.md, "VRAM channels": 639 GB/s alone, 322 GB/s shared).
   double min_gap = 0.10;
   double min_confidence = 0.8;
 };

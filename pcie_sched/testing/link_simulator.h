@@ -25,7 +25,7 @@
 
 namespace missile::pcie::testing {
 
-// 55.4 GB/s: pinned 1 GiB host-to-device copies on the H200 (shared/device/H200.md).
+// 55.4 GB/s: pinned 1 GiB host-to-device copies on the H200 (docs/hardware/h200.md, "PCIe").
 inline constexpr double kH200HostToDeviceBytesPerNs = 55.4;
 
 struct SimTenant {

@@ -16,7 +16,8 @@
 // - LookupTableChannelMap: channel = table[(phys >> granule_shift) % table.size()], the form the
 //   Missile research artifact used.
 // - UniformChannelMap: n channels interleaved round-robin every 256 bytes, the model of a GPU
-//   whose interleave is far finer than any chunk (the H200 as measured; shared/device/H200.md).
+//   whose interleave is far finer than any chunk (the H200 as measured; docs/hardware/h200.md,
+//   "VRAM channels").
 
 #ifndef MISSILE_COLORER_CHANNEL_MAP_H_
 #define MISSILE_COLORER_CHANNEL_MAP_H_

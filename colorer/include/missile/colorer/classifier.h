@@ -5,8 +5,8 @@
 // - Chunks are named by ChunkIndex 0..num_chunks-1; what an index means is the oracle's business.
 // - Slowdown(a, b) is the relative bandwidth loss of a reader over chunk set a while another
 //   reader streams chunk set b: 0 = no interference, about 0.5 = the two share the same channels
-//   (H200: 639 GB/s alone, 322 GB/s shared, shared/device/H200.md). It returns an error when the
-//   measurement failed; the classifier stops and passes that error on.
+//   (H200: 639 GB/s alone, 322 GB/s shared, docs/hardware/h200.md, "VRAM channels"). It
+//   returns an error when the measurement failed; the classifier stops and passes that error on.
 // - Algorithm: each chunk in index order is compared with the classes found so far (largest
 //   first) by Slowdown({chunk}, {up to probe_group_size members of the class}); at or above
 //   `threshold` it joins that class, otherwise a new class starts. A decision whose value lies

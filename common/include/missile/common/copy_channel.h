@@ -1,9 +1,9 @@
 // The copy channel: the data plane between a tenant's shim and missiled's PCIe scheduler for
 // one GPU. gRPC is far too slow to sit between 2 MiB chunks that take 38 us each on the link
-// (shared/device/H200.md: 55 GB/s), and so is waking a thread per chunk: requests go through
-// a ring in shared memory (a memfd the daemon creates and passes on the side channel), and
-// every chunk has a gate, a few words in the same memory that the tenant also registers with
-// the driver, so that the GPU itself can wait on them and report to the daemon.
+// (docs/hardware/h200.md, "PCIe": 55 GB/s), and so is waking a thread per chunk: requests go
+// through a ring in shared memory (a memfd the daemon creates and passes on the side channel),
+// and every chunk has a gate, a few words in the same memory that the tenant also registers
+// with the driver, so that the GPU itself can wait on them and report to the daemon.
 //
 // Per direction (host-to-device, device-to-host):
 //   requests  tenant -> daemon: {bytes, chunk bytes, first gate}; chunk k of the copy (offset

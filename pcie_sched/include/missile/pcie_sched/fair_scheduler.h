@@ -117,7 +117,7 @@ class FairScheduler {
     // Largest chunk granted at once. Smaller chunks shorten an LS chunk's wait (see
     // LsWaitBoundNs) but cost one grant round trip each. 2 MiB: on the H200, a 4 MiB copy behind a
     // bulk copy issued in 2 MiB pieces waited p99 171 us instead of 17.9 ms
-    // (shared/device/H200.md).
+    // (docs/hardware/h200.md, "PCIe").
     uint64_t chunk_bytes = 2 * kMiB;
     // Chunk size for best-effort tenants' requests; 0: chunk_bytes. Every chunk boundary costs
     // the GPU a few microseconds with the link idle (bench/chunk_cost), so bulk copies move
