@@ -43,6 +43,17 @@ constexpr bool PerThreadFlavour(HookId id) {
   return symbol.ends_with("_ptsz") || symbol.ends_with("_ptds");
 }
 
+// The classification, checked where the table is compiled.
+static_assert(IsPacedWork(HookId::k_cuLaunchKernel) && IsPacedWork(HookId::k_cuLaunchKernelEx_ptsz));
+static_assert(IsPacedWork(HookId::k_cuGraphLaunch) && IsPacedWork(HookId::k_cuMemsetD8Async));
+static_assert(IsPacedWork(HookId::k_cuMemcpyHtoDAsync_v2) && IsPacedWork(HookId::k_cuMemcpyDtoD_v2));
+static_assert(!IsPacedWork(HookId::k_cuMemAdvise) && !IsPacedWork(HookId::k_cuMemAlloc_v2));
+static_assert(!IsPacedWork(HookId::k_cuStreamSynchronize) && IsSync(HookId::k_cuStreamSynchronize));
+static_assert(IsSync(HookId::k_cuCtxSynchronize_v2) && !IsSync(HookId::k_cuLaunchKernel));
+static_assert(PerThreadFlavour(HookId::k_cuLaunchKernel_ptsz) &&
+              PerThreadFlavour(HookId::k_cuMemcpyHtoD_v2_ptds) &&
+              !PerThreadFlavour(HookId::k_cuLaunchKernel));
+
 namespace pacing_detail {
 
 template <typename T>
