@@ -513,7 +513,7 @@ std::optional<CUresult> MemoryManager::AllocPitch(CUdeviceptr* dptr, size_t* pit
   return r;
 }
 
-void MemoryManager::ReleaseRange(Device& d, CUdeviceptr va) {
+void MemoryManager::ReleaseRange(Device& d, CUdeviceptr va) ABSL_EXCLUSIVE_LOCKS_REQUIRED(d.mu) {
   auto it = d.mappings.find(va);
   if (it == d.mappings.end()) return;
   Mapping m = std::move(it->second);
@@ -536,7 +536,8 @@ void MemoryManager::ReleaseRange(Device& d, CUdeviceptr va) {
   d.reuse_bytes = kept_bytes;
 }
 
-std::optional<CUdeviceptr> MemoryManager::TakeCached(Device& d, uint64_t bytes) {
+std::optional<CUdeviceptr> MemoryManager::TakeCached(Device& d, uint64_t bytes)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(d.mu) {
   // Newest first: its memory is the likeliest to be warm in the GPU's caches and TLBs.
   for (auto it = d.reuse.rbegin(); it != d.reuse.rend(); ++it) {
     if (it->mapping.bytes != bytes) continue;
@@ -550,13 +551,14 @@ std::optional<CUdeviceptr> MemoryManager::TakeCached(Device& d, uint64_t bytes) 
   return std::nullopt;
 }
 
-void MemoryManager::DrainCache(Device& d) {
+void MemoryManager::DrainCache(Device& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(d.mu) {
   for (const Device::Cached& c : d.reuse) UnmapRange(d, c.va, c.mapping);
   d.reuse.clear();
   d.reuse_bytes = 0;
 }
 
-void MemoryManager::UnmapRange(Device& d, CUdeviceptr va, const Mapping& m) {
+void MemoryManager::UnmapRange(Device& d, CUdeviceptr va, const Mapping& m)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(d.mu) {
   if (CUresult r = api_.MemUnmap(va, m.bytes); r != CUDA_SUCCESS) {
     // Mapped block by block: unmap block by block.
     for (uint64_t off = 0; off < m.bytes; off += d.granularity) {

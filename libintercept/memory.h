@@ -132,6 +132,8 @@ class MemoryManager {
   absl::StatusOr<CUdeviceptr> AllocSmall(Device& d, uint64_t bytes);
   absl::Status MapBlocks(Device& d, CUdeviceptr va, std::vector<BlockLease>& leases);
   absl::StatusOr<std::vector<BlockLease>> Lease(Device& d, bool single, uint64_t bytes);
+  // The helpers below that say "the caller holds d.mu" carry ABSL_EXCLUSIVE_LOCKS_REQUIRED(d.mu)
+  // on their definitions in memory.cc: Device is complete only there.
   // Takes the mapping at `va` out of use: keeps it mapped in the reuse cache, evicting the
   // oldest ranges past the cache's bounds. The caller holds d.mu.
   void ReleaseRange(Device& d, CUdeviceptr va);

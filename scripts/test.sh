@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 ./scripts/build.sh
 build_dir=${MISSILE_BUILD_DIR:-build}
+root=$(pwd)
 cd "$build_dir"
 if [ -e /dev/nvidiactl ] && command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
   echo "test: NVIDIA GPU present: running every test, GPU tests included"
@@ -17,4 +18,23 @@ else
     echo "$skipped" | sed 's/^/  skipped: /'
   fi
   ctest --output-on-failure --timeout 600 -LE gpu
+fi
+cd "$root"
+
+# The lock annotations (ABSL_GUARDED_BY & co., FAKECUDA_GUARDED_BY & co.) are checked only by
+# clang: build everything but the benchmarks once more with clang++ and -Wthread-safety as an
+# error. Only a static check, so the tests are not run again. Other clang warnings stay warnings.
+#   MISSILE_TSA_BUILD_DIR  its build directory (default: build-tsa)
+if command -v clang++ >/dev/null; then
+  tsa_dir=${MISSILE_TSA_BUILD_DIR:-build-tsa}
+  tsa_generator=()
+  command -v ninja >/dev/null && tsa_generator=(-G Ninja)
+  echo "test: clang -Wthread-safety build in $tsa_dir"
+  CC=clang CXX=clang++ cmake -S . -B "$tsa_dir" "${tsa_generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DMISSILE_BUILD_BENCH=OFF -DMISSILE_WERROR=OFF \
+    -DCMAKE_CXX_FLAGS="-Wthread-safety -Werror=thread-safety" >/dev/null
+  cmake --build "$tsa_dir" --parallel "$(nproc)"
+  echo "test: clang -Wthread-safety build: OK"
+else
+  echo "test: clang++ not found: SKIPPING the clang -Wthread-safety build" >&2
 fi

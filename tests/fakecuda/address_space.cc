@@ -1,16 +1,14 @@
 #include "address_space.h"
 
-#include <mutex>
-
 namespace fakecuda {
 
 void AddressSpace::Insert(const Region& region) {
-  std::unique_lock lock(mu_);
+  WriterLock lock(&mu_);
   regions_[region.base] = region;
 }
 
 bool AddressSpace::Remove(uintptr_t base, Region* removed) {
-  std::unique_lock lock(mu_);
+  WriterLock lock(&mu_);
   auto it = regions_.find(base);
   if (it == regions_.end()) return false;
   if (removed != nullptr) *removed = it->second;
@@ -19,7 +17,7 @@ bool AddressSpace::Remove(uintptr_t base, Region* removed) {
 }
 
 std::vector<Region> AddressSpace::RemoveIf(const std::function<bool(const Region&)>& pred) {
-  std::unique_lock lock(mu_);
+  WriterLock lock(&mu_);
   std::vector<Region> removed;
   for (auto it = regions_.begin(); it != regions_.end();) {
     if (pred(it->second)) {
@@ -33,7 +31,7 @@ std::vector<Region> AddressSpace::RemoveIf(const std::function<bool(const Region
 }
 
 bool AddressSpace::Update(uintptr_t base, const std::function<void(Region&)>& update) {
-  std::unique_lock lock(mu_);
+  WriterLock lock(&mu_);
   auto it = regions_.find(base);
   if (it == regions_.end()) return false;
   update(it->second);
@@ -48,21 +46,21 @@ std::map<uintptr_t, Region>::const_iterator AddressSpace::FindLocked(uintptr_t a
 }
 
 std::optional<Region> AddressSpace::Find(uintptr_t addr) const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   auto it = FindLocked(addr);
   if (it == regions_.end()) return std::nullopt;
   return it->second;
 }
 
 bool AddressSpace::Overlaps(uintptr_t addr, size_t len) const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (FindLocked(addr) != regions_.end()) return true;
   auto next = regions_.upper_bound(addr);
   return next != regions_.end() && next->first < addr + len;
 }
 
 MemClass AddressSpace::Classify(uintptr_t addr, int* device) const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   auto it = FindLocked(addr);
   if (it == regions_.end()) return MemClass::kPageable;
   if (device != nullptr) *device = it->second.device;
@@ -70,7 +68,7 @@ MemClass AddressSpace::Classify(uintptr_t addr, int* device) const {
 }
 
 CUresult AddressSpace::CheckAccess(uintptr_t addr, size_t len, bool write) const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   if (len == 0) len = 1;
   if (addr + len < addr) return CUDA_ERROR_INVALID_VALUE;
   uintptr_t cursor = addr;

@@ -19,7 +19,6 @@
 #include <functional>
 #include <map>
 #include <optional>
-#include <shared_mutex>
 #include <vector>
 
 #include "config.h"
@@ -79,9 +78,10 @@ class AddressSpace {
 
  private:
   // The region containing addr, or end().
-  std::map<uintptr_t, Region>::const_iterator FindLocked(uintptr_t addr) const;
+  std::map<uintptr_t, Region>::const_iterator FindLocked(uintptr_t addr) const
+      FAKECUDA_SHARED_LOCKS_REQUIRED(mu_);
 
-  mutable std::shared_mutex mu_;
+  mutable SharedMutex mu_;
   std::map<uintptr_t, Region> regions_ FAKECUDA_GUARDED_BY(mu_);  // by base address
 };
 

@@ -6,7 +6,7 @@ CUresult CallStats::OnCall(EntryId id) {
   const int i = static_cast<int>(id);
   const uint64_t n = counts_[i].fetch_add(1, std::memory_order_relaxed) + 1;
   if (armed_[i].load(std::memory_order_acquire) == 0) return CUDA_SUCCESS;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (auto it = rules_.begin(); it != rules_.end(); ++it) {
     if (it->id == id && it->nth == n) {
       const CUresult code = it->code;
@@ -23,7 +23,7 @@ uint64_t CallStats::Count(EntryId id) const {
 }
 
 void CallStats::ArmAbsolute(EntryId id, uint64_t nth, CUresult code) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   rules_.push_back({id, nth, code});
   armed_[static_cast<int>(id)].fetch_add(1, std::memory_order_release);
 }
@@ -31,7 +31,7 @@ void CallStats::ArmAbsolute(EntryId id, uint64_t nth, CUresult code) {
 void CallStats::ArmRelative(EntryId id, uint64_t nth, CUresult code) {
   // Read the count under the lock so two concurrent arms agree on "now"; a call racing with the
   // arm may or may not be counted before it, which is inherent to "from now on".
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   rules_.push_back({id, Count(id) + nth, code});
   armed_[static_cast<int>(id)].fetch_add(1, std::memory_order_release);
 }

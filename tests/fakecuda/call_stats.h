@@ -43,7 +43,7 @@ class CallStats {
 
   std::array<std::atomic<uint64_t>, kNumEntryPoints> counts_{};
   std::array<std::atomic<int>, kNumEntryPoints> armed_{};  // rules pending per entry point
-  std::mutex mu_;
+  Mutex mu_;
   std::vector<Rule> rules_ FAKECUDA_GUARDED_BY(mu_);
 };
 

@@ -57,7 +57,7 @@ CUresult ContextManager::Resolve(CUcontext handle, Context** ctx) const {
   if (handle == nullptr) return Current(ctx);
   auto* c = reinterpret_cast<Context*>(handle);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!KnownLocked(c)) return CUDA_ERROR_INVALID_CONTEXT;
   }
   if (!c->active.load(std::memory_order_acquire)) return CUDA_ERROR_INVALID_CONTEXT;
@@ -68,7 +68,7 @@ CUresult ContextManager::Resolve(CUcontext handle, Context** ctx) const {
 CUresult ContextManager::PrimaryRetain(CUdevice dev, CUcontext* out) {
   if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = CheckDevice(dev); r != CUDA_SUCCESS) return r;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (primary_[dev] == nullptr) primary_[dev] = NewContextLocked(dev, /*primary=*/true);
   Context* ctx = primary_[dev];
   if (primary_refs_[dev]++ == 0) {
@@ -83,7 +83,7 @@ CUresult ContextManager::PrimaryRelease(CUdevice dev) {
   if (CUresult r = CheckDevice(dev); r != CUDA_SUCCESS) return r;
   Context* to_teardown = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (primary_refs_[dev] == 0) return CUDA_ERROR_INVALID_CONTEXT;
     if (--primary_refs_[dev] == 0) {
       to_teardown = primary_[dev];
@@ -98,7 +98,7 @@ CUresult ContextManager::PrimaryReset(CUdevice dev) {
   if (CUresult r = CheckDevice(dev); r != CUDA_SUCCESS) return r;
   Context* to_teardown = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (primary_[dev] != nullptr && primary_refs_[dev] > 0) {
       to_teardown = primary_[dev];
       to_teardown->active.store(false, std::memory_order_release);
@@ -112,7 +112,7 @@ CUresult ContextManager::PrimaryReset(CUdevice dev) {
 CUresult ContextManager::PrimarySetFlags(CUdevice dev, unsigned flags) {
   if (CUresult r = CheckDevice(dev); r != CUDA_SUCCESS) return r;
   if (!ValidFlags(flags)) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   primary_flags_[dev] = flags;
   if (primary_[dev] != nullptr) primary_[dev]->flags.store(flags);
   return CUDA_SUCCESS;
@@ -121,7 +121,7 @@ CUresult ContextManager::PrimarySetFlags(CUdevice dev, unsigned flags) {
 CUresult ContextManager::PrimaryGetState(CUdevice dev, unsigned* flags, int* active) {
   if (flags == nullptr || active == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = CheckDevice(dev); r != CUDA_SUCCESS) return r;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   *flags = primary_flags_[dev];
   *active = primary_refs_[dev] > 0 ? 1 : 0;
   return CUDA_SUCCESS;
@@ -132,7 +132,7 @@ CUresult ContextManager::Create(CUdevice dev, unsigned flags, CUcontext* out) {
   if (CUresult r = CheckDevice(dev); r != CUDA_SUCCESS) return r;
   Context* ctx = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ctx = NewContextLocked(dev, /*primary=*/false);
     ctx->flags.store(flags);
     ctx->active.store(true, std::memory_order_release);
@@ -146,7 +146,7 @@ CUresult ContextManager::Destroy(CUcontext handle) {
   if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto* ctx = reinterpret_cast<Context*>(handle);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!KnownLocked(ctx) || ctx->primary || !ctx->active.load()) {
       return CUDA_ERROR_INVALID_CONTEXT;
     }

@@ -80,7 +80,7 @@ class ContextManager {
   void Teardown(Context* ctx) FAKECUDA_LOCKS_EXCLUDED(mu_);
 
   FakeState* state_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::vector<std::unique_ptr<Context>> all_ FAKECUDA_GUARDED_BY(mu_);
   std::unordered_set<Context*> known_ FAKECUDA_GUARDED_BY(mu_);
   std::array<Context*, kMaxDevices> primary_ FAKECUDA_GUARDED_BY(mu_){};

@@ -163,7 +163,7 @@ CUresult CopyEngine::CreateArray(Context* ctx, const CUDA_ARRAY_DESCRIPTOR* desc
     return CUDA_ERROR_INVALID_VALUE;
   }
   if (CUresult r = state_->memory().Alloc(ctx, bytes, &a.base); r != CUDA_SUCCESS) return r;
-  std::lock_guard<std::mutex> lock(arrays_mu_);
+  MutexLock lock(&arrays_mu_);
   const uintptr_t handle = next_array_;
   next_array_ += 0x10;
   arrays_[handle] = a;
@@ -174,7 +174,7 @@ CUresult CopyEngine::CreateArray(Context* ctx, const CUDA_ARRAY_DESCRIPTOR* desc
 CUresult CopyEngine::DestroyArray(CUarray array) {
   CUdeviceptr base = 0;
   {
-    std::lock_guard<std::mutex> lock(arrays_mu_);
+    MutexLock lock(&arrays_mu_);
     auto it = arrays_.find(reinterpret_cast<uintptr_t>(array));
     if (it == arrays_.end()) return CUDA_ERROR_INVALID_HANDLE;
     base = it->second.base;
@@ -184,7 +184,7 @@ CUresult CopyEngine::DestroyArray(CUarray array) {
 }
 
 std::optional<CopyEngine::FakeArray> CopyEngine::FindArray(CUarray array) const {
-  std::lock_guard<std::mutex> lock(arrays_mu_);
+  MutexLock lock(&arrays_mu_);
   auto it = arrays_.find(reinterpret_cast<uintptr_t>(array));
   if (it == arrays_.end()) return std::nullopt;
   return it->second;

@@ -81,7 +81,7 @@ class CopyEngine {
   std::optional<FakeArray> FindArray(CUarray array) const;
 
   FakeState* state_;
-  mutable std::mutex arrays_mu_;
+  mutable Mutex arrays_mu_;
   std::map<uintptr_t, FakeArray> arrays_ FAKECUDA_GUARDED_BY(arrays_mu_);
   uintptr_t next_array_ FAKECUDA_GUARDED_BY(arrays_mu_) = 0x4000;
 };

@@ -58,7 +58,7 @@ class Graph {
   struct Node {
     GraphOp op;
   };
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::vector<std::unique_ptr<Node>> nodes_ FAKECUDA_GUARDED_BY(mu_);
   CUgraphNode tail_ FAKECUDA_GUARDED_BY(mu_) = nullptr;
   bool finished_ FAKECUDA_GUARDED_BY(mu_) = false;
@@ -95,7 +95,7 @@ class GraphManager {
   uint64_t NextCaptureId() { return next_capture_id_.fetch_add(1) + 1; }
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::unordered_map<CUgraph, std::shared_ptr<Graph>> graphs_ FAKECUDA_GUARDED_BY(mu_);
   std::unordered_map<CUgraphExec, std::shared_ptr<GraphExec>> execs_ FAKECUDA_GUARDED_BY(mu_);
   std::atomic<uint64_t> next_capture_id_{0};

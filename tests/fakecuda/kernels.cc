@@ -111,7 +111,7 @@ CUresult ModuleManager::Load(Context* ctx, const void* image, CUmodule* out) {
   }
   auto module = std::make_unique<Module>();
   module->ctx = ctx;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (int i = 0; i < kNumKernels; ++i) {
     module->functions[i].kind = static_cast<KernelKind>(i);
     functions_[reinterpret_cast<CUfunction>(&module->functions[i])] = static_cast<KernelKind>(i);
@@ -128,7 +128,7 @@ void ModuleManager::UnloadLocked(Module* module) {
 }
 
 CUresult ModuleManager::Unload(CUmodule handle) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = live_.find(reinterpret_cast<Module*>(handle));
   if (it == live_.end()) return CUDA_ERROR_INVALID_HANDLE;
   UnloadLocked(*it);
@@ -137,7 +137,7 @@ CUresult ModuleManager::Unload(CUmodule handle) {
 
 CUresult ModuleManager::GetFunction(CUmodule handle, const char* name, CUfunction* out) {
   if (out == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = live_.find(reinterpret_cast<Module*>(handle));
   if (it == live_.end()) return CUDA_ERROR_INVALID_HANDLE;
   for (int i = 0; i < kNumKernels; ++i) {
@@ -150,7 +150,7 @@ CUresult ModuleManager::GetFunction(CUmodule handle, const char* name, CUfunctio
 }
 
 CUresult ModuleManager::Lookup(CUfunction f, KernelKind* kind) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = functions_.find(f);
   if (it == functions_.end()) return CUDA_ERROR_INVALID_HANDLE;
   *kind = it->second;
@@ -158,7 +158,7 @@ CUresult ModuleManager::Lookup(CUfunction f, KernelKind* kind) const {
 }
 
 void ModuleManager::ReleaseContext(Context* ctx) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<Module*> doomed;
   for (Module* m : live_) {
     if (m->ctx == ctx) doomed.push_back(m);

@@ -81,7 +81,7 @@ class ModuleManager {
   };
   void UnloadLocked(Module* module) FAKECUDA_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::vector<std::unique_ptr<Module>> all_ FAKECUDA_GUARDED_BY(mu_);
   std::unordered_set<Module*> live_ FAKECUDA_GUARDED_BY(mu_);
   std::unordered_map<CUfunction, KernelKind> functions_ FAKECUDA_GUARDED_BY(mu_);

@@ -73,7 +73,7 @@ PhysAllocator::PhysAllocator(SharedState* shared, const Config& config)
 
 uint64_t PhysAllocator::FrameAt(int device, uint64_t order_index) {
   if (!shuffle_) return order_index;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<uint32_t>& perm = permutations_[device];
   if (perm.empty()) {
     // Fisher-Yates with our own bounded draw: std::uniform_int_distribution is not specified

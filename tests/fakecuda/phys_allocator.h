@@ -54,7 +54,7 @@ class PhysAllocator {
   uint64_t seed_;
   uint64_t frames_;
   uint64_t self_id_;
-  std::mutex mu_;
+  Mutex mu_;
   std::vector<std::vector<uint32_t>> permutations_ FAKECUDA_GUARDED_BY(mu_);  // per device
 };
 

@@ -31,7 +31,7 @@ PoolManager::Pool* PoolManager::DefaultLocked(int device) {
 CUresult PoolManager::DefaultPool(CUdevice dev, CUmemoryPool* out) {
   if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = state_->contexts().CheckDevice(dev); r != CUDA_SUCCESS) return r;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   *out = DefaultLocked(dev)->handle();
   return CUDA_SUCCESS;
 }
@@ -39,7 +39,7 @@ CUresult PoolManager::DefaultPool(CUdevice dev, CUmemoryPool* out) {
 CUresult PoolManager::CurrentPool(CUdevice dev, CUmemoryPool* out) {
   if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = state_->contexts().CheckDevice(dev); r != CUDA_SUCCESS) return r;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   DefaultLocked(dev);
   *out = current_[dev]->handle();
   return CUDA_SUCCESS;
@@ -47,7 +47,7 @@ CUresult PoolManager::CurrentPool(CUdevice dev, CUmemoryPool* out) {
 
 CUresult PoolManager::SetCurrentPool(CUdevice dev, CUmemoryPool pool) {
   if (CUresult r = state_->contexts().CheckDevice(dev); r != CUDA_SUCCESS) return r;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Pool* p = LookupLocked(pool);
   if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (p->device != dev) return CUDA_ERROR_INVALID_DEVICE;
@@ -69,14 +69,14 @@ CUresult PoolManager::Create(const CUmemPoolProps* props, CUmemoryPool* out) {
   }
   auto pool = std::make_unique<Pool>();
   pool->device = props->location.id;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   *out = pool->handle();
   pools_[pool.get()] = std::move(pool);
   return CUDA_SUCCESS;
 }
 
 CUresult PoolManager::Destroy(CUmemoryPool pool) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Pool* p = LookupLocked(pool);
   if (p == nullptr || p->is_default) return CUDA_ERROR_INVALID_VALUE;
   // Outstanding allocations stay valid; their memory is released when they are freed.
@@ -88,7 +88,7 @@ CUresult PoolManager::Destroy(CUmemoryPool pool) {
 
 CUresult PoolManager::SetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
   if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Pool* p = LookupLocked(pool);
   if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
   int int_value = 0;
@@ -129,7 +129,7 @@ CUresult PoolManager::SetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, 
 
 CUresult PoolManager::GetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
   if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Pool* p = LookupLocked(pool);
   if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto put_int = [value](int v) { std::memcpy(value, &v, sizeof(v)); };
@@ -165,7 +165,7 @@ CUresult PoolManager::GetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, 
 }
 
 CUresult PoolManager::TrimTo(CUmemoryPool pool, size_t min_bytes_to_keep) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Pool* p = LookupLocked(pool);
   if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
   TrimLocked(p, min_bytes_to_keep);
@@ -191,7 +191,7 @@ CUresult PoolManager::AllocAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool p
   if (size < bytes) return CUDA_ERROR_OUT_OF_MEMORY;
   Region region;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     Pool* p = nullptr;
     if (pool == nullptr) {
       DefaultLocked(s->ctx()->device);
@@ -247,7 +247,7 @@ CUresult PoolManager::FreeAsync(CUdeviceptr dptr, CUstream stream, DefaultStream
   if (CUresult rc = state_->streams().Resolve(stream, mode, &s); rc != CUDA_SUCCESS) return rc;
   auto* pool = reinterpret_cast<Pool*>(r->pool);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!pool->freeing.emplace(dptr, true).second) return CUDA_ERROR_INVALID_VALUE;  // twice
   }
   s->Enqueue([this, pool, dptr] { ReturnBlock(pool, dptr); });
@@ -261,7 +261,7 @@ CUresult PoolManager::FreeNow(CUdeviceptr dptr) {
   }
   auto* pool = reinterpret_cast<Pool*>(r->pool);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!pool->freeing.emplace(dptr, true).second) return CUDA_ERROR_INVALID_VALUE;
   }
   ReturnBlock(pool, dptr);
@@ -270,7 +270,7 @@ CUresult PoolManager::FreeNow(CUdeviceptr dptr) {
 
 void PoolManager::ReturnBlock(Pool* pool, uintptr_t ptr) {
   state_->address_space().Remove(ptr);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   pool->freeing.erase(ptr);
   auto it = pool->live.find(ptr);
   if (it == pool->live.end()) return;

@@ -80,7 +80,7 @@ class PoolManager {
   void TrimLocked(Pool* pool, uint64_t keep) FAKECUDA_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   FakeState* state_;
-  std::mutex mu_;
+  Mutex mu_;
   std::unordered_map<Pool*, std::unique_ptr<Pool>> pools_ FAKECUDA_GUARDED_BY(mu_);
   std::array<Pool*, kMaxDevices> default_ FAKECUDA_GUARDED_BY(mu_){};
   std::array<Pool*, kMaxDevices> current_ FAKECUDA_GUARDED_BY(mu_){};

@@ -32,16 +32,18 @@ void Stream::Start() {
 }
 
 void Stream::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (true) {
-    work_cv_.wait(lock, [this] { return !queue_.empty() || closing_; });
+    lock.Wait(work_cv_, [this]() FAKECUDA_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !queue_.empty() || closing_;
+    });
     if (queue_.empty()) break;  // closing and drained
     Item item = std::move(queue_.front());
     queue_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     if (item.op) item.op();
     item.op = nullptr;  // release captures before reporting completion
-    lock.lock();
+    lock.Lock();
     if (item.mark) item.mark();
     item.mark = nullptr;
     ++completed_;
@@ -50,7 +52,7 @@ void Stream::Run() {
 }
 
 uint64_t Stream::EnqueueMarked(Op op, Op mark) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   // Like a GPU's command queue, a stream holds a bounded number of operations; past that the
   // enqueueing thread waits for the stream to drain (FAKECUDA_STREAM_DEPTH, default 1024).
   static const size_t depth = [] {
@@ -58,7 +60,9 @@ uint64_t Stream::EnqueueMarked(Op op, Op mark) {
     long n = v != nullptr ? atol(v) : 0;
     return n > 0 ? static_cast<size_t>(n) : size_t{1024};
   }();
-  done_cv_.wait(lock, [&] { return queue_.size() < depth || closing_; });
+  lock.Wait(done_cv_, [&]() FAKECUDA_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return queue_.size() < depth || closing_;
+  });
   if (closing_) return completed_;  // nothing to wait for
   queue_.push_back(Item{std::move(op), std::move(mark)});
   work_cv_.notify_one();
@@ -66,14 +70,14 @@ uint64_t Stream::EnqueueMarked(Op op, Op mark) {
 }
 
 void Stream::WaitFor(uint64_t seq) {
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return completed_ >= seq; });
+  MutexLock lock(&mu_);
+  lock.Wait(done_cv_, [&]() FAKECUDA_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return completed_ >= seq; });
 }
 
 void Stream::Synchronize() {
   uint64_t target = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     target = enqueued_;
   }
   WaitFor(target);
@@ -81,7 +85,7 @@ void Stream::Synchronize() {
 
 CUresult Stream::Submit(Op op, bool wait) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (capture_ != nullptr) {
       if (capture_invalidated_) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
       capture_->Add(std::move(op));
@@ -94,7 +98,7 @@ CUresult Stream::Submit(Op op, bool wait) {
 }
 
 CUresult Stream::BeginCapture(std::shared_ptr<Graph> graph, uint64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (capture_ != nullptr) return CUDA_ERROR_ILLEGAL_STATE;
   capture_ = std::move(graph);
   capture_id_ = id;
@@ -103,7 +107,7 @@ CUresult Stream::BeginCapture(std::shared_ptr<Graph> graph, uint64_t id) {
 }
 
 CUresult Stream::EndCapture(std::shared_ptr<Graph>* graph) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (capture_ == nullptr) return CUDA_ERROR_ILLEGAL_STATE;
   *graph = std::move(capture_);
   capture_ = nullptr;
@@ -113,7 +117,7 @@ CUresult Stream::EndCapture(std::shared_ptr<Graph>* graph) {
 }
 
 Stream::CaptureInfo Stream::Capture() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   CaptureInfo info;
   if (capture_ != nullptr) {
     info.status = capture_invalidated_ ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
@@ -125,36 +129,36 @@ Stream::CaptureInfo Stream::Capture() const {
 }
 
 CUresult Stream::RefuseDuringCapture() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (capture_ == nullptr) return CUDA_SUCCESS;
   capture_invalidated_ = true;
   return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
 bool Stream::Idle() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return completed_ == enqueued_;
 }
 
 void Stream::Close() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   closing_ = true;
   work_cv_.notify_one();
 }
 
 bool Stream::closed() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return closing_;
 }
 
 uint64_t Event::BeginRecord() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   capture_id_.store(0);
   return ++recorded_;
 }
 
 void Event::Complete(uint64_t generation, uint64_t time_ns) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (generation <= completed_) return;  // a later record already completed
   completed_ = generation;
   time_ns_ = time_ns;
@@ -162,20 +166,20 @@ void Event::Complete(uint64_t generation, uint64_t time_ns) {
 }
 
 CUresult Event::Query() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return completed_ >= recorded_ ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 void Event::Synchronize() const { WaitFor(LatestRecord()); }
 
 uint64_t Event::LatestRecord() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return recorded_;
 }
 
 void Event::WaitFor(uint64_t generation) const {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return completed_ >= generation; });
+  MutexLock lock(&mu_);
+  lock.Wait(cv_, [&]() FAKECUDA_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return completed_ >= generation; });
 }
 
 CUresult Event::ElapsedMs(const Event& end, float* ms) const {
@@ -185,13 +189,13 @@ CUresult Event::ElapsedMs(const Event& end, float* ms) const {
   uint64_t start_ns = 0;
   uint64_t end_ns = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (recorded_ == 0) return CUDA_ERROR_INVALID_HANDLE;
     if (completed_ < recorded_) return CUDA_ERROR_NOT_READY;
     start_ns = time_ns_;
   }
   {
-    std::lock_guard<std::mutex> lock(end.mu_);
+    MutexLock lock(&end.mu_);
     if (end.recorded_ == 0) return CUDA_ERROR_INVALID_HANDLE;
     if (end.completed_ < end.recorded_) return CUDA_ERROR_NOT_READY;
     end_ns = end.time_ns_;
@@ -215,7 +219,7 @@ CUresult StreamManager::Create(Context* ctx, unsigned flags, int priority, CUstr
   priority = std::clamp(priority, kGreatestPriority, kLeastPriority);
   auto stream = std::make_shared<Stream>(ctx, flags, priority);
   stream->Start();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   streams_[stream->handle()] = stream;
   *out = stream->handle();
   return CUDA_SUCCESS;
@@ -224,7 +228,7 @@ CUresult StreamManager::Create(Context* ctx, unsigned flags, int priority, CUstr
 CUresult StreamManager::Destroy(CUstream handle) {
   std::shared_ptr<Stream> stream;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = streams_.find(handle);
     if (it == streams_.end()) return CUDA_ERROR_INVALID_HANDLE;
     stream = std::move(it->second);
@@ -239,7 +243,7 @@ std::shared_ptr<Stream> StreamManager::PerThreadStream(Context* ctx) {
   if (slot == nullptr || slot->closed()) {
     slot = std::make_shared<Stream>(ctx, 0, kLeastPriority);
     slot->Start();
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     std::vector<std::weak_ptr<Stream>>& list = per_thread_[ctx];
     std::erase_if(list, [](const std::weak_ptr<Stream>& w) { return w.expired(); });
     list.push_back(slot);
@@ -251,7 +255,7 @@ CUresult StreamManager::Resolve(CUstream handle, DefaultStream mode, std::shared
   const bool is_default =
       handle == nullptr || handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD;
   if (!is_default) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = streams_.find(handle);
     if (it == streams_.end()) return CUDA_ERROR_INVALID_HANDLE;
     *out = it->second;
@@ -265,7 +269,7 @@ CUresult StreamManager::Resolve(CUstream handle, DefaultStream mode, std::shared
     *out = PerThreadStream(ctx);
     return CUDA_SUCCESS;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::shared_ptr<Stream>& slot = legacy_[ctx];
   if (slot == nullptr || slot->closed()) {
     slot = std::make_shared<Stream>(ctx, 0, kLeastPriority);
@@ -277,7 +281,7 @@ CUresult StreamManager::Resolve(CUstream handle, DefaultStream mode, std::shared
 
 std::vector<std::shared_ptr<Stream>> StreamManager::StreamsOf(Context* ctx) {
   std::vector<std::shared_ptr<Stream>> result;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (auto& [handle, stream] : streams_) {
     if (stream->ctx() == ctx) result.push_back(stream);
   }
@@ -299,7 +303,7 @@ void StreamManager::SynchronizeContext(Context* ctx) {
 void StreamManager::ReleaseContext(Context* ctx) {
   std::vector<std::shared_ptr<Stream>> streams = StreamsOf(ctx);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     std::erase_if(streams_, [ctx](const auto& entry) { return entry.second->ctx() == ctx; });
     legacy_.erase(ctx);
     per_thread_.erase(ctx);
@@ -319,20 +323,20 @@ CUresult StreamManager::CreateEvent(Context* ctx, unsigned flags, CUevent* out) 
   }
   auto event = std::make_shared<Event>(ctx, flags);
   const auto handle = reinterpret_cast<CUevent>(event.get());
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   events_[handle] = std::move(event);
   *out = handle;
   return CUDA_SUCCESS;
 }
 
 CUresult StreamManager::DestroyEvent(CUevent handle) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   // Pending records keep the Event alive through their shared_ptr.
   return events_.erase(handle) != 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 CUresult StreamManager::LookupEvent(CUevent handle, std::shared_ptr<Event>* out) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = events_.find(handle);
   if (it == events_.end()) return CUDA_ERROR_INVALID_HANDLE;
   *out = it->second;

@@ -99,7 +99,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   Context* const ctx_;
   const unsigned flags_;
   const int priority_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable work_cv_;
   mutable std::condition_variable done_cv_;
   struct Item {
@@ -142,7 +142,7 @@ class Event {
  private:
   Context* const ctx_;
   const unsigned flags_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   mutable std::condition_variable cv_;
   uint64_t recorded_ FAKECUDA_GUARDED_BY(mu_) = 0;
   uint64_t completed_ FAKECUDA_GUARDED_BY(mu_) = 0;
@@ -183,7 +183,7 @@ class StreamManager {
   std::shared_ptr<Stream> PerThreadStream(Context* ctx) FAKECUDA_LOCKS_EXCLUDED(mu_);
 
   FakeState* state_;
-  std::mutex mu_;
+  Mutex mu_;
   std::unordered_map<CUstream, std::shared_ptr<Stream>> streams_ FAKECUDA_GUARDED_BY(mu_);
   std::unordered_map<Context*, std::shared_ptr<Stream>> legacy_ FAKECUDA_GUARDED_BY(mu_);
   std::unordered_map<Context*, std::vector<std::weak_ptr<Stream>>> per_thread_

@@ -146,7 +146,7 @@ CUresult VmmManager::Create(CUmemGenericAllocationHandle* handle, size_t size,
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   chunk->inode = {st.st_dev, st.st_ino};
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::erase_if(chunks_, [](const auto& entry) { return entry.second.expired(); });
   chunks_[chunk->inode] = chunk;
   *handle = AddHandleLocked(std::move(chunk), *prop);
@@ -154,7 +154,7 @@ CUresult VmmManager::Create(CUmemGenericAllocationHandle* handle, size_t size,
 }
 
 CUresult VmmManager::Release(CUmemGenericAllocationHandle handle) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Handle* h = LiveHandleLocked(handle);
   if (h == nullptr) return CUDA_ERROR_INVALID_VALUE;
   --h->refs;
@@ -192,14 +192,14 @@ CUresult VmmManager::AddressReserve(CUdeviceptr* ptr, size_t size, size_t alignm
     if (tail > 0) munmap(reinterpret_cast<void*>(aligned + size), tail);
     base = reinterpret_cast<void*>(aligned);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   reservations_[reinterpret_cast<uintptr_t>(base)] = size;
   *ptr = reinterpret_cast<CUdeviceptr>(base);
   return CUDA_SUCCESS;
 }
 
 CUresult VmmManager::AddressFree(CUdeviceptr ptr, size_t size) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = reservations_.find(ptr);
   if (it == reservations_.end() || it->second != size) return CUDA_ERROR_INVALID_VALUE;
   // Mappings left in the range go with it.
@@ -236,7 +236,7 @@ CUresult VmmManager::Map(CUdeviceptr ptr, size_t size, size_t offset,
       ptr % kGranularity != 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Handle* h = LiveHandleLocked(handle);
   if (h == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (offset > h->chunk->size || size > h->chunk->size - offset) return CUDA_ERROR_INVALID_VALUE;
@@ -296,7 +296,7 @@ void VmmManager::UnmapOneLocked(std::map<uintptr_t, Mapping>::iterator it) {
 
 CUresult VmmManager::Unmap(CUdeviceptr ptr, size_t size) {
   if (size == 0) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   // The range must be made of whole, back-to-back mappings.
   uintptr_t cursor = ptr;
   for (auto it = mappings_.find(ptr); cursor < ptr + size; ++it) {
@@ -329,7 +329,7 @@ CUresult VmmManager::SetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDe
       return CUDA_ERROR_INVALID_VALUE;
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   // "The range must be a fully mapped address range": whole, back-to-back mappings.
   uintptr_t cursor = ptr;
   for (auto it = mappings_.find(ptr); cursor < ptr + size; ++it) {
@@ -364,7 +364,7 @@ CUresult VmmManager::SetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDe
 CUresult VmmManager::GetAccess(unsigned long long* flags, const CUmemLocation* location,
                                CUdeviceptr ptr) {
   if (flags == nullptr || location == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = MappingOfLocked(ptr);
   if (it == mappings_.end()) return CUDA_ERROR_INVALID_VALUE;
   if (location->type == CU_MEM_LOCATION_TYPE_DEVICE) {
@@ -382,7 +382,7 @@ CUresult VmmManager::Export(void* shareable, CUmemGenericAllocationHandle handle
                             CUmemAllocationHandleType type, unsigned long long flags) {
   if (shareable == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Handle* h = LiveHandleLocked(handle);
   if (h == nullptr || (h->chunk->handle_types & type) == 0) return CUDA_ERROR_INVALID_VALUE;
   const int fd = dup(h->chunk->fd);  // the caller owns it; not close-on-exec, like any new fd
@@ -415,7 +415,7 @@ CUresult VmmManager::Import(CUmemGenericAllocationHandle* handle, void* os_handl
       return r;
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const std::pair<dev_t, ino_t> inode{st.st_dev, st.st_ino};
   std::shared_ptr<Chunk> chunk;
   if (auto it = chunks_.find(inode); it != chunks_.end()) chunk = it->second.lock();
@@ -446,7 +446,7 @@ CUresult VmmManager::Import(CUmemGenericAllocationHandle* handle, void* os_handl
 
 CUresult VmmManager::RetainHandle(CUmemGenericAllocationHandle* handle, void* addr) {
   if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = MappingOfLocked(reinterpret_cast<uintptr_t>(addr));
   if (it == mappings_.end()) return CUDA_ERROR_INVALID_VALUE;
   auto h = handles_.find(it->second.handle);
@@ -458,7 +458,7 @@ CUresult VmmManager::RetainHandle(CUmemGenericAllocationHandle* handle, void* ad
 
 CUresult VmmManager::GetProperties(CUmemAllocationProp* prop, CUmemGenericAllocationHandle handle) {
   if (prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Handle* h = LiveHandleLocked(handle);
   if (h == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *prop = CUmemAllocationProp{};
@@ -470,7 +470,7 @@ CUresult VmmManager::GetProperties(CUmemAllocationProp* prop, CUmemGenericAlloca
 
 CUresult VmmManager::ChunkPhys(CUmemGenericAllocationHandle handle, unsigned long long* phys) {
   if (phys == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Handle* h = LiveHandleLocked(handle);
   if (h == nullptr || !h->chunk->has_phys) return CUDA_ERROR_INVALID_VALUE;
   *phys = h->chunk->phys;
@@ -479,7 +479,7 @@ CUresult VmmManager::ChunkPhys(CUmemGenericAllocationHandle handle, unsigned lon
 
 CUresult VmmManager::PointerPhys(CUdeviceptr ptr, unsigned long long* phys) {
   if (phys == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = MappingOfLocked(ptr);
   if (it == mappings_.end() || !it->second.chunk->has_phys) return CUDA_ERROR_INVALID_VALUE;
   *phys = it->second.chunk->phys + it->second.offset + (ptr - it->first);

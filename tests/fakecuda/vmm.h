@@ -122,7 +122,7 @@ class VmmManager {
       FAKECUDA_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   FakeState* state_;
-  std::mutex mu_;
+  Mutex mu_;
   CUmemGenericAllocationHandle next_handle_ FAKECUDA_GUARDED_BY(mu_) = 0x1000;
   std::map<CUmemGenericAllocationHandle, Handle> handles_ FAKECUDA_GUARDED_BY(mu_);
   std::map<uintptr_t, size_t> reservations_ FAKECUDA_GUARDED_BY(mu_);  // base -> size
