@@ -26,7 +26,7 @@ const char kCtlUsage[] =
     "      PACING: --pacing on|off  --window-items N (1..1024)  --window-us N (0..1000000)\n"
     "              --ls-idle-us N (0..1000000)  --ls-stale-ms N (1..600000)\n"
     "              --max-hold-ms N (0..600000)  --unknown-us N (0..1000000)\n"
-    "              --share-slack-us N (0..1000000)\n"
+    "              --share-slack-us N (0..1000000)  --refill-us N (0..1000000)\n"
     "\n"
     "options:\n"
     "  --socket PATH   missiled's socket (default $MISSILE_SOCKET or /run/missile/missiled.sock)\n"
