@@ -14,9 +14,11 @@ TEST(DriverCandidatesTest, ExplicitPathIsTheOnlyCandidate) {
 }
 
 TEST(DriverCandidatesTest, LibraryPathThenSystemThenCacheWithoutStubsOrDuplicates) {
-  std::string cache("junk\0/usr/lib/x86_64-linux-gnu/libcuda.so.1\0/opt/nv/libcuda.so.1\0"
-                    "/opt/nv/libcuda.so\0/usr/local/cuda/lib64/stubs/libcuda.so.1\0",
-                    130);
+  // The literal's own length (sizeof less its terminating NUL): the embedded NULs are data.
+  static constexpr char kCache[] =
+      "junk\0/usr/lib/x86_64-linux-gnu/libcuda.so.1\0/opt/nv/libcuda.so.1\0"
+      "/opt/nv/libcuda.so\0/usr/local/cuda/lib64/stubs/libcuda.so.1\0";
+  std::string cache(kCache, sizeof(kCache) - 1);
   auto c = DriverCandidates("", "/first::/usr/local/cuda/lib64/stubs", cache);
   ASSERT_GE(c.size(), 3u);
   EXPECT_EQ(c.front(), "/first/libcuda.so.1");
