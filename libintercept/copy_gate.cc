@@ -176,47 +176,18 @@ CUresult CopyGate::EnqueueAsync(copych::Direction dir, uint64_t bytes, CUstream 
 
 CUresult CopyGate::EnqueueHostPacedPiece(copych::Direction dir, uint64_t bytes, uint64_t chunk,
                                          CUstream stream, bool ptsz, const AsyncChunk& copy) {
-  if (abandoned()) return copy(0, bytes, stream);
+  // A synchronous copy's chunk loop in this thread, each chunk enqueued on the caller's stream
+  // and reported done by the GPU: nothing of it waits on the stream for a gate.
   absl::MutexLock in_order(&side_[dir].enqueue_mu);
-  const uint64_t chunks = (bytes + chunk - 1) / chunk;
-  auto query = ptsz ? api_->StreamQueryPtsz : api_->StreamQuery;
-  const bool idle = query != nullptr && query(stream) == CUDA_SUCCESS;
-  std::optional<uint32_t> first = Post(dir, bytes, chunk, /*arrived=*/idle);
-  if (!first.has_value()) {
-    return Unscheduled([&](uint64_t off, uint64_t len) { return copy(off, len, stream); }, bytes);
-  }
-  auto write = ptsz ? api_->StreamWriteValue32Ptsz : api_->StreamWriteValue32;
-  copych::Gates& g = region_->ring[dir].gates;
-  // Behind earlier work on its stream the copy is not at the link yet: the GPU says when it
-  // is (a write, which never waits).
-  if (!idle && write(stream, DeviceAddress(&g.arrived[*first]), 1,
-                     CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS) {
-    g.arrived[*first].store(1, std::memory_order_release);
-  }
-  CUresult result = CUDA_SUCCESS;
-  for (uint64_t k = 0; k < chunks; ++k) {
-    const uint32_t gate = copych::GateOf(*first, k);
-    if (result == CUDA_SUCCESS) {
-      WaitGo(dir, gate);  // abandoned: go ahead without the daemon
-      const uint64_t off = k * chunk;
-      result = copy(off, std::min(chunk, bytes - off), stream);
-      if (result == CUDA_SUCCESS && write(stream, DeviceAddress(&g.done[gate]), 1,
-                                          CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS) {
-        continue;
-      }
-      if (result == CUDA_SUCCESS) {
-        // The GPU cannot report this chunk: report it once it is surely done.
-        auto sync = ptsz ? api_->StreamSynchronizePtsz : api_->StreamSynchronize;
-        if (sync != nullptr) sync(stream);
-      }
-    }
-    g.done[gate].store(copych::kDoneCopied, std::memory_order_release);
-  }
-  return result;
+  return RunSyncPiece(
+      dir, bytes, chunk, stream, ptsz,
+      [&](uint64_t off, uint64_t len) { return copy(off, len, stream); },
+      /*gpu_reports_done=*/true);
 }
 
 CUresult CopyGate::RunSyncPiece(copych::Direction dir, uint64_t bytes, uint64_t chunk,
-                                CUstream order, bool ptsz, const Chunk& copy) {
+                                CUstream order, bool ptsz, const Chunk& copy,
+                                bool gpu_reports_done) {
   if (abandoned()) return copy(0, bytes);
   const uint64_t chunks = (bytes + chunk - 1) / chunk;
   // The copy starts only after the work already on its stream (a synchronous copy waits for
@@ -244,6 +215,16 @@ CUresult CopyGate::RunSyncPiece(copych::Direction dir, uint64_t bytes, uint64_t 
       WaitGo(dir, gate);  // abandoned: go ahead without the daemon
       uint64_t off = k * chunk;
       result = copy(off, std::min(chunk, bytes - off));
+      if (result == CUDA_SUCCESS && gpu_reports_done) {
+        auto write = ptsz ? api_->StreamWriteValue32Ptsz : api_->StreamWriteValue32;
+        if (write(order, DeviceAddress(&g.done[gate]), 1, CU_STREAM_WRITE_VALUE_DEFAULT) ==
+            CUDA_SUCCESS) {
+          continue;
+        }
+        // The GPU cannot report this chunk: report it once it is surely done.
+        auto sync = ptsz ? api_->StreamSynchronizePtsz : api_->StreamSynchronize;
+        if (sync != nullptr) sync(order);
+      }
     }
     g.done[gate].store(copych::kDoneCopied, std::memory_order_release);
   }

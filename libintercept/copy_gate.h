@@ -90,8 +90,10 @@ class CopyGate {
     constexpr uint64_t kMaxPiece = uint64_t{1} << 30;
     return std::max(chunk, std::min(chunk * (copych::kGates / 4), kMaxPiece / chunk * chunk));
   }
+  // `gpu_reports_done`: each chunk is enqueued on `order` (a host-paced asynchronous copy), so
+  // a write on the stream reports it done; otherwise the chunk's copy returned when done.
   CUresult RunSyncPiece(copych::Direction dir, uint64_t bytes, uint64_t chunk, CUstream order,
-                        bool ptsz, const Chunk& copy);
+                        bool ptsz, const Chunk& copy, bool gpu_reports_done = false);
   CUresult EnqueueAsyncPiece(copych::Direction dir, uint64_t bytes, uint64_t chunk,
                              CUstream stream, bool ptsz, const AsyncChunk& copy);
   CUresult EnqueueHostPacedPiece(copych::Direction dir, uint64_t bytes, uint64_t chunk,

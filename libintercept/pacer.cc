@@ -117,6 +117,12 @@ bool Pacer::Capturing(CUstream stream, bool ptsz) const {
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
+bool Pacer::Paces() const {
+  if (!enabled()) return false;
+  // An LS tenant marks its work for the BE tenants of its GPU; with none there is no one to tell.
+  return best_effort() || region_->header.policy.be_tenants.load(std::memory_order_relaxed) != 0;
+}
+
 bool Pacer::best_effort() const {
   return slot_->cls.load(std::memory_order_relaxed) == pacingreg::kBe;
 }
@@ -229,13 +235,15 @@ void Pacer::SetActiveLocked(bool active, uint64_t now) {
   slot_->active.store(active ? 1 : 0, std::memory_order_relaxed);
 }
 
-void Pacer::Admit(uint64_t key, uint64_t predicted_ns, uint32_t own_lane) {
+uint64_t Pacer::Admit(uint64_t key, uint32_t own_lane) {
   const pacingreg::Policy& pol = region_->header.policy;
   const uint64_t since = NowNs();
   bool held = false;
   bool flushed = false;
   int reason = 0;
   absl::MutexLock lock(&mu_);
+  const uint64_t predicted_ns =
+      predictor_.Predict(key, pol.unknown_ns.load(std::memory_order_relaxed));
   ++waiters_;
   for (;;) {
     const uint64_t now = NowNs();
@@ -294,30 +302,18 @@ void Pacer::Admit(uint64_t key, uint64_t predicted_ns, uint32_t own_lane) {
     held_.fetch_add(1, std::memory_order_relaxed);
     held_by_ns_[reason].fetch_add(waited, std::memory_order_relaxed);
   }
-  (void)key;
+  return predicted_ns;
 }
 
 Pacer::Ticket Pacer::Begin(CUstream stream, bool ptsz, uint64_t key) {
   Ticket t;
-  t.stream = stream;
-  t.ptsz = ptsz;
   const bool be = best_effort();
-  // An LS tenant marks its work for the BE tenants of its GPU; with none there is no one to tell.
-  if (!be && region_->header.policy.be_tenants.load(std::memory_order_relaxed) == 0) return t;
   t.be = be;
   t.lane = LaneFor(StreamKey(stream, ptsz));
   t.lane_lock = std::unique_lock<std::mutex>(lane_mu_[t.lane]);
   lane_state_[t.lane].stream = stream;
   lane_state_[t.lane].ptsz = ptsz;
-  uint64_t predicted = 0;
-  if (be) {
-    {
-      absl::MutexLock lock(&mu_);
-      predicted = predictor_.Predict(
-          key, region_->header.policy.unknown_ns.load(std::memory_order_relaxed));
-    }
-    Admit(key, predicted, t.lane);
-  }
+  const uint64_t predicted = be ? Admit(key, t.lane) : 0;
   pacingreg::Lane& lane = slot_->lanes[t.lane];
   t.seq = lane.submitted.load(std::memory_order_relaxed) + 1;
   const uint64_t now = NowNs();
@@ -384,8 +380,7 @@ void Pacer::FlushMarkers(uint32_t own) {
 }
 
 void Pacer::End(Ticket& t, CUresult result) {
-  if (!t.lane_lock.owns_lock()) return;  // not marked
-  (void)result;
+  (void)result;  // a failed call's completion write still keeps the lane's count in order
   // LS: every item, so the BE tenants see the last one finish. BE: every kMarkEvery-th.
   if (!t.be || t.seq % kMarkEvery == 0) WriteMarker(t.lane);
   t.lane_lock = {};

@@ -54,6 +54,10 @@ class Pacer {
 
   // The daemon's policy says pace; the slot is still this session's.
   bool enabled() const;
+  // Whether this tenant's work items go through Begin and End at all: enabled, and a BE tenant,
+  // or an LS tenant on a GPU that has a BE tenant to tell (checked before anything that costs a
+  // driver call).
+  bool Paces() const;
   // Whether `stream` is being captured into a graph (or the driver cannot say): then its work
   // is not run, and nothing may be added to it.
   bool Capturing(CUstream stream, bool ptsz) const;
@@ -71,9 +75,7 @@ class Pacer {
     friend class Pacer;
     std::unique_lock<std::mutex> lane_lock;
     uint32_t lane = 0;
-    uint64_t seq = 0;  // 0: not marked (nothing to do in End)
-    CUstream stream = nullptr;
-    bool ptsz = false;
+    uint64_t seq = 0;
     bool be = false;
   };
 
@@ -104,8 +106,9 @@ class Pacer {
  private:
   Pacer() = default;
   uint32_t LaneFor(uint64_t stream_key);
-  // BE: waits until the item may go; returns when it may.
-  void Admit(uint64_t key, uint64_t predicted_ns, uint32_t own_lane);
+  // BE: waits until item `key` may go (the caller holds `own_lane`); returns the item's
+  // predicted duration.
+  uint64_t Admit(uint64_t key, uint32_t own_lane);
   pacing::LsObservation ObserveLs(uint64_t now) const;
   std::vector<pacing::ShareEntry> ActivePeers(uint64_t now) const;
   void RetireLocked(uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

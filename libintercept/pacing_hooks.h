@@ -151,7 +151,7 @@ template <HookId id, typename Fn, typename... Args>
 CUresult RunPaced(Fn real, Args... args) {
   PacingManager* manager = Shim::Get().pacing();
   Pacer* pacer = manager != nullptr ? manager->Current() : nullptr;
-  if (pacer == nullptr || !pacer->enabled()) return Policy<id>::Run(real, args...);
+  if (pacer == nullptr || !pacer->Paces()) return Policy<id>::Run(real, args...);
   const CUstream stream = WorkStream<id>(args...);
   // Synchronous entry points (no stream argument) are ordered on an explicit default-stream
   // handle, which needs no per-thread flavour.
