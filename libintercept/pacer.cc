@@ -27,6 +27,10 @@ constexpr uint64_t kStallNs = 100'000'000;
 constexpr uint64_t kIdleGraceNs = 10'000'000;
 // Another BE tenant counts for the weighted share only while it submitted this recently.
 constexpr uint64_t kPeerActiveNs = 50'000'000;
+// Another BE tenant's work counts as running while the GPU has not reported it done (its lanes),
+// but no longer than this past its predicted end: a tenant that stopped launching may leave up
+// to kMarkEvery - 1 items whose completion nobody has asked the GPU to report yet.
+constexpr uint64_t kUnreportedGraceNs = 1'000'000;
 // A held thread spins this long before it yields the CPU between checks.
 constexpr uint64_t kSpinNs = 20'000;
 // A BE lane enqueues a completion write after every this many items (and before it waits).
@@ -183,9 +187,13 @@ std::vector<pacing::ShareEntry> Pacer::ActivePeers(uint64_t now) const {
     }
     const uint64_t last = s.last_submit_ns.load(std::memory_order_relaxed);
     if (now > last && now - last >= kPeerActiveNs) continue;  // gone quiet: not a peer now
+    // Running: what the GPU has not finished yet, not what the prediction says. A tenant's work
+    // that waits behind another one's time slice outlasts its prediction, and letting the other
+    // one launch more then would keep the first waiting (the GPU time-slices processes).
+    const uint64_t until = s.running_until_ns.load(std::memory_order_relaxed);
     peers.push_back({s.gpu_ns.load(std::memory_order_relaxed),
                      std::max<uint32_t>(s.weight.load(std::memory_order_relaxed), 1),
-                     s.running_until_ns.load(std::memory_order_relaxed) > now});
+                     LanesInFlight(s) && now < until + kUnreportedGraceNs});
   }
   return peers;
 }

@@ -54,7 +54,9 @@ class PacingTest : public ::testing::Test {
 
   std::map<std::string, std::string> FakeEnv() const {
     return {{"FAKECUDA_SHM", shm_}, {"FAKECUDA_TOTAL_MEM", "1G"},
-            {"FAKECUDA_PCIE_BYTES_PER_US", "2000"}, {"LD_PRELOAD", "<unset>"}};
+            {"FAKECUDA_PCIE_BYTES_PER_US", "2000"}, {"LD_PRELOAD", "<unset>"},
+            // Processes take the engine in time slices of 1 ms, as GPU contexts do.
+            {"FAKECUDA_TIMESLICE_US", "1000"}};
   }
 
   // [compute] keys for this test, on top of the defaults.
@@ -205,13 +207,15 @@ TEST_F(PacingTest, MaxHoldCountsEarlierItemsWhoseCompletionWasNotReportedYet) {
   ls.Kill(SIGKILL);
 }
 
-// Two BE tenants launching kernels back to back on the test double's shared engine (which
-// alone would give them the same share) get it 1:3 after missilectl gives them weights 1:3.
+// Two BE tenants launching short kernels back to back on the test double's time-sliced engine
+// get it 1:3 after missilectl gives them weights 1:3. (Counting a tenant's work as running
+// until its predicted end, rather than until the GPU reports it done, gave 5.6:1 here and 22:1
+// on the H200: the lighter tenant's kernels waited behind the other's time slices.)
 TEST_F(PacingTest, TwoBeTenantsShareTheGpuByWeight) {
   StartDaemon("max_hold_ms = 0\nshare_slack_us = 2000");
   Child one, three;
-  ASSERT_TRUE(one.Start({PACE_PROBE, "spin", "500", "3"}, TenantEnv("be", "be1")));
-  ASSERT_TRUE(three.Start({PACE_PROBE, "spin", "500", "3"}, TenantEnv("be", "be3")));
+  ASSERT_TRUE(one.Start({PACE_PROBE, "spin", "50", "3"}, TenantEnv("be", "be1")));
+  ASSERT_TRUE(three.Start({PACE_PROBE, "spin", "50", "3"}, TenantEnv("be", "be3")));
   ASSERT_FALSE(one.WaitForLine("ready", 20).empty()) << one.out();
   ASSERT_FALSE(three.WaitForLine("ready", 20).empty()) << three.out();
   for (const auto& [name, weight] : {std::pair<std::string, std::string>{"be1", "1024"},
@@ -228,11 +232,10 @@ TEST_F(PacingTest, TwoBeTenantsShareTheGpuByWeight) {
   const double ratio = static_cast<double>(k3) / static_cast<double>(k1);
   std::printf("be1 %llu kernels, be3 %llu kernels: %.2f\n", static_cast<unsigned long long>(k1),
               static_cast<unsigned long long>(k3), ratio);
-  // Alone the engine would give them 1:1 (the same test with equal weights gives 1.00); the
-  // share brings it near 3 (2.2 to 4.5 in repeated runs on the development machine: a 3 s
-  // window of 500 us kernels is coarse). The 5 % target is the GPU benchmark's (pair d).
+  // The share brings it near 3 (2.5 to 3.4 in repeated runs: the window of 3 s is short). The
+  // 5 % target is the GPU benchmark's (pair d).
   EXPECT_GT(ratio, 2.0) << k1 << " vs " << k3;
-  EXPECT_LT(ratio, 5.5) << k1 << " vs " << k3;
+  EXPECT_LT(ratio, 4.5) << k1 << " vs " << k3;
   EXPECT_EQ(one.Wait(10), 0);
   EXPECT_EQ(three.Wait(10), 0);
 }

@@ -146,6 +146,14 @@ Config Config::FromEnvironment() {
       c.engine_sharing = value == "1";
     }
   }
+  if (const char* v = Env("FAKECUDA_TIMESLICE_US")) {
+    uint64_t us = 0;
+    if (!ParseUint(v, 10, &us) || us > 1'000'000) {
+      AddError(&c, std::string("FAKECUDA_TIMESLICE_US=") + v + " is not 0..1000000");
+    } else {
+      c.timeslice_ns = us * 1000;
+    }
+  }
   if (const char* v = Env("FAKECUDA_SHM")) {
     const std::string_view name(v);
     if (name.size() < 2 || name.size() > 200 || name[0] != '/' ||

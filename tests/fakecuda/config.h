@@ -32,6 +32,7 @@ struct Config {
   uint64_t total_mem = 16ull << 30;  // per device, a multiple of kGranularity
   double pcie_bytes_per_us = 4000;   // 0: no link model
   bool engine_sharing = true;        // FAKECUDA_ENGINE: kernels share each device's engine
+  uint64_t timeslice_ns = 0;         // FAKECUDA_TIMESLICE_US: 0 = turns at kernel granularity
   std::string shm_name;              // "/name"
   bool phys_shuffle = false;
   uint64_t shuffle_seed = 0;

@@ -18,10 +18,13 @@ struct Pipe {
   int w() const { return fds[1]; }
 };
 
-// Sets up the child's driver on `shm` with FAKECUDA_ENGINE=`engine`; a stream and the kernels.
-bool ChildSetup(const std::string& shm, const char* engine, Kernels* kernels, CUstream* stream) {
+// Sets up the child's driver on `shm` with FAKECUDA_ENGINE=`engine` and FAKECUDA_TIMESLICE_US=
+// `slice_us`; a stream and the kernels.
+bool ChildSetup(const std::string& shm, const char* engine, Kernels* kernels, CUstream* stream,
+                const char* slice_us = "0") {
   setenv("FAKECUDA_SHM", shm.c_str(), 1);
   setenv("FAKECUDA_ENGINE", engine, 1);
+  setenv("FAKECUDA_TIMESLICE_US", slice_us, 1);
   InitPrimary();
   return !::testing::Test::HasFailure() && kernels->Load() == CUDA_SUCCESS &&
          cuStreamCreate(stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS;
@@ -83,15 +86,17 @@ TEST(EngineTest, WithTheEngineModelOffProcessesDoNotShare) {
   EXPECT_LT(std::max(a, b), 330u) << a << " ms and " << b << " ms";
 }
 
-TEST(EngineTest, ALongQueueOfAnotherProcessHalvesTheRateOfOneKernelAtATime) {
+// A process queues `queue` kernels of 10 ms at once; another then runs 10 kernels of 10 ms,
+// each waited for before the next, and returns how long they took in ms (0 on a failure).
+uint64_t OneAtATimeBesideAQueue(const char* slice_us, int queue) {
   const ShmGuard shm(UniqueShmName("engine-ls"));
   Pipe queued;
-  // The best-effort side: 60 kernels of 10 ms queued at once (600 ms of work).
+  Pipe result;
   const pid_t be = ForkChild([&] {
     Kernels kernels;
     CUstream s = nullptr;
-    if (!ChildSetup(shm.name, "1", &kernels, &s)) return 1;
-    for (int i = 0; i < 60; ++i) {
+    if (!ChildSetup(shm.name, "1", &kernels, &s, slice_us)) return 1;
+    for (int i = 0; i < queue; ++i) {
       if (Spin(kernels, s, 10 * kMs) != CUDA_SUCCESS) return 2;
     }
     WriteU64(queued.w(), 1);
@@ -101,7 +106,7 @@ TEST(EngineTest, ALongQueueOfAnotherProcessHalvesTheRateOfOneKernelAtATime) {
   const int status = RunInChild([&] {
     Kernels kernels;
     CUstream s = nullptr;
-    if (!ChildSetup(shm.name, "1", &kernels, &s)) return 1;
+    if (!ChildSetup(shm.name, "1", &kernels, &s, slice_us)) return 1;
     ReadU64(queued.r());
     // Wait until the other process's first kernel holds the engine.
     uint64_t busy = 0;
@@ -115,15 +120,29 @@ TEST(EngineTest, ALongQueueOfAnotherProcessHalvesTheRateOfOneKernelAtATime) {
       CU_EXPECT(Spin(kernels, s, 10 * kMs));
       CU_EXPECT(cuStreamSynchronize(s));
     }
-    const uint64_t took_ms = (NowNs() - start) / kMs;
-    // Alone: 100 ms. Each kernel waits for the other process's current one: about 200 ms, and
-    // far less than the other's whole queue.
-    EXPECT_GE(took_ms, 170u);
-    EXPECT_LT(took_ms, 450u);
+    WriteU64(result.w(), (NowNs() - start) / kMs);
     return 0;
   });
   EXPECT_TRUE(ExitedOk(status)) << status;
   EXPECT_TRUE(ExitedOk(WaitChild(be)));
+  return ExitedOk(status) ? ReadU64(result.r()) : 0;
+}
+
+TEST(EngineTest, ALongQueueOfAnotherProcessHalvesTheRateOfOneKernelAtATime) {
+  // 60 kernels queued (600 ms). Alone the 10 kernels take 100 ms; each waits for the other
+  // process's current one: about 200 ms, and far less than the other's whole queue.
+  const uint64_t took_ms = OneAtATimeBesideAQueue("0", 60);
+  EXPECT_GE(took_ms, 170u);
+  EXPECT_LT(took_ms, 450u);
+}
+
+TEST(EngineTest, UnderTimeSlicesAQueueHoldsTheEngineForASlicePerKernelOfTheOther) {
+  // Slices of 40 ms and 150 kernels queued (1.5 s): each of the 10 kernels, launched after the
+  // previous one finished (the process ran dry, so the queue took the engine back), waits for
+  // the rest of the queue's slice: about 10 x (40 + 10) ms, against 200 ms in turns per kernel.
+  const uint64_t took_ms = OneAtATimeBesideAQueue("40000", 150);
+  EXPECT_GE(took_ms, 380u);
+  EXPECT_LT(took_ms, 1300u);
 }
 
 }  // namespace

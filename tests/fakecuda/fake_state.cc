@@ -113,7 +113,8 @@ CUresult FakeState::Init(unsigned flags) {
   }
   phys_ = std::make_unique<PhysAllocator>(shared_.get(), config_);
   link_ = std::make_unique<PcieLink>(shared_.get(), config_.pcie_bytes_per_us);
-  engine_ = std::make_unique<ComputeEngine>(shared_.get(), config_.engine_sharing);
+  engine_ = std::make_unique<ComputeEngine>(shared_.get(), config_.engine_sharing,
+                                            config_.timeslice_ns);
   initialized_.store(true, std::memory_order_release);
   return CUDA_SUCCESS;
 }

@@ -13,8 +13,8 @@ namespace fakecuda {
 namespace {
 
 constexpr uint64_t kMagic = 0x41445543454b4146ull;  // "FAKECUDA" in memory order
-// 2: the compute engines.
-constexpr uint32_t kVersion = 2;
+// 2: the compute engines. 3: their time-slice state.
+constexpr uint32_t kVersion = 3;
 
 struct alignas(64) ShmLink {
   uint64_t busy_until_ns;
@@ -36,7 +36,7 @@ struct ShmHeader {
   // Atomic from here on.
   ShmLink links[kMaxDevices][2];
   ShmCursor cursors[kMaxDevices];
-  ShmLink engines[kMaxDevices];  // busy_until_ns of each device's compute engine
+  EngineSlice engines[kMaxDevices];  // each device's compute engine (engine.h)
 };
 
 constexpr size_t kFramesOffset = (sizeof(ShmHeader) + 4095) / 4096 * 4096;
@@ -140,6 +140,10 @@ std::atomic_ref<uint64_t> SharedState::LinkBusyUntil(int device, int direction) 
 std::atomic_ref<uint64_t> SharedState::EngineBusyUntil(int device) const {
   auto* header = static_cast<ShmHeader*>(base_);
   return std::atomic_ref<uint64_t>(header->engines[device].busy_until_ns);
+}
+
+EngineSlice* SharedState::Engine(int device) const {
+  return &static_cast<ShmHeader*>(base_)->engines[device];
 }
 
 std::atomic_ref<uint64_t> SharedState::Cursor(int device) const {

@@ -32,6 +32,16 @@ struct alignas(64) ShmFrame {
   uint64_t overflow;               // holders that found no free slot
 };
 
+// A device's compute engine as every process sees it (engine.h says how it is used).
+struct alignas(64) EngineSlice {
+  uint64_t busy_until_ns;   // end of the last reserved interval (also read without the lock)
+  uint64_t owner;           // pid holding the time slice, 0: none
+  uint64_t slice_start_ns;  // when the owner's slice began
+  uint64_t waiting;         // pid of a process waiting for the slice, 0: none
+  uint64_t owner_pending;   // the owner's kernels launched and not finished
+  uint32_t lock;            // spin lock over the fields above; held for a few loads and stores
+};
+
 class SharedState {
  public:
   // Opens the state named config.shm_name, creating it if missing. nullptr and *error on failure.
@@ -44,6 +54,8 @@ class SharedState {
   std::atomic_ref<uint64_t> LinkBusyUntil(int device, int direction) const;
   // CLOCK_MONOTONIC ns until which the compute engine of `device` is reserved.
   std::atomic_ref<uint64_t> EngineBusyUntil(int device) const;
+  // The device's engine: its reservation and time-slice state, for the engine model.
+  EngineSlice* Engine(int device) const;
   // Next index into the device's frame order (phys_allocator.h).
   std::atomic_ref<uint64_t> Cursor(int device) const;
   ShmFrame* Frame(int device, uint64_t index) const;

@@ -43,6 +43,7 @@ void Stream::Run() {
     lock.Unlock();
     if (item.op) item.op();
     item.op = nullptr;  // release captures before reporting completion
+    State().engine().Finished(ctx_->device);
     lock.Lock();
     if (item.mark) item.mark();
     item.mark = nullptr;
@@ -64,6 +65,8 @@ uint64_t Stream::EnqueueMarked(Op op, Op mark) {
     return queue_.size() < depth || closing_;
   });
   if (closing_) return completed_;  // nothing to wait for
+  // Queued work is what keeps this process's time slice on the engine (engine.h).
+  State().engine().Enqueued(ctx_->device);
   queue_.push_back(Item{std::move(op), std::move(mark)});
   work_cv_.notify_one();
   return ++enqueued_;

@@ -15,6 +15,9 @@
 //   FAKECUDA_ENGINE             1 (default): kernels of all processes sharing FAKECUDA_SHM run
 //                               one at a time on each device's compute engine; 0: each kernel
 //                               just takes its duration, sharing nothing
+//   FAKECUDA_TIMESLICE_US       0 (default): processes take the engine in turns per kernel; N: in
+//                               time slices of N us while they have work queued, like GPU
+//                               contexts (0..1000000)
 //   FAKECUDA_SHM                POSIX shared-memory name of the machine-wide state (links,
 //                               compute engines and physical frames), default /fakecuda-<uid>
 //   FAKECUDA_PHYS_SHUFFLE       seed: hand out physical frames in a seeded random order
