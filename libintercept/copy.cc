@@ -6,7 +6,7 @@ namespace missile::shim {
 
 CopyGate* CopyManager::GateFor(uint64_t bytes) {
   if (bytes < bypass_below_.load(std::memory_order_relaxed)) return nullptr;
-  DaemonClient* session = memory_->Client();
+  SessionClient* session = sessions_->Client();
   if (session == nullptr) return nullptr;  // no daemon: nothing to ask (one atomic load)
   CUdevice dev = 0;
   if (api_.CtxGetDevice == nullptr || api_.CtxGetDevice(&dev) != CUDA_SUCCESS) return nullptr;
@@ -23,14 +23,14 @@ CopyGate* CopyManager::GateFor(uint64_t bytes) {
   // An ended session: say so once and watch for a restarted daemon, as an allocation would
   // (a program that only copies after the restart still comes back under the scheduler).
   if (!session->connected()) {
-    memory_->Serving();
+    sessions_->Serving();
     return nullptr;
   }
   if (gate == nullptr) {
-    std::optional<uint32_t> gpu = memory_->GpuIndex(dev);
+    absl::StatusOr<const GpuLink*> link = sessions_->LinkOf(session, dev);
     absl::StatusOr<std::unique_ptr<CopyGate>> opened = absl::UnavailableError("no daemon");
-    if (gpu.has_value()) {
-      auto fds = session->OpenCopyChannel(*gpu);
+    if (link.ok()) {
+      auto fds = session->OpenCopyChannel((*link)->index);
       if (fds.ok()) {
         // Open owns the descriptors from here, and closes them itself if it fails.
         opened = CopyGate::Open(fds->first, fds->second, api_, log_,
@@ -40,7 +40,7 @@ CopyGate* CopyManager::GateFor(uint64_t bytes) {
       }
     }
     absl::MutexLock lock(&mu_);
-    if (session != memory_->Client()) return nullptr;  // ended meanwhile: leave the slot alone
+    if (session != sessions_->Client()) return nullptr;  // ended meanwhile: leave the slot alone
     Slot& slot = gates_[key];
     if (slot.session == session && slot.gate != nullptr) {
       gate = slot.gate.get();  // another thread opened it meanwhile; ours, if any, is dropped
@@ -71,7 +71,7 @@ CopyGate* CopyManager::GateFor(uint64_t bytes) {
 
 CopyGate* CopyManager::GateForAsync(uint64_t bytes, CUstream stream, bool ptsz) {
   if (bytes < bypass_below_.load(std::memory_order_relaxed)) return nullptr;
-  if (memory_->Client() == nullptr) return nullptr;  // no daemon: nothing to ask (one atomic load)
+  if (sessions_->Client() == nullptr) return nullptr;  // no daemon: nothing to ask (one atomic load)
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   auto is_capturing = ptsz ? api_.StreamIsCapturingPtsz : api_.StreamIsCapturing;
   if (is_capturing == nullptr || is_capturing(stream, &capture) != CUDA_SUCCESS ||
@@ -82,7 +82,7 @@ CopyGate* CopyManager::GateForAsync(uint64_t bytes, CUstream stream, bool ptsz) 
 }
 
 MemKind CopyManager::Classify(CUdeviceptr p) {
-  if (memory_->Find(p).has_value()) return MemKind::kDevice;
+  if (allocations_->Find(p).has_value()) return MemKind::kDevice;
   unsigned int type = 0;
   CUresult r = api_.PointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p);
   if (r != CUDA_SUCCESS) return MemKind::kPageableHost;  // the driver does not know it

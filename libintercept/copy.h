@@ -23,7 +23,8 @@
 #include "absl/synchronization/mutex.h"
 #include "copy_gate.h"
 #include "driver_api.h"
-#include "memory.h"
+#include "allocation_table.h"
+#include "session_manager.h"
 #include "spdlog/logger.h"
 
 namespace missile::shim {
@@ -32,8 +33,10 @@ enum class MemKind { kDevice, kPinnedHost, kPageableHost, kOther };
 
 class CopyManager {
  public:
-  CopyManager(const DriverApi& api, MemoryManager* memory, spdlog::logger* log)
-      : api_(api), memory_(memory), log_(log) {}
+  // `sessions` and `allocations` (Missile's device allocations) must outlive the manager.
+  CopyManager(const DriverApi& api, SessionManager* sessions, const AllocationTable* allocations,
+              spdlog::logger* log)
+      : api_(api), sessions_(sessions), allocations_(allocations), log_(log) {}
 
   // The gate for a copy of `bytes` on the calling thread's GPU, or null when the copy is not
   // scheduled (too small, no daemon, stream being captured).
@@ -47,13 +50,14 @@ class CopyManager {
 
  private:
   const DriverApi& api_;
-  MemoryManager* memory_;
+  SessionManager* sessions_;
+  const AllocationTable* allocations_;
   spdlog::logger* log_;
   // Copies below this never need a gate; 0 until the first gate tells the daemon's setting.
   std::atomic<uint64_t> bypass_below_{0};
   // A GPU's gate in one daemon session: opened, or failed to open (not retried in that session).
   struct Slot {
-    DaemonClient* session = nullptr;
+    SessionClient* session = nullptr;
     std::unique_ptr<CopyGate> gate;  // null: opening failed
   };
   absl::Mutex mu_;

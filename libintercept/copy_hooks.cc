@@ -4,6 +4,8 @@
 // ones from pageable memory, which the driver already runs synchronously, run like the
 // synchronous ones. A 2D or 3D copy is cut at byte offsets of its payload like any other, and
 // each chunk moves as the few rectangular copies that SplitBox (copy_box.h) makes of it.
+#include <string_view>
+
 #include "copy.h"
 #include "copy_box.h"
 #include "copy_policy.h"
@@ -315,131 +317,38 @@ CUresult AsyncAtoH(Fn real, bool ptsz, void* dst, CUarray src, size_t at, size_t
 
 }  // namespace
 
-CUresult Policy<HookId::k_cuMemcpyHtoD_v2>::Run(PFN_cuMemcpyHtoD_v3020 real, CUdeviceptr dst,
-                                                const void* src, size_t n) {
-  return SyncHtoD(real, false, dst, src, n);
+namespace {
+
+// Every entry point of copy_policy_list.inc runs its helper with its stream flavour, which
+// its name says (checked at compile time, so the table cannot disagree with the symbol).
+constexpr bool PerThreadName(std::string_view symbol) {
+  return symbol.ends_with("_ptds") || symbol.ends_with("_ptsz");
 }
-CUresult Policy<HookId::k_cuMemcpyHtoD_v2_ptds>::Run(PFN_cuMemcpyHtoD_v7000_ptds real,
-                                                     CUdeviceptr dst, const void* src, size_t n) {
-  return SyncHtoD(real, true, dst, src, n);
-}
-CUresult Policy<HookId::k_cuMemcpyDtoH_v2>::Run(PFN_cuMemcpyDtoH_v3020 real, void* dst,
-                                                CUdeviceptr src, size_t n) {
-  return SyncDtoH(real, false, dst, src, n);
-}
-CUresult Policy<HookId::k_cuMemcpyDtoH_v2_ptds>::Run(PFN_cuMemcpyDtoH_v7000_ptds real, void* dst,
-                                                     CUdeviceptr src, size_t n) {
-  return SyncDtoH(real, true, dst, src, n);
-}
-CUresult Policy<HookId::k_cuMemcpyHtoDAsync_v2>::Run(PFN_cuMemcpyHtoDAsync_v3020 real,
-                                                     CUdeviceptr dst, const void* src, size_t n,
-                                                     CUstream s) {
-  return AsyncHtoD(real, false, dst, src, n, s);
-}
-CUresult Policy<HookId::k_cuMemcpyHtoDAsync_v2_ptsz>::Run(PFN_cuMemcpyHtoDAsync_v7000_ptsz real,
-                                                          CUdeviceptr dst, const void* src,
-                                                          size_t n, CUstream s) {
-  return AsyncHtoD(real, true, dst, src, n, s);
-}
-CUresult Policy<HookId::k_cuMemcpyDtoHAsync_v2>::Run(PFN_cuMemcpyDtoHAsync_v3020 real, void* dst,
-                                                     CUdeviceptr src, size_t n, CUstream s) {
-  return AsyncDtoH(real, false, dst, src, n, s);
-}
-CUresult Policy<HookId::k_cuMemcpyDtoHAsync_v2_ptsz>::Run(PFN_cuMemcpyDtoHAsync_v7000_ptsz real,
-                                                          void* dst, CUdeviceptr src, size_t n,
-                                                          CUstream s) {
-  return AsyncDtoH(real, true, dst, src, n, s);
-}
-CUresult Policy<HookId::k_cuMemcpy>::Run(PFN_cuMemcpy_v4000 real, CUdeviceptr dst, CUdeviceptr src,
-                                         size_t n) {
-  return SyncUnified(real, false, dst, src, n);
-}
-CUresult Policy<HookId::k_cuMemcpy_ptds>::Run(PFN_cuMemcpy_v7000_ptds real, CUdeviceptr dst,
-                                              CUdeviceptr src, size_t n) {
-  return SyncUnified(real, true, dst, src, n);
-}
-CUresult Policy<HookId::k_cuMemcpyAsync>::Run(PFN_cuMemcpyAsync_v4000 real, CUdeviceptr dst,
-                                              CUdeviceptr src, size_t n, CUstream s) {
-  return AsyncUnified(real, false, dst, src, n, s);
-}
-CUresult Policy<HookId::k_cuMemcpyAsync_ptsz>::Run(PFN_cuMemcpyAsync_v7000_ptsz real,
-                                                   CUdeviceptr dst, CUdeviceptr src, size_t n,
-                                                   CUstream s) {
-  return AsyncUnified(real, true, dst, src, n, s);
+template <HookId id>
+struct CopyEntry;
+#define MISSILE_COPY_POLICY(sym, pfn, helper, per_thread)       \
+  static_assert(PerThreadName(#sym) == (per_thread), #sym);     \
+  template <>                                                   \
+  struct CopyEntry<HookId::k_##sym> {                           \
+    template <typename... Args>                                 \
+    static CUresult Run(pfn real, Args... args) {               \
+      return helper(real, per_thread, args...);                 \
+    }                                                           \
+  };
+#include "copy_policy_list.inc"
+#undef MISSILE_COPY_POLICY
+
+}  // namespace
+
+template <HookId id, typename... Args>
+CUresult CopyPolicy<id, CUresult(CUDAAPI*)(Args...)>::Run(CUresult(CUDAAPI* real)(Args...),
+                                                         Args... args) {
+  return CopyEntry<id>::Run(real, args...);
 }
 
-CUresult Policy<HookId::k_cuMemcpy2D_v2>::Run(PFN_cuMemcpy2D_v3020 real, const CUDA_MEMCPY2D* c) {
-  return SyncShaped(real, false, c);
-}
-CUresult Policy<HookId::k_cuMemcpy2D_v2_ptds>::Run(PFN_cuMemcpy2D_v7000_ptds real,
-                                                   const CUDA_MEMCPY2D* c) {
-  return SyncShaped(real, true, c);
-}
-CUresult Policy<HookId::k_cuMemcpy2DUnaligned_v2>::Run(PFN_cuMemcpy2DUnaligned_v3020 real,
-                                                       const CUDA_MEMCPY2D* c) {
-  return SyncShaped(real, false, c);
-}
-CUresult Policy<HookId::k_cuMemcpy2DUnaligned_v2_ptds>::Run(PFN_cuMemcpy2DUnaligned_v7000_ptds real,
-                                                            const CUDA_MEMCPY2D* c) {
-  return SyncShaped(real, true, c);
-}
-CUresult Policy<HookId::k_cuMemcpy2DAsync_v2>::Run(PFN_cuMemcpy2DAsync_v3020 real,
-                                                   const CUDA_MEMCPY2D* c, CUstream s) {
-  return AsyncShaped(real, false, c, s);
-}
-CUresult Policy<HookId::k_cuMemcpy2DAsync_v2_ptsz>::Run(PFN_cuMemcpy2DAsync_v7000_ptsz real,
-                                                        const CUDA_MEMCPY2D* c, CUstream s) {
-  return AsyncShaped(real, true, c, s);
-}
-CUresult Policy<HookId::k_cuMemcpy3D_v2>::Run(PFN_cuMemcpy3D_v3020 real, const CUDA_MEMCPY3D* c) {
-  return SyncShaped(real, false, c);
-}
-CUresult Policy<HookId::k_cuMemcpy3D_v2_ptds>::Run(PFN_cuMemcpy3D_v7000_ptds real,
-                                                   const CUDA_MEMCPY3D* c) {
-  return SyncShaped(real, true, c);
-}
-CUresult Policy<HookId::k_cuMemcpy3DAsync_v2>::Run(PFN_cuMemcpy3DAsync_v3020 real,
-                                                   const CUDA_MEMCPY3D* c, CUstream s) {
-  return AsyncShaped(real, false, c, s);
-}
-CUresult Policy<HookId::k_cuMemcpy3DAsync_v2_ptsz>::Run(PFN_cuMemcpy3DAsync_v7000_ptsz real,
-                                                        const CUDA_MEMCPY3D* c, CUstream s) {
-  return AsyncShaped(real, true, c, s);
-}
-CUresult Policy<HookId::k_cuMemcpyHtoA_v2>::Run(PFN_cuMemcpyHtoA_v3020 real, CUarray dst, size_t at,
-                                                const void* src, size_t n) {
-  return SyncHtoA(real, false, dst, at, src, n);
-}
-CUresult Policy<HookId::k_cuMemcpyHtoA_v2_ptds>::Run(PFN_cuMemcpyHtoA_v7000_ptds real, CUarray dst,
-                                                     size_t at, const void* src, size_t n) {
-  return SyncHtoA(real, true, dst, at, src, n);
-}
-CUresult Policy<HookId::k_cuMemcpyAtoH_v2>::Run(PFN_cuMemcpyAtoH_v3020 real, void* dst, CUarray src,
-                                                size_t at, size_t n) {
-  return SyncAtoH(real, false, dst, src, at, n);
-}
-CUresult Policy<HookId::k_cuMemcpyAtoH_v2_ptds>::Run(PFN_cuMemcpyAtoH_v7000_ptds real, void* dst,
-                                                     CUarray src, size_t at, size_t n) {
-  return SyncAtoH(real, true, dst, src, at, n);
-}
-CUresult Policy<HookId::k_cuMemcpyHtoAAsync_v2>::Run(PFN_cuMemcpyHtoAAsync_v3020 real, CUarray dst,
-                                                     size_t at, const void* src, size_t n,
-                                                     CUstream s) {
-  return AsyncHtoA(real, false, dst, at, src, n, s);
-}
-CUresult Policy<HookId::k_cuMemcpyHtoAAsync_v2_ptsz>::Run(PFN_cuMemcpyHtoAAsync_v7000_ptsz real,
-                                                          CUarray dst, size_t at, const void* src,
-                                                          size_t n, CUstream s) {
-  return AsyncHtoA(real, true, dst, at, src, n, s);
-}
-CUresult Policy<HookId::k_cuMemcpyAtoHAsync_v2>::Run(PFN_cuMemcpyAtoHAsync_v3020 real, void* dst,
-                                                     CUarray src, size_t at, size_t n, CUstream s) {
-  return AsyncAtoH(real, false, dst, src, at, n, s);
-}
-CUresult Policy<HookId::k_cuMemcpyAtoHAsync_v2_ptsz>::Run(PFN_cuMemcpyAtoHAsync_v7000_ptsz real,
-                                                          void* dst, CUarray src, size_t at,
-                                                          size_t n, CUstream s) {
-  return AsyncAtoH(real, true, dst, src, at, n, s);
-}
+#define MISSILE_COPY_POLICY(sym, pfn, helper, per_thread) \
+  template struct CopyPolicy<HookId::k_##sym, pfn>;
+#include "copy_policy_list.inc"
+#undef MISSILE_COPY_POLICY
 
 }  // namespace missile::shim

@@ -1,6 +1,8 @@
 #include "daemon_client.h"
 
 #include <grpcpp/grpcpp.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -239,6 +241,30 @@ absl::StatusOr<TenantUsage> DaemonClient::Usage(uint32_t gpu) {
     return s;
   }
   return TenantUsage{resp.quota_bytes(), resp.used_bytes(), resp.available_bytes()};
+}
+
+bool DaemonConnector::SocketExists(const std::string& path) {
+  return access(path.c_str(), F_OK) == 0;
+}
+
+bool DaemonConnector::Listening(const std::string& path) {
+  // A plain connect, without gRPC: cheap enough to try every second.
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) return false;
+  addr.sun_family = AF_UNIX;
+  memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  bool ok = connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+absl::StatusOr<std::unique_ptr<SessionClient>> DaemonConnector::Connect(
+    const TenantIdentity& who) {
+  absl::StatusOr<std::unique_ptr<DaemonClient>> c = DaemonClient::Connect(who);
+  if (!c.ok()) return c.status();
+  return std::unique_ptr<SessionClient>(std::move(*c));
 }
 
 }  // namespace missile::shim

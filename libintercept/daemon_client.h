@@ -5,6 +5,7 @@
 // Connect registers the process (name, class and quota from the environment, see config.h),
 // opens the side channel with the session's secret token and starts the watch thread.
 // Allocate leases blocks and fetches their descriptors (the caller imports and closes them).
+// It implements SessionClient (session_client.h), the interface the rest of the shim uses.
 // Thread-safety: every method may be called from any thread; the side channel is used under a
 // mutex, one request-reply at a time.
 #ifndef MISSILE_LIBINTERCEPT_DAEMON_CLIENT_H_
@@ -21,60 +22,30 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "session_client.h"
 
 namespace missile::shim {
 
-struct GpuLink {
-  uint32_t index = 0;  // the daemon's GPU index
-  std::string uuid;
-  uint64_t total_bytes = 0;
-  uint64_t granularity = 0;
-  uint32_t colours = 1;  // distinguishable colours: with one, placement cannot isolate anyway
-};
-
-struct BlockLease {
-  uint64_t id = 0;
-  uint64_t bytes = 0;
-  int fd = -1;  // the block's exported descriptor; the caller imports and closes it
-};
-
-struct TenantUsage {
-  uint64_t quota_bytes = 0;
-  uint64_t used_bytes = 0;
-  uint64_t available_bytes = 0;
-};
-
-struct TenantIdentity {
-  std::string socket_path;
-  std::string name;
-  bool latency_sensitive = false;
-  uint64_t quota_bytes = 0;  // 0: the class default
-};
-
-class DaemonClient {
+class DaemonClient final : public SessionClient {
  public:
   static absl::StatusOr<std::unique_ptr<DaemonClient>> Connect(const TenantIdentity& who);
-  ~DaemonClient();
+  ~DaemonClient() override;
 
-  const std::vector<GpuLink>& gpus() const { return gpus_; }
-  uint64_t session_id() const { return session_id_; }
-  // The daemon process's instance id (empty from a daemon that does not send one).
-  const std::string& instance() const { return instance_; }
+  const std::vector<GpuLink>& gpus() const override { return gpus_; }
+  uint64_t session_id() const override { return session_id_; }
+  const std::string& instance() const override { return instance_; }
 
-  // `single`: one block of `bytes`; otherwise bytes / granularity blocks of one granule.
-  absl::StatusOr<std::vector<BlockLease>> Allocate(uint32_t gpu, bool single, uint64_t bytes);
-  absl::Status Free(uint32_t gpu, const std::vector<uint64_t>& block_ids);
-  absl::StatusOr<TenantUsage> Usage(uint32_t gpu);
-  // Opens the GPU's copy channel: {shared region memfd, its end of the doorbell socket pair}, the caller's to close.
-  absl::StatusOr<std::pair<int, int>> OpenCopyChannel(uint32_t gpu);
-  // The GPU's pacing region (pacing_region.h): its descriptor, the caller's to close.
-  absl::StatusOr<int> OpenPacing(uint32_t gpu);
+  absl::StatusOr<std::vector<BlockLease>> Allocate(uint32_t gpu, bool single,
+                                                   uint64_t bytes) override;
+  absl::Status Free(uint32_t gpu, const std::vector<uint64_t>& block_ids) override;
+  absl::StatusOr<TenantUsage> Usage(uint32_t gpu) override;
+  absl::StatusOr<std::pair<int, int>> OpenCopyChannel(uint32_t gpu) override;
+  absl::StatusOr<int> OpenPacing(uint32_t gpu) override;
 
-  // False once the daemon ended the session or went away. Every call then fails with
-  // UNAVAILABLE without sending anything (the gRPC channel would reach a restarted daemon).
-  bool connected() const { return connected_.load(std::memory_order_acquire); }
-  // Waits up to `limit` for the session to end; true if it has.
-  bool AwaitEnd(absl::Duration limit) const;
+  // Once false, calls fail without sending anything: the gRPC channel would reach a restarted
+  // daemon, which never knew this session.
+  bool connected() const override { return connected_.load(std::memory_order_acquire); }
+  bool AwaitEnd(absl::Duration limit) const override;
 
  private:
   // Sends a side-channel request `op` for `gpu` and returns the `descriptors` descriptors of
@@ -94,6 +65,14 @@ class DaemonClient {
   int side_fd_ ABSL_GUARDED_BY(side_mu_) = -1;
   std::atomic<bool> connected_{false};
   std::thread watcher_;
+};
+
+// Opens DaemonClient sessions on the daemon's Unix socket.
+class DaemonConnector final : public SessionConnector {
+ public:
+  bool SocketExists(const std::string& path) override;
+  bool Listening(const std::string& path) override;
+  absl::StatusOr<std::unique_ptr<SessionClient>> Connect(const TenantIdentity& who) override;
 };
 
 }  // namespace missile::shim

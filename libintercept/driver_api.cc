@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <string>
+
 namespace missile::shim {
 
 template <typename T>
@@ -50,6 +52,15 @@ void DriverApi::Resolve(void* h) {
   Load(h, "cuStreamWriteValue32_v2_ptsz", &StreamWriteValue32Ptsz);
   Load(h, "cuStreamWriteValue64_v2", &StreamWriteValue64);
   Load(h, "cuStreamWriteValue64_v2_ptsz", &StreamWriteValue64Ptsz);
+}
+
+absl::Status DriverStatus(const DriverApi& api, const char* what, CUresult r) {
+  const char* name = nullptr;
+  if (api.GetErrorName != nullptr) api.GetErrorName(r, &name);
+  std::string text = std::string(what) + ": " + (name ? name : "CUDA error") + " (" +
+                     std::to_string(static_cast<int>(r)) + ")";
+  return r == CUDA_ERROR_OUT_OF_MEMORY ? absl::ResourceExhaustedError(text)
+                                       : absl::InternalError(text);
 }
 
 }  // namespace missile::shim

@@ -8,6 +8,8 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include "absl/status/status.h"
+
 namespace missile::shim {
 
 struct DriverApi {
@@ -61,6 +63,10 @@ struct DriverApi {
   // Fills every pointer from the real driver's handle (dlsym).
   void Resolve(void* driver_handle);
 };
+
+// A failed driver call `what` as a Status: RESOURCE_EXHAUSTED for CUDA_ERROR_OUT_OF_MEMORY,
+// INTERNAL otherwise, named through api.GetErrorName when the driver has it.
+absl::Status DriverStatus(const DriverApi& api, const char* what, CUresult r);
 
 }  // namespace missile::shim
 

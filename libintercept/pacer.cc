@@ -8,8 +8,7 @@
 #include <algorithm>
 #include <string>
 
-#include "daemon_client.h"
-#include "memory.h"
+#include "session_manager.h"
 #include "missile/common/copy_channel.h"
 
 namespace missile::shim {
@@ -397,7 +396,7 @@ void Pacer::End(Ticket& t, CUresult result) {
 // --- PacingManager ----------------------------------------------------------------------
 
 Pacer* PacingManager::Current() {
-  DaemonClient* session = memory_->Client();
+  SessionClient* session = sessions_->Client();
   if (session == nullptr) return nullptr;
   CUdevice dev = 0;
   if (api_.CtxGetDevice == nullptr || api_.CtxGetDevice(&dev) != CUDA_SUCCESS) return nullptr;
@@ -409,8 +408,8 @@ Pacer* PacingManager::Current() {
   }
   if (!session->connected()) return nullptr;
   absl::StatusOr<std::unique_ptr<Pacer>> opened = absl::UnavailableError("no daemon GPU");
-  if (std::optional<uint32_t> gpu = memory_->GpuIndex(dev); gpu.has_value()) {
-    absl::StatusOr<int> fd = session->OpenPacing(*gpu);
+  if (absl::StatusOr<const GpuLink*> link = sessions_->LinkOf(session, dev); link.ok()) {
+    absl::StatusOr<int> fd = session->OpenPacing((*link)->index);
     if (fd.ok()) {
       opened = Pacer::Open(*fd, session->session_id(), api_, log_);
     } else {

@@ -40,8 +40,8 @@
 
 namespace missile::shim {
 
-class DaemonClient;
-class MemoryManager;
+class SessionClient;
+class SessionManager;
 
 class Pacer {
  public:
@@ -174,8 +174,9 @@ class Pacer {
 // Thread-safety: every method may be called from any thread.
 class PacingManager {
  public:
-  PacingManager(const DriverApi& api, MemoryManager* memory, spdlog::logger* log)
-      : api_(api), memory_(memory), log_(log) {}
+  // `sessions` must outlive the manager.
+  PacingManager(const DriverApi& api, SessionManager* sessions, spdlog::logger* log)
+      : api_(api), sessions_(sessions), log_(log) {}
 
   // The pacer of the calling thread's GPU, or null (no daemon, no pacing there, or it failed).
   Pacer* Current();
@@ -186,11 +187,11 @@ class PacingManager {
 
  private:
   struct Slot {
-    DaemonClient* session = nullptr;
+    SessionClient* session = nullptr;
     std::unique_ptr<Pacer> pacer;  // null: opening failed in this session
   };
   const DriverApi& api_;
-  MemoryManager* memory_;
+  SessionManager* sessions_;
   spdlog::logger* log_;
   absl::Mutex mu_;
   absl::flat_hash_map<int, Slot> pacers_ ABSL_GUARDED_BY(mu_);

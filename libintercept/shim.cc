@@ -11,8 +11,10 @@
 #include "entry_table.h"
 #include "fmt/format.h"
 #include "copy.h"
-#include "pacer.h"
+#include "daemon_client.h"
 #include "memory.h"
+#include "pacer.h"
+#include "session_manager.h"
 #include "real_driver.h"
 #include "spdlog/sinks/stdout_sinks.h"
 
@@ -95,9 +97,12 @@ void Shim::ResolveOnce() {
   }
   api_.Resolve(driver_);
   if (!config_.disabled) {
-    memory_ = std::make_unique<MemoryManager>(config_, api_, log_.get());
-    copies_ = std::make_unique<CopyManager>(api_, memory_.get(), log_.get());
-    pacing_ = std::make_unique<PacingManager>(api_, memory_.get(), log_.get());
+    // The memory, copy and pacing paths each reach the daemon through the one session manager.
+    connector_ = std::make_unique<DaemonConnector>();
+    sessions_ = std::make_unique<SessionManager>(config_, api_, connector_.get(), log_.get());
+    memory_ = std::make_unique<MemoryManager>(config_, api_, sessions_.get(), log_.get());
+    copies_ = std::make_unique<CopyManager>(api_, sessions_.get(), &memory_->table(), log_.get());
+    pacing_ = std::make_unique<PacingManager>(api_, sessions_.get(), log_.get());
   }
   if (config_.disabled) {
     // Plain pass-through: trampolines jump straight into the driver.

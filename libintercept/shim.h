@@ -97,6 +97,9 @@ class Shim {
   std::string driver_path_;
 
   DriverApi api_;
+  // Created once, in this order, by ResolveOnce; the later ones hold pointers to the earlier.
+  std::unique_ptr<class SessionConnector> connector_;
+  std::unique_ptr<class SessionManager> sessions_;
   std::unique_ptr<class MemoryManager> memory_;
   std::unique_ptr<class CopyManager> copies_;
   std::unique_ptr<class PacingManager> pacing_;

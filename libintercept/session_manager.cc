@@ -1,0 +1,173 @@
+#include "session_manager.h"
+
+#include <errno.h>
+
+#include <cstdio>
+#include <string>
+
+#include "session_policy.h"
+
+namespace missile::shim {
+namespace {
+
+std::string Uuid(const CUuuid& u) {
+  const unsigned char* b = reinterpret_cast<const unsigned char*>(u.bytes);
+  char buf[64];
+  snprintf(buf, sizeof(buf),
+           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  return buf;
+}
+
+}  // namespace
+
+SessionManager::SessionManager(const Config& config, const DriverApi& api,
+                               SessionConnector* connector, spdlog::logger* log)
+    : config_(config), api_(api), connector_(connector), log_(log) {}
+
+SessionManager::~SessionManager() {
+  {
+    absl::MutexLock lock(&reconnect_mu_);
+    stop_reconnect_ = true;
+    reconnect_cv_.SignalAll();
+  }
+  if (reconnect_.joinable()) reconnect_.join();
+}
+
+TenantIdentity SessionManager::Identity() const {
+  TenantIdentity who;
+  who.socket_path = config_.socket_path;
+  who.name = config_.tenant_name.empty() ? program_invocation_short_name : config_.tenant_name;
+  who.latency_sensitive = config_.latency_sensitive;
+  who.quota_bytes = config_.quota_bytes;
+  return who;
+}
+
+SessionClient* SessionManager::Client() {
+  if (SessionClient* c = client_ptr_.load(std::memory_order_acquire)) return c;
+  if (client_failed_.load(std::memory_order_acquire)) return nullptr;
+  absl::MutexLock lock(&client_mu_);
+  if (client_tried_) return clients_.empty() ? nullptr : clients_.back().get();
+  client_tried_ = true;
+  TenantIdentity who = Identity();
+  absl::StatusOr<std::unique_ptr<SessionClient>> c;
+  if (!connector_->SocketExists(who.socket_path)) {
+    c = absl::UnavailableError("no socket at " + who.socket_path);
+  } else {
+    c = connector_->Connect(who);
+  }
+  if (!c.ok()) {
+    if (config_.refuse_without_daemon) {
+      log_->error("cannot reach missiled ({}); MISSILE_NO_DAEMON=refuse: device allocations will "
+                  "fail with CUDA_ERROR_OUT_OF_MEMORY", std::string(c.status().message()));
+    } else {
+      log_->warn("cannot reach missiled ({}); the program uses the GPU directly, without quotas "
+                 "(MISSILE_NO_DAEMON=passthrough)", std::string(c.status().message()));
+    }
+    client_failed_.store(true, std::memory_order_release);
+    return nullptr;
+  }
+  clients_.push_back(std::move(*c));
+  SessionClient* raw = clients_.back().get();
+  log_->info("registered with missiled as '{}' ({}), session {}", who.name,
+             who.latency_sensitive ? "ls" : "be", raw->session_id());
+  client_ptr_.store(raw, std::memory_order_release);
+  return raw;
+}
+
+void SessionManager::ReconnectLoop() {
+  absl::MutexLock lock(&reconnect_mu_);
+  while (!stop_reconnect_) {
+    reconnect_cv_.WaitWithTimeout(&reconnect_mu_, absl::Seconds(1));
+    if (stop_reconnect_) break;
+    SessionClient* current = client_ptr_.load(std::memory_order_acquire);
+    if (current == nullptr || current->connected()) continue;
+    bool give_up = false;
+    {
+      reconnect_mu_.Unlock();
+      give_up = TryRegisterAgain(current);
+      reconnect_mu_.Lock();
+    }
+    if (give_up) break;
+  }
+}
+
+bool SessionManager::TryRegisterAgain(SessionClient* ended) {
+  TenantIdentity who = Identity();
+  if (!connector_->Listening(who.socket_path)) return false;  // not (yet) restarted
+  absl::StatusOr<std::unique_ptr<SessionClient>> c = connector_->Connect(who);
+  if (!c.ok()) {
+    if (!register_failure_logged_.exchange(true)) {
+      log_->warn("registering again with missiled failed ({}); trying every second",
+                 std::string(c.status().message()));
+    }
+    return false;
+  }
+  if (!KeepNewSession(ended->instance(), (*c)->instance())) {
+    // The daemon that ended the session still runs: it took back the session's blocks, which
+    // this process still maps, and might lease them to this process again. Dropping the new
+    // client ends the new session before it leased anything.
+    log_->warn("missiled ended this process's session but still runs; the process goes on "
+               "without registering again");
+    return true;
+  }
+  SessionClient* raw = c->get();
+  {
+    absl::MutexLock lock(&client_mu_);
+    clients_.push_back(std::move(*c));
+  }
+  // From here the per-GPU state of the ended session only takes frees: every path finds its
+  // state by session and makes new state for this one.
+  client_ptr_.store(raw, std::memory_order_release);
+  log_->warn("registered again with a restarted missiled, session {}: new device allocations "
+             "are served by it; memory allocated before stays as it is", raw->session_id());
+  return false;
+}
+
+bool SessionManager::connected() const {
+  SessionClient* c = client_ptr_.load(std::memory_order_acquire);
+  return c != nullptr && c->connected();
+}
+
+SessionClient* SessionManager::Serving() {
+  SessionClient* c = Client();
+  if (c == nullptr || c->connected()) return c;
+  if (lost_logged_for_.exchange(c) != c) {
+    if (config_.refuse_without_daemon) {
+      log_->error("the session with missiled has ended; new device allocations fail with "
+                  "CUDA_ERROR_OUT_OF_MEMORY (MISSILE_NO_DAEMON=refuse) until a restarted "
+                  "missiled takes the process back");
+    } else {
+      log_->warn("the session with missiled has ended; new device allocations go to the driver "
+                 "directly, without quotas (MISSILE_NO_DAEMON=passthrough), until a restarted "
+                 "missiled takes the process back");
+    }
+    {
+      absl::MutexLock lock(&listener_mu_);
+      if (end_listener_) end_listener_(c);
+    }
+    if (!reconnect_started_.exchange(true)) reconnect_ = std::thread([this] { ReconnectLoop(); });
+  }
+  return nullptr;
+}
+
+absl::StatusOr<const GpuLink*> SessionManager::LinkOf(SessionClient* session, CUdevice dev) {
+  CUuuid uuid{};
+  if (CUresult r = api_.DeviceGetUuid(&uuid, dev); r != CUDA_SUCCESS) {
+    return DriverStatus(api_, "cuDeviceGetUuid", r);
+  }
+  std::string id = Uuid(uuid);
+  const GpuLink* link = nullptr;
+  for (const GpuLink& g : session->gpus()) {
+    if (g.uuid == id) link = &g;
+  }
+  if (link == nullptr) return absl::NotFoundError("missiled does not manage " + id);
+  return link;
+}
+
+void SessionManager::SetEndListener(std::function<void(SessionClient*)> listener) {
+  absl::MutexLock lock(&listener_mu_);
+  end_listener_ = std::move(listener);
+}
+
+}  // namespace missile::shim

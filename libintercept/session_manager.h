@@ -1,0 +1,97 @@
+// The shim's daemon sessions: the first registration, the current session, and the thread that
+// registers the process again with a restarted daemon.
+//
+// The first session is opened on first use (Client) and tried once; without one the shim
+// follows MISSILE_NO_DAEMON for the rest of the process. When a session ends, Serving says so
+// once, tells the end listener (the memory path returns what that session's GPUs still cache)
+// and starts a thread that checks every second whether the socket accepts connections and, if
+// it does, registers again. It keeps the new session only if the daemon instance differs: a
+// daemon that ended the session while it kept running took the session's blocks back while
+// this process still maps them, and could lease them to it again.
+//
+// Sessions are never destroyed: per-GPU state of the memory, copy and pacing paths belongs to
+// one session and keeps a pointer to it, and threads may be inside its calls.
+// Thread-safety: every method may be called from any thread.
+#ifndef MISSILE_LIBINTERCEPT_SESSION_MANAGER_H_
+#define MISSILE_LIBINTERCEPT_SESSION_MANAGER_H_
+
+#include <cuda.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "config.h"
+#include "driver_api.h"
+#include "session_client.h"
+#include "spdlog/logger.h"
+
+namespace missile::shim {
+
+class SessionManager {
+ public:
+  // `connector` opens the sessions and must outlive the manager.
+  SessionManager(const Config& config, const DriverApi& api, SessionConnector* connector,
+                 spdlog::logger* log);
+  // Stops the reconnection thread.
+  ~SessionManager();
+  SessionManager(const SessionManager&) = delete;
+  SessionManager& operator=(const SessionManager&) = delete;
+
+  // The current session (the newest), registered on first use; nullptr when the daemon was
+  // unreachable. It may have ended: see connected(). After the first call, one atomic load.
+  SessionClient* Client();
+  // The current session while it serves: nullptr when unreachable or once it ended (logged
+  // once per session, which also tells the end listener and starts watching for a restarted
+  // daemon).
+  SessionClient* Serving();
+  bool connected() const;
+
+  // The daemon's GPU for CUDA device `dev` in `session`, matched by UUID; NOT_FOUND when the
+  // daemon does not manage it. The link lives as long as the session.
+  absl::StatusOr<const GpuLink*> LinkOf(SessionClient* session, CUdevice dev);
+
+  // Called with each ended session, once, from the thread that notices the end (in Serving).
+  // Replaces the previous listener; an empty function removes it, and returns only once no
+  // call of the old one is running.
+  void SetEndListener(std::function<void(SessionClient*)> listener);
+
+ private:
+  TenantIdentity Identity() const;
+  void ReconnectLoop();
+  // Registers again if a different daemon instance listens; true when it never should (the
+  // daemon that ended the session still runs).
+  bool TryRegisterAgain(SessionClient* ended);
+
+  const Config& config_;
+  const DriverApi& api_;
+  SessionConnector* connector_;
+  spdlog::logger* log_;
+
+  absl::Mutex client_mu_;
+  // Every session of this process, oldest first.
+  std::vector<std::unique_ptr<SessionClient>> clients_ ABSL_GUARDED_BY(client_mu_);
+  bool client_tried_ ABSL_GUARDED_BY(client_mu_) = false;
+  std::atomic<SessionClient*> client_ptr_{nullptr};  // clients_.back()
+  std::atomic<bool> client_failed_{false};  // the first connection attempt failed
+  std::atomic<SessionClient*> lost_logged_for_{nullptr};
+  std::atomic<bool> register_failure_logged_{false};
+
+  absl::Mutex listener_mu_;
+  std::function<void(SessionClient*)> end_listener_ ABSL_GUARDED_BY(listener_mu_);
+
+  absl::Mutex reconnect_mu_;
+  absl::CondVar reconnect_cv_;
+  bool stop_reconnect_ ABSL_GUARDED_BY(reconnect_mu_) = false;
+  std::atomic<bool> reconnect_started_{false};
+  std::thread reconnect_;
+};
+
+}  // namespace missile::shim
+
+#endif  // MISSILE_LIBINTERCEPT_SESSION_MANAGER_H_
