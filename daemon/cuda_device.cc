@@ -221,10 +221,12 @@ absl::Status CudaDevice::Scrub(const PhysicalBlock& block) {
   return absl::OkStatus();
 }
 
-int CudaDevice::DupExportedFd(uint64_t handle) const {
+absl::StatusOr<int> CudaDevice::DuplicateDescriptor(const PhysicalBlock& block) {
   absl::MutexLock lock(&mu_);
-  auto it = blocks_.find(handle);
-  return it == blocks_.end() ? -1 : fcntl(it->second.fd, F_DUPFD_CLOEXEC, 0);
+  auto it = blocks_.find(block.handle);
+  int fd = it == blocks_.end() ? -1 : fcntl(it->second.fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError("block has no exported descriptor");
+  return fd;
 }
 
 }  // namespace missile::daemon

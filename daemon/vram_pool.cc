@@ -7,23 +7,13 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "spdlog/sinks/stdout_sinks.h"
-#include "spdlog/spdlog.h"
+#include "daemon/logger.h"
 
 namespace missile::daemon {
 namespace {
 
 using colour::ColourSet;
 using colour::TenantClass;
-
-spdlog::logger& Log() {
-  static const std::shared_ptr<spdlog::logger> logger = [] {
-    constexpr const char* kName = "missile.vram_pool";
-    std::shared_ptr<spdlog::logger> existing = spdlog::get(kName);
-    return existing != nullptr ? existing : spdlog::stderr_logger_mt(kName);
-  }();
-  return *logger;
-}
 
 // "512 B", "2.0 MiB", "3.9 GiB".
 std::string FormatBytes(uint64_t bytes) {
@@ -48,6 +38,10 @@ absl::Status WithContext(const absl::Status& status, const std::string& context)
 }
 
 }  // namespace
+
+absl::StatusOr<int> BlockSource::DuplicateDescriptor(const PhysicalBlock&) {
+  return absl::UnimplementedError("this block source cannot share its blocks");
+}
 
 absl::StatusOr<std::unique_ptr<VramPool>> VramPool::Create(PoolOptions options, BlockSource* source,
                                                            colour::ColourPolicy policy,
@@ -192,6 +186,16 @@ absl::StatusOr<PhysicalBlock> VramPool::Lookup(SessionId session, BlockId id) co
     return absl::NotFoundError(absl::StrFormat("tenant %d holds no block %d", session, id));
   }
   return blocks_.at(id).phys;
+}
+
+absl::StatusOr<int> VramPool::DuplicateDescriptor(SessionId session, BlockId id) const {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<const Tenant*> tenant = FindTenant(session);
+  if (!tenant.ok()) return tenant.status();
+  if (!(*tenant)->blocks.contains(id)) {
+    return absl::NotFoundError(absl::StrFormat("tenant %d holds no block %d", session, id));
+  }
+  return source_->DuplicateDescriptor(blocks_.at(id).phys);
 }
 
 std::vector<BlockId> VramPool::RemoveTenant(SessionId session) {
@@ -477,7 +481,7 @@ void VramPool::Release(BlockId id) {
   state.holder = 0;
   if (options_.scrub_on_release) {
     if (absl::Status s = source_->Scrub(state.phys); !s.ok()) {
-      Log().warn("scrubbing block {} ({} bytes) failed, destroying it: {}", id, state.phys.bytes,
+      GetLogger(kPoolLog)->warn("scrubbing block {} ({} bytes) failed, destroying it: {}", id, state.phys.bytes,
                  std::string(s.message()));
       DestroyBlock(id);
       return;

@@ -59,6 +59,9 @@ class BlockSource {
   virtual void Destroy(const PhysicalBlock& block) = 0;
   // Zeroes the block's memory (on release, when the pool scrubs).
   virtual absl::Status Scrub(const PhysicalBlock& block) = 0;
+  // A new descriptor for a live block, for a tenant to import (the caller closes it). A source
+  // whose blocks cannot be shared refuses (the default: UNIMPLEMENTED).
+  virtual absl::StatusOr<int> DuplicateDescriptor(const PhysicalBlock& block);
 };
 
 struct PoolOptions {
@@ -159,6 +162,9 @@ class VramPool {
   absl::Status Free(SessionId session, const std::vector<BlockId>& ids);
   // Only the holder may look a block up; NOT_FOUND otherwise (unknown and foreign ids alike).
   absl::StatusOr<PhysicalBlock> Lookup(SessionId session, BlockId id) const;
+  // A descriptor of a block the session holds (BlockSource::DuplicateDescriptor); NOT_FOUND as
+  // Lookup. The caller closes it.
+  absl::StatusOr<int> DuplicateDescriptor(SessionId session, BlockId id) const;
   // Releases everything the session held and forgets it; returns the released ids (ascending),
   // empty for an unknown session.
   std::vector<BlockId> RemoveTenant(SessionId session);
