@@ -43,10 +43,6 @@ uint32_t WeightOf(int priority) {
 
 }  // namespace
 
-const char* ClassName(TenantClass cls) {
-  return cls == TenantClass::kLatencySensitive ? "ls" : "be";
-}
-
 struct DaemonCore::Session {
   SessionInfo info;
   int pidfd = -1;
@@ -172,7 +168,7 @@ absl::StatusOr<SessionInfo> DaemonCore::Register(const PeerCredentials& creds,
   sessions_[info.id] = session;
   session_by_pid_[creds.pid] = info.id;
   Log()->info("session {}: pid {} uid {} registered as '{}' ({}, priority {}, weight {})", info.id,
-              creds.pid, creds.uid, name, ClassName(cls), info.priority, info.weight);
+              creds.pid, creds.uid, name, TenantClassName(cls), info.priority, info.weight);
   return info;
 }
 
@@ -396,7 +392,7 @@ absl::StatusOr<uint32_t> DaemonCore::SetPolicy(const PeerCredentials& creds,
     }
     ++info.generation;
     Log()->info("session {} ('{}'): policy now {}, priority {}, weight {}", info.id, info.name,
-                ClassName(info.cls), info.priority, info.weight);
+                TenantClassName(info.cls), info.priority, info.weight);
   }
   changed_.SignalAll();
   return static_cast<uint32_t>(matched.size());

@@ -31,15 +31,13 @@
 #include "copy_arbiter.h"
 #include "gpu.h"
 #include "missile/common/fd_passing.h"
+#include "missile/common/tenant_class.h"
 #include "pacing_domain.h"
 #include "vram_pool.h"
 
 namespace missile::daemon {
 
-using colour::TenantClass;
 using fdpass::PeerCredentials;
-
-const char* ClassName(TenantClass cls);
 
 struct ClassDefaults {
   int priority = 0;

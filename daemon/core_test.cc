@@ -27,7 +27,7 @@ class FakeSource : public BlockSource {
  public:
   absl::StatusOr<PhysicalBlock> Create(uint64_t bytes) override {
     absl::MutexLock lock(&mu_);
-    PhysicalBlock block{next_++, bytes, colour::ColourSet::Single(0)};
+    PhysicalBlock block{next_++, bytes, colorer::ColourSet::Single(0)};
     live_.insert(block.handle);
     return block;
   }
@@ -50,13 +50,13 @@ class FakeSource : public BlockSource {
   absl::flat_hash_set<uint64_t> live_ ABSL_GUARDED_BY(mu_);
 };
 
-colour::ColourPolicy OneColourPolicy() {
-  auto map = colour::UniformChannelMap::Create(1);
+colorer::ColourPolicy OneColourPolicy() {
+  auto map = colorer::UniformChannelMap::Create(1);
   EXPECT_TRUE(map.ok());
-  auto scheme = colour::ColourScheme::EvenSplit(
-      std::shared_ptr<const colour::ChannelMap>(*std::move(map)), 1);
+  auto scheme = colorer::ColourScheme::EvenSplit(
+      std::shared_ptr<const colorer::ChannelMap>(*std::move(map)), 1);
   EXPECT_TRUE(scheme.ok());
-  auto policy = colour::ColourPolicy::Create(*scheme);
+  auto policy = colorer::ColourPolicy::Create(*scheme);
   EXPECT_TRUE(policy.ok());
   return *policy;
 }

@@ -33,7 +33,7 @@ absl::StatusOr<int> CudaDeviceCount();
 class CudaDevice : public BlockSource {
  public:
   // The colours of a new block, given the block's handle and size. Defaults to colour 0.
-  using ColourFn = std::function<colour::ColourSet(uint64_t handle, uint64_t bytes)>;
+  using ColourFn = std::function<colorer::ColourSet(uint64_t handle, uint64_t bytes)>;
 
   static absl::StatusOr<std::unique_ptr<CudaDevice>> Open(int ordinal, ColourFn colours = {});
   ~CudaDevice() override;

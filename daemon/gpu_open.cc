@@ -22,9 +22,9 @@ PhysFn PhysicalAddressHook() {
   return reinterpret_cast<PhysFn>(dlsym(RTLD_DEFAULT, "fakecudaChunkPhysAddr"));
 }
 
-absl::StatusOr<colour::GpuColourProfile> LoadProfileIfAny(const std::string& path) {
-  if (!std::filesystem::exists(path)) return colour::DefaultProfile();
-  auto loaded = colour::LoadProfile(path);
+absl::StatusOr<colorer::GpuColourProfile> LoadProfileIfAny(const std::string& path) {
+  if (!std::filesystem::exists(path)) return colorer::DefaultProfile();
+  auto loaded = colorer::LoadProfile(path);
   if (!loaded.ok()) {
     return absl::InvalidArgumentError("colour profile " + path + ": " +
                                       std::string(loaded.status().message()));
@@ -46,20 +46,20 @@ absl::StatusOr<Gpu> OpenGpu(int ordinal, const DaemonConfig& config) {
   auto choice = ChooseColourScheme(*profile, path, phys_fn != nullptr);
   if (!choice.ok()) return choice.status();
   gpu.colour_note = choice->note;
-  std::optional<colour::ColourScheme> scheme = std::move(choice->scheme);
+  std::optional<colorer::ColourScheme> scheme = std::move(choice->scheme);
   if (!scheme.has_value()) {
     auto one = OneColourScheme();
     if (!one.ok()) return one.status();
     scheme = std::move(*one);
   } else {
-    auto shared = std::make_shared<colour::ColourScheme>(*scheme);
+    auto shared = std::make_shared<colorer::ColourScheme>(*scheme);
     (*device)->set_colours([shared, phys_fn](uint64_t handle, uint64_t bytes) {
       unsigned long long phys = 0;
-      if (phys_fn(handle, &phys) != 0) return colour::ColourSet();  // rejected by the pool
+      if (phys_fn(handle, &phys) != 0) return colorer::ColourSet();  // rejected by the pool
       return shared->ColoursOf(phys, bytes);
     });
   }
-  auto policy = colour::ColourPolicy::Create(
+  auto policy = colorer::ColourPolicy::Create(
       *scheme, ColourPolicyOptionsFor(scheme->colour_count(), config.gpu));
   if (!policy.ok()) return policy.status();
   gpu.colours = scheme->colour_count();
@@ -69,8 +69,8 @@ absl::StatusOr<Gpu> OpenGpu(int ordinal, const DaemonConfig& config) {
   gpu.quota[0] = quotas[0];
   gpu.quota[1] = quotas[1];
   auto pool = VramPool::Create(options, device->get(), *policy,
-                               quotas[ClassIndex(colour::TenantClass::kLatencySensitive)],
-                               quotas[ClassIndex(colour::TenantClass::kBestEffort)]);
+                               quotas[ClassIndex(colorer::TenantClass::kLatencySensitive)],
+                               quotas[ClassIndex(colorer::TenantClass::kBestEffort)]);
   if (!pool.ok()) return pool.status();
   const uint64_t prealloc = PreallocBytesFor(config.gpu, info);
   if (prealloc > 0) {

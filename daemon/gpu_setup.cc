@@ -12,7 +12,7 @@ std::string ProfilePath(const GpuSection& gpu, const std::string& uuid) {
   return gpu.profile_dir + "/" + uuid + ".toml";
 }
 
-absl::StatusOr<ColourChoice> ChooseColourScheme(const colour::GpuColourProfile& profile,
+absl::StatusOr<ColourChoice> ChooseColourScheme(const colorer::GpuColourProfile& profile,
                                                 const std::string& profile_path,
                                                 bool phys_visible) {
   ColourChoice choice;
@@ -27,7 +27,7 @@ absl::StatusOr<ColourChoice> ChooseColourScheme(const colour::GpuColourProfile& 
                   " colours, but block physical addresses are not visible to user space on "
                   "this driver: placing with one colour";
   } else {
-    auto scheme = colour::SchemeFromProfile(profile);
+    auto scheme = colorer::SchemeFromProfile(profile);
     if (!scheme.ok()) return scheme.status();
     choice.scheme = std::move(*scheme);
     choice.note = std::to_string(profile.colours) +
@@ -36,15 +36,15 @@ absl::StatusOr<ColourChoice> ChooseColourScheme(const colour::GpuColourProfile& 
   return choice;
 }
 
-absl::StatusOr<colour::ColourScheme> OneColourScheme() {
-  auto map = colour::UniformChannelMap::Create(1);
+absl::StatusOr<colorer::ColourScheme> OneColourScheme() {
+  auto map = colorer::UniformChannelMap::Create(1);
   if (!map.ok()) return map.status();
-  return colour::ColourScheme::EvenSplit(std::shared_ptr<const colour::ChannelMap>(std::move(*map)),
+  return colorer::ColourScheme::EvenSplit(std::shared_ptr<const colorer::ChannelMap>(std::move(*map)),
                                          1);
 }
 
-colour::ColourPolicyOptions ColourPolicyOptionsFor(int colour_count, const GpuSection& gpu) {
-  colour::ColourPolicyOptions options;
+colorer::ColourPolicyOptions ColourPolicyOptionsFor(int colour_count, const GpuSection& gpu) {
+  colorer::ColourPolicyOptions options;
   if (colour_count > 1 && gpu.ls_colours > 0) {
     options.ls_colours = gpu.ls_colours;
   } else if (colour_count > 1) {
@@ -71,9 +71,9 @@ std::array<QuotaPolicy, 2> ClassQuotasFor(const ClassesSection& classes, uint64_
   ClassQuotaBytes ls = classes.ls.ResolveQuotas(capacity_bytes);
   ClassQuotaBytes be = classes.be.ResolveQuotas(capacity_bytes);
   std::array<QuotaPolicy, 2> out;
-  out[ClassIndex(colour::TenantClass::kLatencySensitive)] = {ls.tenant_quota_bytes,
+  out[ClassIndex(colorer::TenantClass::kLatencySensitive)] = {ls.tenant_quota_bytes,
                                                              ls.class_quota_bytes};
-  out[ClassIndex(colour::TenantClass::kBestEffort)] = {be.tenant_quota_bytes, be.class_quota_bytes};
+  out[ClassIndex(colorer::TenantClass::kBestEffort)] = {be.tenant_quota_bytes, be.class_quota_bytes};
   return out;
 }
 

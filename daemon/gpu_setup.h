@@ -28,7 +28,7 @@ std::string ProfilePath(const GpuSection& gpu, const std::string& uuid);
 
 struct ColourChoice {
   // The scheme to place blocks by; nullopt: one colour (OneColourScheme), no placement.
-  std::optional<colour::ColourScheme> scheme;
+  std::optional<colorer::ColourScheme> scheme;
   std::string note;  // why, for the start-up log and missilectl status
 };
 
@@ -36,16 +36,16 @@ struct ColourChoice {
 // `phys_visible`: the driver gives user space each block's physical address (only the driver
 // test double does), without which blocks cannot be placed by colour. Fails only when a profile
 // of several colours cannot become a scheme.
-absl::StatusOr<ColourChoice> ChooseColourScheme(const colour::GpuColourProfile& profile,
+absl::StatusOr<ColourChoice> ChooseColourScheme(const colorer::GpuColourProfile& profile,
                                                 const std::string& profile_path,
                                                 bool phys_visible);
 
 // The one-colour scheme used whenever blocks are not placed by colour.
-absl::StatusOr<colour::ColourScheme> OneColourScheme();
+absl::StatusOr<colorer::ColourScheme> OneColourScheme();
 
 // gpu.ls_colours exclusive LS colours when set, half the colours otherwise; nothing reserved
 // with one colour.
-colour::ColourPolicyOptions ColourPolicyOptionsFor(int colour_count, const GpuSection& gpu);
+colorer::ColourPolicyOptions ColourPolicyOptionsFor(int colour_count, const GpuSection& gpu);
 
 // Capacity gpu.pool_limit and cache gpu.cache_limit, rounded down to the granularity; the cache
 // never below the preallocation, which is there to be kept warm.

@@ -18,10 +18,10 @@ DeviceInfo H200Like() {
   return d;
 }
 
-colour::GpuColourProfile TwoColourProfile() {
-  colour::GpuColourProfile p;
+colorer::GpuColourProfile TwoColourProfile() {
+  colorer::GpuColourProfile p;
   p.colours = 2;
-  p.channel_map.kind = colour::ChannelMapSpec::Kind::kXor;
+  p.channel_map.kind = colorer::ChannelMapSpec::Kind::kXor;
   p.channel_map.masks = {kG};
   return p;
 }
@@ -33,7 +33,7 @@ TEST(GpuSetupTest, ProfilePathIsTheUuidInTheProfileDir) {
 }
 
 TEST(GpuSetupTest, NoProfileMeansOneColour) {
-  auto c = ChooseColourScheme(colour::DefaultProfile(), "/p/GPU-1.toml", /*phys_visible=*/true);
+  auto c = ChooseColourScheme(colorer::DefaultProfile(), "/p/GPU-1.toml", /*phys_visible=*/true);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_FALSE(c->scheme.has_value());
   EXPECT_EQ(c->note,
@@ -42,7 +42,7 @@ TEST(GpuSetupTest, NoProfileMeansOneColour) {
 }
 
 TEST(GpuSetupTest, AOneColourProfileSaysSo) {
-  colour::GpuColourProfile p;  // calibrated: one colour at 2 MiB
+  colorer::GpuColourProfile p;  // calibrated: one colour at 2 MiB
   auto c = ChooseColourScheme(p, "/p/x.toml", true);
   ASSERT_TRUE(c.ok());
   EXPECT_FALSE(c->scheme.has_value());
@@ -108,10 +108,10 @@ TEST(GpuSetupTest, ClassQuotasIndexedByClass) {
   classes.be.tenant_quota = SizeOrFraction::Fraction(0.25);
   classes.be.class_quota = SizeOrFraction::Fraction(0.5);
   auto q = ClassQuotasFor(classes, 64 * kG);
-  EXPECT_EQ(q[ClassIndex(colour::TenantClass::kLatencySensitive)].tenant_quota_bytes, 4 * kG);
-  EXPECT_EQ(q[ClassIndex(colour::TenantClass::kLatencySensitive)].class_quota_bytes, 8 * kG);
-  EXPECT_EQ(q[ClassIndex(colour::TenantClass::kBestEffort)].tenant_quota_bytes, 16 * kG);
-  EXPECT_EQ(q[ClassIndex(colour::TenantClass::kBestEffort)].class_quota_bytes, 32 * kG);
+  EXPECT_EQ(q[ClassIndex(colorer::TenantClass::kLatencySensitive)].tenant_quota_bytes, 4 * kG);
+  EXPECT_EQ(q[ClassIndex(colorer::TenantClass::kLatencySensitive)].class_quota_bytes, 8 * kG);
+  EXPECT_EQ(q[ClassIndex(colorer::TenantClass::kBestEffort)].tenant_quota_bytes, 16 * kG);
+  EXPECT_EQ(q[ClassIndex(colorer::TenantClass::kBestEffort)].class_quota_bytes, 32 * kG);
 }
 
 TEST(GpuSetupTest, ArbiterOptionsFromPcie) {

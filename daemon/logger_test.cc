@@ -21,7 +21,7 @@ constexpr uint64_t kG = uint64_t{2} << 20;
 class FailingScrubSource : public BlockSource {
  public:
   absl::StatusOr<PhysicalBlock> Create(uint64_t bytes) override {
-    return PhysicalBlock{next_++, bytes, colour::ColourSet::Single(0)};
+    return PhysicalBlock{next_++, bytes, colorer::ColourSet::Single(0)};
   }
   void Destroy(const PhysicalBlock&) override {}
   absl::Status Scrub(const PhysicalBlock&) override {
@@ -32,13 +32,13 @@ class FailingScrubSource : public BlockSource {
   uint64_t next_ = 1;
 };
 
-colour::ColourPolicy OneColourPolicy() {
-  auto map = colour::UniformChannelMap::Create(1);
+colorer::ColourPolicy OneColourPolicy() {
+  auto map = colorer::UniformChannelMap::Create(1);
   EXPECT_TRUE(map.ok());
-  auto scheme = colour::ColourScheme::EvenSplit(
-      std::shared_ptr<const colour::ChannelMap>(*std::move(map)), 1);
+  auto scheme = colorer::ColourScheme::EvenSplit(
+      std::shared_ptr<const colorer::ChannelMap>(*std::move(map)), 1);
   EXPECT_TRUE(scheme.ok());
-  auto policy = colour::ColourPolicy::Create(*scheme);
+  auto policy = colorer::ColourPolicy::Create(*scheme);
   EXPECT_TRUE(policy.ok());
   return *policy;
 }
@@ -57,7 +57,7 @@ class LoggerTest : public ::testing::Test {
 
   // Leases a block and frees it; the failing scrub makes the pool warn.
   void ReleaseOneBlock(VramPool& pool, SessionId session) {
-    ASSERT_TRUE(pool.AddTenant(session, colour::TenantClass::kBestEffort, 0).ok());
+    ASSERT_TRUE(pool.AddTenant(session, colorer::TenantClass::kBestEffort, 0).ok());
     auto leases = pool.AllocateChunks(session, 1);
     ASSERT_TRUE(leases.ok()) << leases.status();
     ASSERT_TRUE(pool.Free(session, {(*leases)[0].id}).ok());
