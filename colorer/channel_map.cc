@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace missile::colour {
+namespace missile::colorer {
 namespace {
 
 constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
@@ -343,4 +343,4 @@ absl::StatusOr<std::unique_ptr<ChannelMap>> MakeChannelMap(const ChannelMapSpec&
   return absl::InvalidArgumentError("unknown channel map kind");
 }
 
-}  // namespace missile::colour
+}  // namespace missile::colorer

@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "missile/colorer/channel_set.h"
 
-namespace missile::colour {
+namespace missile::colorer {
 namespace {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
@@ -305,4 +305,4 @@ TEST(MakeChannelMapTest, SpecRoundTripsAndWrongKindFieldsAreRejected) {
 }
 
 }  // namespace
-}  // namespace missile::colour
+}  // namespace missile::colorer

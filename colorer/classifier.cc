@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-namespace missile::colour {
+namespace missile::colorer {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -231,4 +231,4 @@ absl::StatusOr<ClassificationResult> ClassifyChunks(int num_chunks, Interference
   return result;
 }
 
-}  // namespace missile::colour
+}  // namespace missile::colorer

@@ -10,7 +10,7 @@
 
 #include "gtest/gtest.h"
 
-namespace missile::colour {
+namespace missile::colorer {
 namespace {
 
 // A model of two concurrent readers: reader a loses 0.5 * (the fraction of its chunks whose
@@ -236,4 +236,4 @@ TEST(ClassifierTest, SingleChunkIsItsOwnClassWithNoEvidence) {
 }
 
 }  // namespace
-}  // namespace missile::colour
+}  // namespace missile::colorer

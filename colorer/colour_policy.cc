@@ -9,11 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace missile::colour {
-
-std::string_view TenantClassName(TenantClass cls) {
-  return cls == TenantClass::kLatencySensitive ? "ls" : "be";
-}
+namespace missile::colorer {
 
 absl::Status CheckCapacityAddsUp(const ColourCapacity& capacity) {
   uint64_t sum = capacity.unclean_bytes;
@@ -116,4 +112,4 @@ ColourCapacity ColourPolicy::Capacity(const std::vector<PhysRange>& chunks) cons
   return cap;
 }
 
-}  // namespace missile::colour
+}  // namespace missile::colorer

@@ -10,7 +10,7 @@
 #include "missile/colorer/channel_map.h"
 #include "missile/colorer/colour_scheme.h"
 
-namespace missile::colour {
+namespace missile::colorer {
 namespace {
 
 constexpr uint64_t kChunk = uint64_t{2} << 20;
@@ -150,4 +150,4 @@ TEST(ColourPolicyTest, CapacityAddsUp) {
 }
 
 }  // namespace
-}  // namespace missile::colour
+}  // namespace missile::colorer

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace missile::colour {
+namespace missile::colorer {
 namespace {
 
 // Groups the channels that appear together in some set (union-find over at most 64 channels).
@@ -124,4 +124,4 @@ absl::StatusOr<int> DistinguishableColours(const ChannelMap& map, uint64_t granu
   return static_cast<int>(LinkedGroups(map.channel_count(), *sets).size());
 }
 
-}  // namespace missile::colour
+}  // namespace missile::colorer

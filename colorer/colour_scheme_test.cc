@@ -7,7 +7,7 @@
 #include "gtest/gtest.h"
 #include "missile/colorer/channel_map.h"
 
-namespace missile::colour {
+namespace missile::colorer {
 namespace {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
@@ -120,4 +120,4 @@ TEST(ColourSchemeTest, ForGranularityMakesEveryChunkClean) {
 }
 
 }  // namespace
-}  // namespace missile::colour
+}  // namespace missile::colorer

@@ -18,7 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "toml++/toml.h"
 
-namespace missile::colour {
+namespace missile::colorer {
 namespace {
 
 constexpr uint64_t kMaxTomlInt = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
@@ -428,4 +428,4 @@ absl::StatusOr<ColourScheme> SchemeFromProfile(const GpuColourProfile& profile) 
                                       profile.granularity_bytes);
 }
 
-}  // namespace missile::colour
+}  // namespace missile::colorer

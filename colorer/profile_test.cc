@@ -12,7 +12,7 @@
 #include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 
-namespace missile::colour {
+namespace missile::colorer {
 namespace {
 
 constexpr uint64_t kChunk = uint64_t{2} << 20;
@@ -255,4 +255,4 @@ TEST(ProfileTest, SyntaxErrorsAndFiles) {
 }
 
 }  // namespace
-}  // namespace missile::colour
+}  // namespace missile::colorer

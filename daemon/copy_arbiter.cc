@@ -12,7 +12,7 @@
 #include <cstring>
 #include <string>
 
-#include "spdlog/spdlog.h"
+#include "logger.h"
 
 namespace missile::daemon {
 namespace {
@@ -174,7 +174,7 @@ void CopyArbiter::DropLocked(uint64_t session, const char* why) {
   it->second->region->closed.store(1, std::memory_order_release);
   copych::FutexWakeAll(&it->second->region->closed);
   if (std::string(why) != "session ended") {
-    spdlog::warn("copy channel of session {} dropped: {}", session, why);
+    GetLogger(kCopyLog)->warn("copy channel of session {} dropped: {}", session, why);
   }
   if (it->second->bell >= 0) retired_bells_.push_back(it->second->bell);
   channels_.erase(it);
@@ -214,103 +214,89 @@ std::vector<PcieUse> CopyArbiter::Usage() {
   return out;
 }
 
-bool CopyArbiter::Poll(bool* busy, bool* ls_posted) {
-  const uint64_t now = copych::MonotonicNs();
-  const uint64_t offers_seen = prev_poll_ns_ != 0 ? prev_poll_ns_ : now;
-  bool moved = false;
-  *busy = false;
-  *ls_posted = false;
-  std::vector<uint64_t> bad;
-  for (auto& [session, cp] : channels_) {
-    Channel& c = *cp;
-    for (int d = 0; d < 2 && (bad.empty() || bad.back() != session); ++d) {
-      Ring& r = c.region->ring[d];
-      copych::Gates& gates = r.gates;
-      Channel::Direction& cd = c.dir[d];
-      // New requests: checked here, queued once they arrive.
-      uint64_t head = r.request_head.load(std::memory_order_acquire);
-      if (head - cd.request_tail > kGates) {
-        bad.push_back(session);
-        break;
-      }
-      for (; cd.request_tail < head; ++cd.request_tail) {
-        copych::RequestEntry e = r.requests[cd.request_tail % kGates];
-        const bool chunk_ok =
-            e.chunk_bytes == options_.scheduler.chunk_bytes ||
-            (e.chunk_bytes == options_.scheduler.ChunkFor(pcie::TenantClass::kBestEffort) &&
-             c.large_offered_ns != 0 &&
-             offers_seen < c.large_offered_ns + options_.large_chunk_grace_ns);
-        uint64_t chunks =
-            e.bytes == 0 || !chunk_ok ? 0 : (e.bytes + e.chunk_bytes - 1) / e.chunk_bytes;
-        if (e.bytes == 0 || e.bytes > kMaxCopyBytes || !chunk_ok || e.first >= kGates ||
-            cd.outstanding_chunks + chunks > kGates) {
-          bad.push_back(session);
-          break;
-        }
-        cd.outstanding_chunks += chunks;
-        cd.waiting.push_back(e);
-        moved = true;
-        if (c.ls) {
-          *ls_posted = true;
-          last_ls_request_ns_ = now;
-        }
-      }
-      if (!bad.empty() && bad.back() == session) break;
-      for (size_t i = 0; i < cd.waiting.size();) {
-        const copych::RequestEntry& e = cd.waiting[i];
-        if (gates.arrived[e.first].load(std::memory_order_acquire) == 0) {
-          ++i;
-          continue;
-        }
-        auto id = sched_[d]->Submit(session, e.bytes, now, e.chunk_bytes);
-        if (!id.ok()) {
-          bad.push_back(session);
-          break;
-        }
-        cd.queued[*id] = {e.first, e.chunk_bytes};
-        cd.waiting.erase(cd.waiting.begin() + static_cast<ptrdiff_t>(i));
-        moved = true;
-      }
-      // Chunks the GPU (or the copying thread) has finished.
-      for (auto it = cd.inflight.begin(); it != cd.inflight.end();) {
-        uint32_t gate = it->second.gate;
-        if (gates.done[gate].load(std::memory_order_acquire) != copych::kDoneCopied) {
-          if (now - it->second.since_ns >= kGrantTimeoutNs) {
-            spdlog::warn("session {}: chunk not finished after {} ms; no longer waiting for it",
-                         session, kGrantTimeoutNs / 1000000);
-            cd.expired.push_back(gate);
-          } else {
-            ++it;
-            continue;
-          }
-        } else {
-          gates.done[gate].store(copych::kDoneCounted, std::memory_order_release);
-          --cd.outstanding_chunks;  // the tenant may reuse this gate now
-        }
-        auto done = sched_[d]->Complete(it->first, now);
-        if (done.ok() && done->has_value()) cd.queued.erase((*done)->request);
-        cd.inflight.erase(it++);
-        moved = true;
-      }
-      for (size_t i = 0; i < cd.expired.size();) {
-        uint32_t gate = cd.expired[i];
-        if (gates.done[gate].load(std::memory_order_acquire) == copych::kDoneCopied) {
-          gates.done[gate].store(copych::kDoneCounted, std::memory_order_release);
-          --cd.outstanding_chunks;
-          cd.expired[i] = cd.expired.back();
-          cd.expired.pop_back();
-        } else {
-          ++i;
-        }
-      }
-      if (!cd.waiting.empty() || !cd.queued.empty()) *busy = true;
+bool CopyArbiter::ReadRequests(Channel& c, int d, uint64_t now, uint64_t offers_seen,
+                               PassResult* pass) {
+  Ring& r = c.region->ring[d];
+  Channel::Direction& cd = c.dir[d];
+  uint64_t head = r.request_head.load(std::memory_order_acquire);
+  if (head - cd.request_tail > kGates) return false;
+  for (; cd.request_tail < head; ++cd.request_tail) {
+    copych::RequestEntry e = r.requests[cd.request_tail % kGates];
+    const bool chunk_ok =
+        e.chunk_bytes == options_.scheduler.chunk_bytes ||
+        (e.chunk_bytes == options_.scheduler.ChunkFor(pcie::TenantClass::kBestEffort) &&
+         c.large_offered_ns != 0 && offers_seen < c.large_offered_ns + options_.large_chunk_grace_ns);
+    uint64_t chunks = e.bytes == 0 || !chunk_ok ? 0 : (e.bytes + e.chunk_bytes - 1) / e.chunk_bytes;
+    if (e.bytes == 0 || e.bytes > kMaxCopyBytes || !chunk_ok || e.first >= kGates ||
+        cd.outstanding_chunks + chunks > kGates) {
+      return false;
+    }
+    cd.outstanding_chunks += chunks;
+    cd.waiting.push_back(e);
+    pass->moved = true;
+    if (c.ls) {
+      pass->ls_posted = true;
+      last_ls_request_ns_ = now;
     }
   }
-  for (uint64_t s : bad) DropLocked(s, "malformed request in its ring");
-  // What the tenants cut their next copies into: BE chunks shrink while an LS tenant copies.
-  for (auto& [session, cp] : channels_) Offer(*cp, now);
-  prev_poll_ns_ = now;
-  // Open the gates of what the schedulers grant.
+  return true;
+}
+
+bool CopyArbiter::SubmitArrived(Channel& c, int d, uint64_t now, PassResult* pass) {
+  copych::Gates& gates = c.region->ring[d].gates;
+  Channel::Direction& cd = c.dir[d];
+  for (size_t i = 0; i < cd.waiting.size();) {
+    const copych::RequestEntry& e = cd.waiting[i];
+    if (gates.arrived[e.first].load(std::memory_order_acquire) == 0) {
+      ++i;
+      continue;
+    }
+    auto id = sched_[d]->Submit(c.session, e.bytes, now, e.chunk_bytes);
+    if (!id.ok()) return false;
+    cd.queued[*id] = {e.first, e.chunk_bytes};
+    cd.waiting.erase(cd.waiting.begin() + static_cast<ptrdiff_t>(i));
+    pass->moved = true;
+  }
+  return true;
+}
+
+void CopyArbiter::CountFinished(Channel& c, int d, uint64_t now, PassResult* pass) {
+  copych::Gates& gates = c.region->ring[d].gates;
+  Channel::Direction& cd = c.dir[d];
+  for (auto it = cd.inflight.begin(); it != cd.inflight.end();) {
+    uint32_t gate = it->second.gate;
+    if (gates.done[gate].load(std::memory_order_acquire) != copych::kDoneCopied) {
+      if (now - it->second.since_ns < kGrantTimeoutNs) {
+        ++it;
+        continue;
+      }
+      GetLogger(kCopyLog)->warn("session {}: chunk not finished after {} ms; no longer waiting for it",
+                                c.session, kGrantTimeoutNs / 1000000);
+      cd.expired.push_back(gate);
+    } else {
+      gates.done[gate].store(copych::kDoneCounted, std::memory_order_release);
+      --cd.outstanding_chunks;  // the tenant may reuse this gate now
+    }
+    auto done = sched_[d]->Complete(it->first, now);
+    if (done.ok() && done->has_value()) cd.queued.erase((*done)->request);
+    cd.inflight.erase(it++);
+    pass->moved = true;
+  }
+  // Written-off grants the GPU has finished since: their gates count back now.
+  for (size_t i = 0; i < cd.expired.size();) {
+    uint32_t gate = cd.expired[i];
+    if (gates.done[gate].load(std::memory_order_acquire) == copych::kDoneCopied) {
+      gates.done[gate].store(copych::kDoneCounted, std::memory_order_release);
+      --cd.outstanding_chunks;
+      cd.expired[i] = cd.expired.back();
+      cd.expired.pop_back();
+    } else {
+      ++i;
+    }
+  }
+}
+
+void CopyArbiter::OpenGrantedGates(uint64_t now, PassResult* pass) {
   for (int d = 0; d < 2; ++d) {
     while (std::optional<pcie::Grant> g = sched_[d]->NextGrant(now)) {
       auto it = channels_.find(g->tenant);
@@ -328,10 +314,40 @@ bool CopyArbiter::Poll(bool* busy, bool* ls_posted) {
         copych::FutexWakeAll(&r.gates.go[gate]);
       }
       cd.inflight[g->id] = {now, gate};
-      moved = true;
+      pass->moved = true;
     }
   }
-  return moved;
+}
+
+CopyArbiter::PassResult CopyArbiter::Poll() {
+  const uint64_t now = copych::MonotonicNs();
+  const uint64_t offers_seen = prev_poll_ns_ != 0 ? prev_poll_ns_ : now;
+  PassResult pass;
+  std::vector<uint64_t> bad;
+  for (auto& [session, cp] : channels_) {
+    Channel& c = *cp;
+    for (int d = 0; d < 2; ++d) {
+      if (!ReadRequests(c, d, now, offers_seen, &pass)) {
+        bad.push_back(session);
+        break;
+      }
+      // A request the scheduler refuses drops the channel after this pass, but what the GPU
+      // finished still counts back first.
+      const bool submitted = SubmitArrived(c, d, now, &pass);
+      CountFinished(c, d, now, &pass);
+      if (!c.dir[d].waiting.empty() || !c.dir[d].queued.empty()) pass.busy = true;
+      if (!submitted) {
+        bad.push_back(session);
+        break;
+      }
+    }
+  }
+  for (uint64_t s : bad) DropLocked(s, "malformed request in its ring");
+  // What the tenants cut their next copies into: BE chunks shrink while an LS tenant copies.
+  for (auto& [session, cp] : channels_) Offer(*cp, now);
+  prev_poll_ns_ = now;
+  OpenGrantedGates(now, &pass);
+  return pass;
 }
 
 void CopyArbiter::Run() {
@@ -339,16 +355,14 @@ void CopyArbiter::Run() {
   uint64_t last_moved = copych::MonotonicNs();
   uint64_t last_ls_request = 0;
   while (!stop_) {
-    bool moved;
-    bool busy;
-    bool ls_posted;
+    PassResult pass;
     {
       absl::MutexLock lock(&mu_);
-      moved = Poll(&busy, &ls_posted);
+      pass = Poll();
     }
     uint64_t now = copych::MonotonicNs();
-    if (ls_posted) last_ls_request = now;
-    if (moved) {
+    if (pass.ls_posted) last_ls_request = now;
+    if (pass.moved) {
       last_moved = now;
       continue;
     }
@@ -369,7 +383,7 @@ void CopyArbiter::Run() {
         if (c->bell >= 0) fds.push_back({c->bell, POLLIN, 0});
       }
     }
-    timespec timeout{0, busy ? kBusyNapNs : kIdleSleepNs};
+    timespec timeout{0, pass.busy ? kBusyNapNs : kIdleSleepNs};
     if (ppoll(fds.data(), fds.size(), &timeout, nullptr) <= 0) continue;
     uint64_t v;
     if (fds[0].revents != 0) (void)!read(wake_, &v, sizeof(v));

@@ -72,9 +72,29 @@ class CopyArbiter {
   struct Channel;
   CopyArbiter() = default;
   void Run();
-  // One pass over every channel; true if anything moved. `busy`: some request is outstanding;
-  // `ls_posted`: an LS tenant posted a request.
-  bool Poll(bool* busy, bool* ls_posted) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What one pass over the channels saw.
+  struct PassResult {
+    bool moved = false;      // anything was read, queued, granted or counted back
+    bool busy = false;       // some request is outstanding
+    bool ls_posted = false;  // an LS tenant posted a request
+  };
+  // One pass over every channel: ReadRequests, SubmitArrived and CountFinished per channel and
+  // direction, then drops malformed channels, re-offers chunk sizes and OpenGrantedGates.
+  PassResult Poll() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reads the requests posted to direction `d` since the last pass and checks them; false if one
+  // is malformed (the channel is then dropped).
+  bool ReadRequests(Channel& c, int d, uint64_t now, uint64_t offers_seen, PassResult* pass)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands the scheduler the requests whose copies reached their stream (first gate arrived);
+  // false if the scheduler refuses one.
+  bool SubmitArrived(Channel& c, int d, uint64_t now, PassResult* pass)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts back the chunks the GPU (or the copying thread) has finished, and writes off grants
+  // outstanding for longer than the grant timeout.
+  void CountFinished(Channel& c, int d, uint64_t now, PassResult* pass)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Opens the gates of every chunk the two schedulers grant now.
+  void OpenGrantedGates(uint64_t now, PassResult* pass) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropLocked(uint64_t session, const char* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The chunk size a tenant of this class should cut its next copy into.
   uint64_t OfferedChunk(bool latency_sensitive, uint64_t now) const

@@ -13,20 +13,14 @@
 #include <cstring>
 
 #include "missile/pcie_sched/fair_scheduler.h"
-#include "spdlog/spdlog.h"
+#include "logger.h"
 
 namespace missile::daemon {
 namespace {
 
 constexpr size_t kMaxNameBytes = 64;
 
-std::shared_ptr<spdlog::logger> Log() {
-  static std::shared_ptr<spdlog::logger> log = [] {
-    auto l = spdlog::get("missiled");
-    return l ? l : spdlog::default_logger();
-  }();
-  return log;
-}
+std::shared_ptr<spdlog::logger> Log() { return GetLogger(kCoreLog); }
 
 absl::Status ValidateName(const std::string& name) {
   if (name.empty() || name.size() > kMaxNameBytes) {
@@ -49,14 +43,15 @@ uint32_t WeightOf(int priority) {
 
 }  // namespace
 
-const char* ClassName(TenantClass cls) {
-  return cls == TenantClass::kLatencySensitive ? "ls" : "be";
-}
-
 struct DaemonCore::Session {
   SessionInfo info;
   int pidfd = -1;
 };
+
+SessionInfo DaemonCore::SnapshotOf(const Session& session) const {
+  absl::MutexLock lock(&mu_);
+  return session.info;
+}
 
 namespace {
 
@@ -94,18 +89,10 @@ DaemonCore::DaemonCore(CoreOptions options, std::vector<Gpu> gpus)
 
 DaemonCore::~DaemonCore() { Stop(); }
 
-absl::Status DaemonCore::Start(unsigned socket_mode, std::optional<unsigned> socket_gid) {
+absl::Status DaemonCore::Start() {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd_ < 0) return absl::InternalError(std::string("epoll_create1: ") + strerror(errno));
-  if (absl::Status s = fdpass::ListenUnix(options_.fd_socket_path, socket_mode, &side_listen_fd_);
-      !s.ok()) {
-    return s;
-  }
-  if (socket_gid.has_value() && chown(options_.fd_socket_path.c_str(), -1, *socket_gid) != 0) {
-    return absl::PermissionDeniedError("chown " + options_.fd_socket_path + ": " + strerror(errno));
-  }
   process_watcher_ = std::thread([this] { WatchProcesses(); });
-  side_acceptor_ = std::thread([this] { AcceptSideChannels(); });
   return absl::OkStatus();
 }
 
@@ -118,14 +105,6 @@ void DaemonCore::BeginShutdown() {
 void DaemonCore::Stop() {
   if (stopped_.exchange(true)) return;
   BeginShutdown();
-  if (side_listen_fd_ >= 0) shutdown(side_listen_fd_, SHUT_RDWR);
-  if (side_acceptor_.joinable()) side_acceptor_.join();
-  {
-    absl::MutexLock lock(&side_mu_);
-    for (int s : side_socks_) shutdown(s, SHUT_RDWR);
-    auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(side_mu_) { return side_threads_ == 0; };
-    side_mu_.Await(absl::Condition(&idle));
-  }
   if (process_watcher_.joinable()) process_watcher_.join();
   std::vector<uint64_t> ids;
   {
@@ -133,11 +112,6 @@ void DaemonCore::Stop() {
     for (const auto& [id, s] : sessions_) ids.push_back(id);
   }
   for (uint64_t id : ids) EndSession(id, "daemon stopping");
-  if (side_listen_fd_ >= 0) {
-    close(side_listen_fd_);
-    unlink(options_.fd_socket_path.c_str());
-    side_listen_fd_ = -1;
-  }
   if (epoll_fd_ >= 0) close(epoll_fd_);
   epoll_fd_ = -1;
 }
@@ -194,7 +168,7 @@ absl::StatusOr<SessionInfo> DaemonCore::Register(const PeerCredentials& creds,
   sessions_[info.id] = session;
   session_by_pid_[creds.pid] = info.id;
   Log()->info("session {}: pid {} uid {} registered as '{}' ({}, priority {}, weight {})", info.id,
-              creds.pid, creds.uid, name, ClassName(cls), info.priority, info.weight);
+              creds.pid, creds.uid, name, TenantClassName(cls), info.priority, info.weight);
   return info;
 }
 
@@ -226,7 +200,7 @@ absl::StatusOr<std::vector<Lease>> DaemonCore::Allocate(const PeerCredentials& c
   if (auto s = Authenticate(creds, session); !s.ok()) return s.status();
   if (absl::Status s = CheckGpu(gpu); !s.ok()) return s;
   VramPool& pool = *gpus_[gpu].pool;
-  uint64_t granularity = gpus_[gpu].device->info().granularity;
+  uint64_t granularity = gpus_[gpu].info.granularity;
   if (bytes == 0 || bytes % granularity != 0) {
     return absl::InvalidArgumentError("allocation of " + std::to_string(bytes) +
                                       " bytes is not a positive multiple of the granularity (" +
@@ -418,7 +392,7 @@ absl::StatusOr<uint32_t> DaemonCore::SetPolicy(const PeerCredentials& creds,
     }
     ++info.generation;
     Log()->info("session {} ('{}'): policy now {}, priority {}, weight {}", info.id, info.name,
-                ClassName(info.cls), info.priority, info.weight);
+                TenantClassName(info.cls), info.priority, info.weight);
   }
   changed_.SignalAll();
   return static_cast<uint32_t>(matched.size());
@@ -459,122 +433,51 @@ void DaemonCore::WatchProcesses() {
   }
 }
 
-void DaemonCore::AcceptSideChannels() {
-  while (!stopping_) {
-    int sock = accept4(side_listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (sock < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      break;  // shut down
-    }
-    absl::MutexLock lock(&side_mu_);
-    side_socks_.push_back(sock);
-    ++side_threads_;
-    std::thread([this, sock] { ServeSideChannel(sock); }).detach();
-  }
+absl::Status DaemonCore::AuthenticateSideChannel(const PeerCredentials& creds, uint64_t session,
+                                                 std::string_view token) const {
+  auto s = Authenticate(creds, session);
+  if (!s.ok()) return s.status();
+  if ((*s)->info.token != token) return absl::PermissionDeniedError("bad side-channel token");
+  return absl::OkStatus();
 }
 
-void DaemonCore::ServeSideChannel(int sock) {
-  uint64_t session_id = 0;
-  PeerCredentials creds;
-  fdpass::Hello hello;
-  fdpass::Reply reply;
-  absl::Status s = fdpass::GetPeerCredentials(sock, &creds);
-  if (s.ok()) s = fdpass::ReceiveMessage(sock, &hello, sizeof(hello));
-  if (s.ok() && (hello.magic != fdpass::kMagic || hello.version != fdpass::kVersion)) {
-    s = absl::InvalidArgumentError("bad side-channel hello");
+absl::StatusOr<std::vector<int>> DaemonCore::FetchBlocks(const PeerCredentials& creds,
+                                                         uint64_t session, uint32_t gpu,
+                                                         const std::vector<BlockId>& ids) {
+  if (auto s = Authenticate(creds, session); !s.ok()) return s.status();
+  if (absl::Status s = CheckGpu(gpu); !s.ok()) return s;
+  std::vector<int> fds;
+  for (BlockId id : ids) {
+    absl::StatusOr<int> fd = gpus_[gpu].pool->DuplicateDescriptor(session, id);
+    if (!fd.ok()) {
+      for (int f : fds) close(f);
+      return fd.status();
+    }
+    fds.push_back(*fd);
   }
-  if (s.ok()) {
-    auto session = Authenticate(creds, hello.session_id);
-    if (!session.ok()) {
-      s = session.status();
-    } else if (memcmp((*session)->info.token.data(), hello.token, 16) != 0) {
-      s = absl::PermissionDeniedError("bad side-channel token");
-    } else {
-      session_id = hello.session_id;
-    }
-  }
-  reply.status = static_cast<uint32_t>(s.code());
-  if (!fdpass::SendMessage(sock, &reply, sizeof(reply)).ok() || !s.ok()) {
-    if (!s.ok()) Log()->warn("side channel from pid {} refused: {}", creds.pid, std::string(s.message()));
-    session_id = 0;
-  }
-  while (session_id != 0 && !stopping_) {
-    fdpass::FetchRequest req;
-    absl::Status r = fdpass::ReceiveMessage(sock, &req, sizeof(req));
-    if (!r.ok()) {
-      EndSession(session_id, "side channel closed");
-      break;
-    }
-    std::vector<int> fds;
-    absl::Status st = CheckGpu(req.gpu);
-    if (st.ok() && req.op == fdpass::kOpenCopyChannel) {
-      auto session = Authenticate(creds, session_id);
-      if (!session.ok()) {
-        st = session.status();
-      } else if (!gpus_[req.gpu].arbiter) {
-        st = absl::UnavailableError("no PCIe arbiter on this GPU");
-      } else {
-        SessionInfo info = (*session)->info;
-        auto pair = gpus_[req.gpu].arbiter->OpenChannel(
-            session_id, info.cls == TenantClass::kLatencySensitive, info.weight);
-        if (pair.ok()) {
-          fds = {pair->first, pair->second};
-        } else {
-          st = pair.status();
-        }
-      }
-    } else if (st.ok() && req.op == fdpass::kOpenPacing) {
-      auto session = Authenticate(creds, session_id);
-      if (!session.ok()) {
-        st = session.status();
-      } else if (!gpus_[req.gpu].pacing) {
-        st = absl::UnavailableError("no pacing domain on this GPU");
-      } else {
-        SessionInfo info = (*session)->info;
-        absl::StatusOr<int> fd = gpus_[req.gpu].pacing->Join(
-            session_id, info.creds.pid, info.cls == TenantClass::kLatencySensitive, info.weight);
-        if (fd.ok()) {
-          fds = {*fd};
-        } else {
-          st = fd.status();
-        }
-      }
-    } else if (st.ok() && req.op != fdpass::kFetchBlocks) {
-      st = absl::InvalidArgumentError("unknown side-channel operation");
-    } else if (st.ok() && (req.count == 0 || req.count > fdpass::kMaxFdsPerMessage)) {
-      st = absl::InvalidArgumentError("bad descriptor count");
-    }
-    for (uint32_t i = 0; st.ok() && req.op == fdpass::kFetchBlocks && i < req.count; ++i) {
-      absl::StatusOr<PhysicalBlock> block = gpus_[req.gpu].pool->Lookup(session_id, req.block_ids[i]);
-      if (!block.ok()) {
-        st = block.status();
-        break;
-      }
-      int fd = gpus_[req.gpu].device->DupExportedFd(block->handle);
-      if (fd < 0) {
-        st = absl::InternalError("block has no exported descriptor");
-        break;
-      }
-      fds.push_back(fd);
-    }
-    fdpass::Reply out;
-    out.status = static_cast<uint32_t>(st.code());
-    if (!st.ok()) {
-      for (int fd : fds) close(fd);
-      fds.clear();
-    }
-    out.count = static_cast<uint32_t>(fds.size());
-    absl::Status sent = fdpass::SendMessage(sock, &out, sizeof(out), fds);
-    for (int fd : fds) close(fd);
-    if (!sent.ok()) {
-      EndSession(session_id, "side channel broken");
-      break;
-    }
-  }
-  absl::MutexLock lock(&side_mu_);
-  side_socks_.erase(std::remove(side_socks_.begin(), side_socks_.end(), sock), side_socks_.end());
-  close(sock);
-  --side_threads_;
+  return fds;
+}
+
+absl::StatusOr<std::pair<int, int>> DaemonCore::OpenCopyChannel(const PeerCredentials& creds,
+                                                                uint64_t session, uint32_t gpu) {
+  if (absl::Status s = CheckGpu(gpu); !s.ok()) return s;
+  auto held = Authenticate(creds, session);
+  if (!held.ok()) return held.status();
+  if (!gpus_[gpu].arbiter) return absl::UnavailableError("no PCIe arbiter on this GPU");
+  SessionInfo info = SnapshotOf(**held);
+  return gpus_[gpu].arbiter->OpenChannel(session, info.cls == TenantClass::kLatencySensitive,
+                                         info.weight);
+}
+
+absl::StatusOr<int> DaemonCore::OpenPacing(const PeerCredentials& creds, uint64_t session,
+                                           uint32_t gpu) {
+  if (absl::Status s = CheckGpu(gpu); !s.ok()) return s;
+  auto held = Authenticate(creds, session);
+  if (!held.ok()) return held.status();
+  if (!gpus_[gpu].pacing) return absl::UnavailableError("no pacing domain on this GPU");
+  SessionInfo info = SnapshotOf(**held);
+  return gpus_[gpu].pacing->Join(session, info.creds.pid,
+                                 info.cls == TenantClass::kLatencySensitive, info.weight);
 }
 
 }  // namespace missile::daemon

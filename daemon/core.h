@@ -5,6 +5,9 @@
 // connection. It ends when the process exits (a pidfd per session, watched by one thread), when
 // its side-channel connection closes, or when its Watch stream ends; everything it held on every
 // GPU goes back to the pools at once.
+// The two servers in front of it, RpcServer (gRPC) and SideChannelServer (descriptors), own
+// their sockets and wire formats; DaemonCore owns no socket. Its GPUs are plain Gpu values over
+// a BlockSource, so it runs in one process over fake sources in tests.
 // Thread-safety: every public method may be called from any thread.
 #ifndef MISSILE_DAEMON_CORE_H_
 #define MISSILE_DAEMON_CORE_H_
@@ -16,6 +19,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -24,38 +29,25 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "copy_arbiter.h"
-#include "cuda_device.h"
-#include "pacing_domain.h"
+#include "gpu.h"
 #include "missile/common/fd_passing.h"
+#include "missile/common/tenant_class.h"
+#include "pacing_domain.h"
 #include "vram_pool.h"
 
 namespace missile::daemon {
 
-using colour::TenantClass;
 using fdpass::PeerCredentials;
-
-const char* ClassName(TenantClass cls);
 
 struct ClassDefaults {
   int priority = 0;
 };
 
 struct CoreOptions {
-  std::string fd_socket_path;
+  std::string fd_socket_path;  // reported to tenants at registration; SideChannelServer serves it
   std::optional<unsigned> admin_gid;  // members may change policy; root always may
   ClassDefaults ls{-10};
   ClassDefaults be{10};
-};
-
-// One GPU: its device (block source) and pool.
-struct Gpu {
-  std::unique_ptr<CudaDevice> device;
-  std::unique_ptr<VramPool> pool;
-  std::unique_ptr<CopyArbiter> arbiter;  // PCIe copies, both directions
-  std::unique_ptr<PacingDomain> pacing;  // BE pacing next to LS work (null: not paced)
-  int colours = 1;
-  std::string colour_note;
-  QuotaPolicy quota[2];  // the pool's class quotas, indexed by ClassIndex
 };
 
 
@@ -99,11 +91,13 @@ class DaemonCore {
   DaemonCore(const DaemonCore&) = delete;
   DaemonCore& operator=(const DaemonCore&) = delete;
 
-  // Starts the side-channel listener and the process watcher.
-  absl::Status Start(unsigned socket_mode, std::optional<unsigned> socket_gid);
-  // Wakes every waiting Watch call so the RPC server can drain quickly; then Stop.
+  // Starts the process watcher.
+  absl::Status Start();
+  // Wakes every waiting Watch call so the servers can drain quickly; then Stop.
   void BeginShutdown();
+  // Stops the process watcher and ends every session. Call after the servers have shut down.
   void Stop();
+  bool stopping() const { return stopping_; }
 
   const std::vector<Gpu>& gpus() const { return gpus_; }
   const CoreOptions& options() const { return options_; }
@@ -123,6 +117,22 @@ class DaemonCore {
   absl::StatusOr<SessionInfo> WaitForChange(const PeerCredentials& creds, uint64_t session,
                                             uint64_t seen, const std::function<bool()>& cancelled);
   void EndSession(uint64_t session, const std::string& reason);
+  // INVALID_ARGUMENT for a GPU index the daemon does not manage.
+  absl::Status CheckGpu(uint32_t gpu) const;
+
+  // --- side channel (SideChannelServer translates its wire format to these) ---
+  // The session must belong to the caller's process and `token` must be its token.
+  absl::Status AuthenticateSideChannel(const PeerCredentials& creds, uint64_t session,
+                                       std::string_view token) const;
+  // Descriptors of blocks the session holds on `gpu`, in the order of `ids`; all or none. The
+  // caller sends and closes them.
+  absl::StatusOr<std::vector<int>> FetchBlocks(const PeerCredentials& creds, uint64_t session,
+                                               uint32_t gpu, const std::vector<BlockId>& ids);
+  // The session's copy channel on `gpu`: the region's memfd and the doorbell's tenant end.
+  absl::StatusOr<std::pair<int, int>> OpenCopyChannel(const PeerCredentials& creds,
+                                                      uint64_t session, uint32_t gpu);
+  // The session's pacing page on `gpu` (a memfd).
+  absl::StatusOr<int> OpenPacing(const PeerCredentials& creds, uint64_t session, uint32_t gpu);
 
   // --- admin ---
   std::vector<SessionInfo> ListSessions() const;
@@ -143,11 +153,10 @@ class DaemonCore {
 
   absl::StatusOr<std::shared_ptr<Session>> Authenticate(const PeerCredentials& creds,
                                                         uint64_t session) const;
-  absl::Status CheckGpu(uint32_t gpu) const;
+  // The session's info as it is now (its policy may change on another thread).
+  SessionInfo SnapshotOf(const Session& session) const;
   bool IsAdmin(const PeerCredentials& creds) const;
   void WatchProcesses();
-  void AcceptSideChannels();
-  void ServeSideChannel(int sock);
 
   const CoreOptions options_;
   const std::string instance_;
@@ -169,13 +178,7 @@ class DaemonCore {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> stopped_{false};
   int epoll_fd_ = -1;
-  int side_listen_fd_ = -1;
   std::thread process_watcher_;
-  std::thread side_acceptor_;
-  // Side-channel connections are served by detached threads, counted so Stop can wait for them.
-  absl::Mutex side_mu_;
-  std::vector<int> side_socks_ ABSL_GUARDED_BY(side_mu_);
-  int side_threads_ ABSL_GUARDED_BY(side_mu_) = 0;
 };
 
 }  // namespace missile::daemon

@@ -4,7 +4,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstdio>
+#include <cstring>
+
+#include "missile/common/gpu_uuid.h"
 
 namespace missile::daemon {
 namespace {
@@ -19,12 +23,10 @@ absl::Status CudaError(const char* what, CUresult r) {
 }
 
 std::string FormatUuid(const CUuuid& u) {
-  const unsigned char* b = reinterpret_cast<const unsigned char*>(u.bytes);
-  char buf[64];
-  snprintf(buf, sizeof(buf),
-           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
-  return buf;
+  std::array<uint8_t, 16> bytes;
+  static_assert(sizeof(u.bytes) == bytes.size());
+  memcpy(bytes.data(), u.bytes, bytes.size());
+  return FormatGpuUuid(bytes);
 }
 
 CUmemAllocationProp BlockProp(int ordinal) {
@@ -56,7 +58,7 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Open(int ordinal, Colour
   }
   std::unique_ptr<CudaDevice> d(new CudaDevice());
   d->colours_ = colours ? std::move(colours)
-                        : [](uint64_t, uint64_t) { return colour::ColourSet::Single(0); };
+                        : [](uint64_t, uint64_t) { return colorer::ColourSet::Single(0); };
   d->info_.ordinal = ordinal;
   CUdevice dev;
   if (CUresult r = cuDeviceGet(&dev, ordinal); r != CUDA_SUCCESS) return CudaError("cuDeviceGet", r);
@@ -221,10 +223,12 @@ absl::Status CudaDevice::Scrub(const PhysicalBlock& block) {
   return absl::OkStatus();
 }
 
-int CudaDevice::DupExportedFd(uint64_t handle) const {
+absl::StatusOr<int> CudaDevice::DuplicateDescriptor(const PhysicalBlock& block) {
   absl::MutexLock lock(&mu_);
-  auto it = blocks_.find(handle);
-  return it == blocks_.end() ? -1 : fcntl(it->second.fd, F_DUPFD_CLOEXEC, 0);
+  auto it = blocks_.find(block.handle);
+  int fd = it == blocks_.end() ? -1 : fcntl(it->second.fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError("block has no exported descriptor");
+  return fd;
 }
 
 }  // namespace missile::daemon

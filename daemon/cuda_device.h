@@ -22,17 +22,10 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "missile/colorer/channel_set.h"
+#include "gpu.h"
 #include "vram_pool.h"
 
 namespace missile::daemon {
-
-struct DeviceInfo {
-  int ordinal = 0;
-  std::string uuid;  // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
-  std::string name;
-  uint64_t total_bytes = 0;
-  uint64_t granularity = 0;  // recommended VMM granularity: the block unit
-};
 
 // Initialises the driver once; the number of devices.
 absl::StatusOr<int> CudaDeviceCount();
@@ -40,7 +33,7 @@ absl::StatusOr<int> CudaDeviceCount();
 class CudaDevice : public BlockSource {
  public:
   // The colours of a new block, given the block's handle and size. Defaults to colour 0.
-  using ColourFn = std::function<colour::ColourSet(uint64_t handle, uint64_t bytes)>;
+  using ColourFn = std::function<colorer::ColourSet(uint64_t handle, uint64_t bytes)>;
 
   static absl::StatusOr<std::unique_ptr<CudaDevice>> Open(int ordinal, ColourFn colours = {});
   ~CudaDevice() override;
@@ -53,8 +46,8 @@ class CudaDevice : public BlockSource {
   void Destroy(const PhysicalBlock& block) override;
   absl::Status Scrub(const PhysicalBlock& block) override;
 
-  // A duplicate of a live block's exported descriptor (the caller closes it), or -1.
-  int DupExportedFd(uint64_t handle) const;
+  // A duplicate of a live block's exported descriptor (the caller closes it).
+  absl::StatusOr<int> DuplicateDescriptor(const PhysicalBlock& block) override;
 
  private:
   struct Mapped {

@@ -43,7 +43,7 @@ void FillUsage(uint32_t gpu, const Usage& u, v1::Usage* out) {
 }
 
 void FillGpu(uint32_t index, const Gpu& gpu, v1::GpuInfo* out) {
-  const DeviceInfo& info = gpu.device->info();
+  const DeviceInfo& info = gpu.info;
   out->set_index(index);
   out->set_uuid(info.uuid);
   out->set_name(info.name);

@@ -7,38 +7,14 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "spdlog/sinks/stdout_sinks.h"
-#include "spdlog/spdlog.h"
+#include "daemon/logger.h"
+#include "missile/common/size.h"
 
 namespace missile::daemon {
 namespace {
 
-using colour::ColourSet;
-using colour::TenantClass;
-
-spdlog::logger& Log() {
-  static const std::shared_ptr<spdlog::logger> logger = [] {
-    constexpr const char* kName = "missile.vram_pool";
-    std::shared_ptr<spdlog::logger> existing = spdlog::get(kName);
-    return existing != nullptr ? existing : spdlog::stderr_logger_mt(kName);
-  }();
-  return *logger;
-}
-
-// "512 B", "2.0 MiB", "3.9 GiB".
-std::string FormatBytes(uint64_t bytes) {
-  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  if (bytes < 1024) return absl::StrFormat("%d B", bytes);
-  double value = static_cast<double>(bytes) / 1024;
-  int unit = 0;
-  while (value >= 1024 && unit + 1 < static_cast<int>(std::size(kUnits))) {
-    value /= 1024;
-    ++unit;
-  }
-  return absl::StrFormat("%.1f %s", value, kUnits[unit]);
-}
-
-std::string ClassName(TenantClass cls) { return std::string(colour::TenantClassName(cls)); }
+using colorer::ColourSet;
+using colorer::TenantClass;
 
 uint64_t SubOrZero(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
@@ -49,8 +25,12 @@ absl::Status WithContext(const absl::Status& status, const std::string& context)
 
 }  // namespace
 
+absl::StatusOr<int> BlockSource::DuplicateDescriptor(const PhysicalBlock&) {
+  return absl::UnimplementedError("this block source cannot share its blocks");
+}
+
 absl::StatusOr<std::unique_ptr<VramPool>> VramPool::Create(PoolOptions options, BlockSource* source,
-                                                           colour::ColourPolicy policy,
+                                                           colorer::ColourPolicy policy,
                                                            QuotaPolicy ls, QuotaPolicy be) {
   if (source == nullptr) return absl::InvalidArgumentError("vram pool: no block source");
   if (!std::has_single_bit(options.granularity)) {
@@ -60,7 +40,7 @@ absl::StatusOr<std::unique_ptr<VramPool>> VramPool::Create(PoolOptions options, 
   if (options.capacity_bytes == 0 || options.capacity_bytes % options.granularity != 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("vram pool: capacity %d bytes is not a positive multiple of %s",
-                        options.capacity_bytes, FormatBytes(options.granularity)));
+                        options.capacity_bytes, FormatSize(options.granularity)));
   }
   if (options.max_colour_retries < 1) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -69,7 +49,7 @@ absl::StatusOr<std::unique_ptr<VramPool>> VramPool::Create(PoolOptions options, 
   return std::unique_ptr<VramPool>(new VramPool(options, source, std::move(policy), ls, be));
 }
 
-VramPool::VramPool(PoolOptions options, BlockSource* source, colour::ColourPolicy policy,
+VramPool::VramPool(PoolOptions options, BlockSource* source, colorer::ColourPolicy policy,
                    QuotaPolicy ls, QuotaPolicy be)
     : options_(options), source_(source), policy_(std::move(policy)) {
   absl::MutexLock lock(&mu_);
@@ -88,8 +68,8 @@ absl::Status VramPool::Prealloc(uint64_t bytes) {
   absl::MutexLock lock(&mu_);
   if (bytes > options_.capacity_bytes - created_bytes_) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "pool capacity %s: %s created, prealloc asked %s", FormatBytes(options_.capacity_bytes),
-        FormatBytes(created_bytes_), FormatBytes(bytes)));
+        "pool capacity %s: %s created, prealloc asked %s", FormatSize(options_.capacity_bytes),
+        FormatSize(created_bytes_), FormatSize(bytes)));
   }
   std::vector<BlockId> made;
   for (uint64_t i = 0; i < bytes / options_.granularity; ++i) {
@@ -143,7 +123,7 @@ absl::StatusOr<std::vector<Lease>> VramPool::AllocateChunks(SessionId session, u
   if (count > options_.capacity_bytes / options_.granularity) {
     return absl::InvalidArgumentError(
         absl::StrFormat("allocate: %d chunks of %s exceed the pool capacity %s", count,
-                        FormatBytes(options_.granularity), FormatBytes(options_.capacity_bytes)));
+                        FormatSize(options_.granularity), FormatSize(options_.capacity_bytes)));
   }
   absl::MutexLock lock(&mu_);
   return AllocateLocked(session, options_.granularity, count);
@@ -192,6 +172,16 @@ absl::StatusOr<PhysicalBlock> VramPool::Lookup(SessionId session, BlockId id) co
     return absl::NotFoundError(absl::StrFormat("tenant %d holds no block %d", session, id));
   }
   return blocks_.at(id).phys;
+}
+
+absl::StatusOr<int> VramPool::DuplicateDescriptor(SessionId session, BlockId id) const {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<const Tenant*> tenant = FindTenant(session);
+  if (!tenant.ok()) return tenant.status();
+  if (!(*tenant)->blocks.contains(id)) {
+    return absl::NotFoundError(absl::StrFormat("tenant %d holds no block %d", session, id));
+  }
+  return source_->DuplicateDescriptor(blocks_.at(id).phys);
 }
 
 std::vector<BlockId> VramPool::RemoveTenant(SessionId session) {
@@ -308,12 +298,12 @@ absl::Status VramPool::CheckSize(uint64_t bytes, const char* what) const {
   if (bytes == 0 || bytes % options_.granularity != 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: %d bytes is not a positive multiple of the granularity %s", what,
-                        bytes, FormatBytes(options_.granularity)));
+                        bytes, FormatSize(options_.granularity)));
   }
   if (bytes > options_.capacity_bytes) {
     return absl::InvalidArgumentError(absl::StrFormat("%s: %s exceeds the pool capacity %s", what,
-                                                      FormatBytes(bytes),
-                                                      FormatBytes(options_.capacity_bytes)));
+                                                      FormatSize(bytes),
+                                                      FormatSize(options_.capacity_bytes)));
   }
   return absl::OkStatus();
 }
@@ -322,20 +312,20 @@ absl::Status VramPool::CheckLimits(SessionId session, const Tenant& tenant, uint
   const uint64_t quota = QuotaOf(tenant);
   if (tenant.used_bytes > quota || bytes > quota - tenant.used_bytes) {
     return absl::ResourceExhaustedError(
-        absl::StrFormat("tenant %d quota %s: holds %s, asked %s", session, FormatBytes(quota),
-                        FormatBytes(tenant.used_bytes), FormatBytes(bytes)));
+        absl::StrFormat("tenant %d quota %s: holds %s, asked %s", session, FormatSize(quota),
+                        FormatSize(tenant.used_bytes), FormatSize(bytes)));
   }
   const int cls = ClassIndex(tenant.cls);
   const uint64_t class_quota = class_quota_[cls].class_quota_bytes;
   if (class_used_[cls] > class_quota || bytes > class_quota - class_used_[cls]) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "class %s quota %s: holds %s, tenant %d asked %s", ClassName(tenant.cls),
-        FormatBytes(class_quota), FormatBytes(class_used_[cls]), session, FormatBytes(bytes)));
+        "class %s quota %s: holds %s, tenant %d asked %s", TenantClassName(tenant.cls),
+        FormatSize(class_quota), FormatSize(class_used_[cls]), session, FormatSize(bytes)));
   }
   if (bytes > options_.capacity_bytes - leased_bytes_) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "pool capacity %s: %s leased, tenant %d asked %s", FormatBytes(options_.capacity_bytes),
-        FormatBytes(leased_bytes_), session, FormatBytes(bytes)));
+        "pool capacity %s: %s leased, tenant %d asked %s", FormatSize(options_.capacity_bytes),
+        FormatSize(leased_bytes_), session, FormatSize(bytes)));
   }
   return absl::OkStatus();
 }
@@ -355,7 +345,7 @@ absl::StatusOr<std::vector<Lease>> VramPool::AllocateLocked(SessionId session, u
     if (!id.ok()) {
       for (BlockId undo : taken) InsertCache(undo);  // never handed out: no scrub needed
       return WithContext(id.status(), absl::StrFormat("tenant %d, block %d of %d (%s)", session,
-                                                      i + 1, count, FormatBytes(bytes)));
+                                                      i + 1, count, FormatSize(bytes)));
     }
     taken.push_back(*id);
   }
@@ -416,8 +406,8 @@ absl::Status VramPool::MakeRoom(uint64_t bytes) {
   const uint64_t uncached = created_bytes_ - cached_bytes_;
   if (bytes > options_.capacity_bytes - uncached) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "pool capacity %s: %s in use, no room to create %s", FormatBytes(options_.capacity_bytes),
-        FormatBytes(uncached), FormatBytes(bytes)));
+        "pool capacity %s: %s in use, no room to create %s", FormatSize(options_.capacity_bytes),
+        FormatSize(uncached), FormatSize(bytes)));
   }
   while (bytes > options_.capacity_bytes - created_bytes_) {
     DestroyBlock(cache_by_age_.begin()->second);
@@ -428,7 +418,7 @@ absl::Status VramPool::MakeRoom(uint64_t bytes) {
 absl::StatusOr<BlockId> VramPool::CreateBlock(uint64_t bytes) {
   absl::StatusOr<PhysicalBlock> block = source_->Create(bytes);
   if (!block.ok()) {
-    return WithContext(block.status(), absl::StrFormat("creating a %s block", FormatBytes(bytes)));
+    return WithContext(block.status(), absl::StrFormat("creating a %s block", FormatSize(bytes)));
   }
   const ColourSet all = policy_.scheme().AllColours();
   if (block->bytes != bytes || block->colours.Empty() || !block->colours.IsSubsetOf(all)) {
@@ -477,7 +467,7 @@ void VramPool::Release(BlockId id) {
   state.holder = 0;
   if (options_.scrub_on_release) {
     if (absl::Status s = source_->Scrub(state.phys); !s.ok()) {
-      Log().warn("scrubbing block {} ({} bytes) failed, destroying it: {}", id, state.phys.bytes,
+      GetLogger(kPoolLog)->warn("scrubbing block {} ({} bytes) failed, destroying it: {}", id, state.phys.bytes,
                  std::string(s.message()));
       DestroyBlock(id);
       return;

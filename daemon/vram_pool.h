@@ -47,7 +47,7 @@ using SessionId = uint64_t;  // the daemon's tenant session
 struct PhysicalBlock {
   uint64_t handle = 0;        // opaque to the pool (a CUmemGenericAllocationHandle)
   uint64_t bytes = 0;         // as asked for
-  colour::ColourSet colours;  // the colours its physical pages touch (non-empty)
+  colorer::ColourSet colours;  // the colours its physical pages touch (non-empty)
 };
 
 // One GPU's physical memory. Called with the pool's lock held, one call at a time per pool.
@@ -59,6 +59,9 @@ class BlockSource {
   virtual void Destroy(const PhysicalBlock& block) = 0;
   // Zeroes the block's memory (on release, when the pool scrubs).
   virtual absl::Status Scrub(const PhysicalBlock& block) = 0;
+  // A new descriptor for a live block, for a tenant to import (the caller closes it). A source
+  // whose blocks cannot be shared refuses (the default: UNIMPLEMENTED).
+  virtual absl::StatusOr<int> DuplicateDescriptor(const PhysicalBlock& block);
 };
 
 struct PoolOptions {
@@ -78,7 +81,7 @@ struct QuotaPolicy {
 struct Lease {
   BlockId id = 0;
   uint64_t bytes = 0;
-  colour::ColourSet colours;
+  colorer::ColourSet colours;
   uint64_t handle = 0;
 };
 
@@ -101,7 +104,7 @@ struct ColourStats {
 
 struct TenantStats {
   SessionId session = 0;
-  colour::TenantClass cls = colour::TenantClass::kBestEffort;
+  colorer::TenantClass cls = colorer::TenantClass::kBestEffort;
   Usage usage;
   uint64_t blocks = 0;
 };
@@ -119,8 +122,8 @@ struct PoolSnapshot {
   std::vector<TenantStats> tenants;       // ascending session id
 };
 
-inline int ClassIndex(colour::TenantClass cls) {
-  return cls == colour::TenantClass::kLatencySensitive ? 0 : 1;
+inline int ClassIndex(colorer::TenantClass cls) {
+  return cls == colorer::TenantClass::kLatencySensitive ? 0 : 1;
 }
 
 class VramPool {
@@ -128,7 +131,7 @@ class VramPool {
   // Rejects a null source, a granularity that is not a power of two, a capacity that is zero or
   // not a multiple of the granularity, and max_colour_retries < 1.
   static absl::StatusOr<std::unique_ptr<VramPool>> Create(PoolOptions options, BlockSource* source,
-                                                          colour::ColourPolicy policy,
+                                                          colorer::ColourPolicy policy,
                                                           QuotaPolicy ls, QuotaPolicy be);
   ~VramPool();
   VramPool(const VramPool&) = delete;
@@ -140,14 +143,14 @@ class VramPool {
 
   // quota_bytes 0 means the class's tenant quota; larger values are capped at it (now and after
   // later class changes). ALREADY_EXISTS for a known session.
-  absl::Status AddTenant(SessionId session, colour::TenantClass cls, uint64_t quota_bytes);
+  absl::Status AddTenant(SessionId session, colorer::TenantClass cls, uint64_t quota_bytes);
   // The tenant keeps what it holds (charged to the new class from now on, even above its quota);
   // later allocations use the new class's colours and limits.
-  absl::Status SetTenantClass(SessionId session, colour::TenantClass cls);
+  absl::Status SetTenantClass(SessionId session, colorer::TenantClass cls);
   // Same meaning as AddTenant's quota_bytes. Lowering below what the tenant holds takes nothing
   // back; it only refuses further allocations.
   absl::Status SetTenantQuota(SessionId session, uint64_t quota_bytes);
-  absl::Status SetClassQuota(colour::TenantClass cls, QuotaPolicy quota);
+  absl::Status SetClassQuota(colorer::TenantClass cls, QuotaPolicy quota);
 
   // count granule blocks, all or none.
   absl::StatusOr<std::vector<Lease>> AllocateChunks(SessionId session, uint64_t count);
@@ -159,6 +162,9 @@ class VramPool {
   absl::Status Free(SessionId session, const std::vector<BlockId>& ids);
   // Only the holder may look a block up; NOT_FOUND otherwise (unknown and foreign ids alike).
   absl::StatusOr<PhysicalBlock> Lookup(SessionId session, BlockId id) const;
+  // A descriptor of a block the session holds (BlockSource::DuplicateDescriptor); NOT_FOUND as
+  // Lookup. The caller closes it.
+  absl::StatusOr<int> DuplicateDescriptor(SessionId session, BlockId id) const;
   // Releases everything the session held and forgets it; returns the released ids (ascending),
   // empty for an unknown session.
   std::vector<BlockId> RemoveTenant(SessionId session);
@@ -177,7 +183,7 @@ class VramPool {
     uint64_t cache_seq = 0;  // when kCached: age order
   };
   struct Tenant {
-    colour::TenantClass cls;
+    colorer::TenantClass cls;
     uint64_t asked_quota = 0;  // 0: the class default
     uint64_t used_bytes = 0;
     absl::flat_hash_set<BlockId> blocks;
@@ -185,7 +191,7 @@ class VramPool {
   // Cached blocks by (bytes, colour bits), each bucket by age.
   using CacheKey = std::pair<uint64_t, uint64_t>;
 
-  VramPool(PoolOptions options, BlockSource* source, colour::ColourPolicy policy, QuotaPolicy ls,
+  VramPool(PoolOptions options, BlockSource* source, colorer::ColourPolicy policy, QuotaPolicy ls,
            QuotaPolicy be);
 
   absl::StatusOr<Tenant*> FindTenant(SessionId session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -202,7 +208,7 @@ class VramPool {
                                                     uint64_t count)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One block of `bytes` suiting `cls`, from the cache or the source, marked kTaken.
-  absl::StatusOr<BlockId> TakeBlock(uint64_t bytes, colour::TenantClass cls)
+  absl::StatusOr<BlockId> TakeBlock(uint64_t bytes, colorer::TenantClass cls)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Evicts cached blocks, oldest first, until `bytes` more can be created.
   absl::Status MakeRoom(uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -216,7 +222,7 @@ class VramPool {
 
   const PoolOptions options_;
   BlockSource* const source_;
-  const colour::ColourPolicy policy_;
+  const colorer::ColourPolicy policy_;
 
   mutable absl::Mutex mu_;
   QuotaPolicy class_quota_[2] ABSL_GUARDED_BY(mu_);

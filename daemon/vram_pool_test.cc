@@ -18,10 +18,10 @@
 namespace missile::daemon {
 namespace {
 
-using colour::ColourPolicy;
-using colour::ColourScheme;
-using colour::ColourSet;
-using colour::TenantClass;
+using colorer::ColourPolicy;
+using colorer::ColourScheme;
+using colorer::ColourSet;
+using colorer::TenantClass;
 using ::testing::HasSubstr;
 
 constexpr uint64_t kG = uint64_t{2} << 20;  // the H200's VMM granularity
@@ -106,10 +106,10 @@ class FakeSource : public BlockSource {
 
 // Two colours: channel = address bit 21, so each 2 MiB chunk is clean. LS gets colour 0.
 ColourPolicy TwoColourPolicy() {
-  auto map = colour::XorChannelMap::Create({kG});
+  auto map = colorer::XorChannelMap::Create({kG});
   EXPECT_TRUE(map.ok()) << map.status();
   auto scheme =
-      ColourScheme::EvenSplit(std::shared_ptr<const colour::ChannelMap>(*std::move(map)), 2);
+      ColourScheme::EvenSplit(std::shared_ptr<const colorer::ChannelMap>(*std::move(map)), 2);
   EXPECT_TRUE(scheme.ok()) << scheme.status();
   auto policy = ColourPolicy::Create(*scheme);
   EXPECT_TRUE(policy.ok()) << policy.status();
@@ -118,10 +118,10 @@ ColourPolicy TwoColourPolicy() {
 
 // One colour, as measured on the H200: every chunk touches every channel.
 ColourPolicy OneColourPolicy() {
-  auto map = colour::UniformChannelMap::Create(8);
+  auto map = colorer::UniformChannelMap::Create(8);
   EXPECT_TRUE(map.ok()) << map.status();
   auto scheme =
-      ColourScheme::EvenSplit(std::shared_ptr<const colour::ChannelMap>(*std::move(map)), 1);
+      ColourScheme::EvenSplit(std::shared_ptr<const colorer::ChannelMap>(*std::move(map)), 1);
   EXPECT_TRUE(scheme.ok()) << scheme.status();
   auto policy = ColourPolicy::Create(*scheme);
   EXPECT_TRUE(policy.ok()) << policy.status();

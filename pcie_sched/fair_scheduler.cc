@@ -53,16 +53,6 @@ uint64_t CeilNs(double ns) {
 
 }  // namespace
 
-const char* TenantClassName(TenantClass cls) {
-  switch (cls) {
-    case TenantClass::kLatencySensitive:
-      return "ls";
-    case TenantClass::kBestEffort:
-      return "be";
-  }
-  return "unknown";
-}
-
 absl::StatusOr<uint32_t> WeightFromPriority(int priority) {
   if (priority < kMinPriority || priority > kMaxPriority) {
     return absl::InvalidArgumentError(absl::StrCat("priority ", priority, " is outside [",

@@ -71,13 +71,13 @@ absl::Status Calibrate(const CalibrateArgs& args, spdlog::logger& log) {
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - begin;
   evidence.Add("calibration_time", took.count(), "s");
 
-  absl::StatusOr<colour::GpuColourProfile> profile =
+  absl::StatusOr<colorer::GpuColourProfile> profile =
       BuildProfile(info.identity, *verdict, evidence, IsoDateUtc(std::time(nullptr)),
                    absl::StrCat(kToolName, " ", MISSILE_VERSION));
   if (!profile.ok()) return profile.status();
   const std::string path = ProfilePath(args.out_dir, info.identity.uuid);
-  if (absl::Status s = colour::SaveProfile(*profile, path); !s.ok()) return s;
-  absl::StatusOr<colour::GpuColourProfile> reloaded = colour::LoadProfile(path);
+  if (absl::Status s = colorer::SaveProfile(*profile, path); !s.ok()) return s;
+  absl::StatusOr<colorer::GpuColourProfile> reloaded = colorer::LoadProfile(path);
   if (!reloaded.ok()) return reloaded.status();
   if (!(*reloaded == *profile)) {
     return absl::DataLossError(absl::StrCat(path, " does not read back as written"));

@@ -91,14 +91,14 @@ class InterferenceMeter {
 };
 
 // The classifier's oracle on the GPU: index i of a chunk list means sample[i].
-class GpuInterferenceOracle final : public colour::InterferenceOracle {
+class GpuInterferenceOracle final : public colorer::InterferenceOracle {
  public:
   GpuInterferenceOracle(InterferenceMeter& meter, ChunkList sample)
       : meter_(meter), sample_(std::move(sample)) {}
   // INVALID_ARGUMENT for an index outside the sample; otherwise the meter's slowdown with L2
   // discards (the sets are a few chunks, far smaller than the L2).
-  absl::StatusOr<double> Slowdown(const std::vector<colour::ChunkIndex>& a,
-                                  const std::vector<colour::ChunkIndex>& b) override;
+  absl::StatusOr<double> Slowdown(const std::vector<colorer::ChunkIndex>& a,
+                                  const std::vector<colorer::ChunkIndex>& b) override;
   int64_t calls() const { return calls_; }
 
  private:

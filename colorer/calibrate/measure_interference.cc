@@ -120,11 +120,11 @@ absl::StatusOr<InterferenceSample> InterferenceMeter::Measure(const ChunkList& v
   return s;
 }
 
-absl::StatusOr<double> GpuInterferenceOracle::Slowdown(const std::vector<colour::ChunkIndex>& a,
-                                                       const std::vector<colour::ChunkIndex>& b) {
-  auto map = [&](const std::vector<colour::ChunkIndex>& in) -> absl::StatusOr<ChunkList> {
+absl::StatusOr<double> GpuInterferenceOracle::Slowdown(const std::vector<colorer::ChunkIndex>& a,
+                                                       const std::vector<colorer::ChunkIndex>& b) {
+  auto map = [&](const std::vector<colorer::ChunkIndex>& in) -> absl::StatusOr<ChunkList> {
     ChunkList out;
-    for (colour::ChunkIndex i : in) {
+    for (colorer::ChunkIndex i : in) {
       if (i >= sample_.size()) {
         return absl::InvalidArgumentError(
             absl::StrCat("oracle: chunk index ", i, " outside the sample of ", sample_.size()));
@@ -209,9 +209,9 @@ absl::StatusOr<VerdictInput> MeasureClassification(MeasureDevice& device, const 
   // The slowdown of chunks that certainly share channels sets the threshold: the two halves of
   // the sample, and one chunk (the classifier's victim) against all the others; with a sample
   // much larger than the colour count, every colour is on both sides.
-  std::vector<colour::ChunkIndex> even, odd, others;
-  for (colour::ChunkIndex i = 0; i < sample.size(); ++i) (i % 2 == 0 ? even : odd).push_back(i);
-  for (colour::ChunkIndex i = 1; i < sample.size(); ++i) others.push_back(i);
+  std::vector<colorer::ChunkIndex> even, odd, others;
+  for (colorer::ChunkIndex i = 0; i < sample.size(); ++i) (i % 2 == 0 ? even : odd).push_back(i);
+  for (colorer::ChunkIndex i = 1; i < sample.size(); ++i) others.push_back(i);
   absl::StatusOr<double> ref_halves = oracle.Slowdown(even, odd);
   if (!ref_halves.ok()) return ref_halves.status();
   absl::StatusOr<double> ref_single = oracle.Slowdown({0}, others);
@@ -233,7 +233,7 @@ absl::StatusOr<VerdictInput> MeasureClassification(MeasureDevice& device, const 
     return input;
   }
 
-  colour::ClassifierOptions options;
+  colorer::ClassifierOptions options;
   options.threshold = std::clamp(reference / 2, 0.05, 0.45);
   options.ambiguity = 0.4 * options.threshold;
   options.max_repeats = plan.classifier_max_repeats;
@@ -243,8 +243,8 @@ absl::StatusOr<VerdictInput> MeasureClassification(MeasureDevice& device, const 
   evidence.Add("classifier_sample_chunks", static_cast<double>(sample.size()), "chunks");
   evidence.Add("classifier_threshold", options.threshold, "fraction");
   const int64_t calls_before = oracle.calls();
-  absl::StatusOr<colour::ClassificationResult> result =
-      colour::ClassifyChunks(static_cast<int>(sample.size()), oracle, options);
+  absl::StatusOr<colorer::ClassificationResult> result =
+      colorer::ClassifyChunks(static_cast<int>(sample.size()), oracle, options);
   evidence.Add("classifier_oracle_calls", static_cast<double>(oracle.calls() - calls_before),
                "calls");
   if (!result.ok()) {
@@ -257,7 +257,7 @@ absl::StatusOr<VerdictInput> MeasureClassification(MeasureDevice& device, const 
     evidence.Add("classifier_finished", 0, "bool");
     return input;
   }
-  const colour::ClassifierEvidence& ev = result->evidence;
+  const colorer::ClassifierEvidence& ev = result->evidence;
   evidence.Add("classifier_finished", 1, "bool");
   evidence.Add("classifier_classes", static_cast<double>(result->classes.size()), "classes");
   evidence.Add("classifier_call_bound", static_cast<double>(result->call_bound), "calls");

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "missile/common/gpu_uuid.h"
 #include "missile/common/quote.h"
 
 namespace missile::calibrate {
@@ -28,17 +29,13 @@ bool Evidence::Add(std::string name, double value, std::string unit) {
 }
 
 double Evidence::Find(absl::string_view name) const {
-  for (const colour::EvidenceEntry& e : entries_) {
+  for (const colorer::EvidenceEntry& e : entries_) {
     if (e.name == name) return e.value;
   }
   return std::numeric_limits<double>::quiet_NaN();
 }
 
-std::string FormatUuid(const std::array<uint8_t, 16>& b) {
-  return absl::StrFormat("GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-                         b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
-                         b[12], b[13], b[14], b[15]);
-}
+std::string FormatUuid(const std::array<uint8_t, 16>& b) { return FormatGpuUuid(b); }
 
 std::string KernelModuleVersion(absl::string_view proc_text) {
   for (absl::string_view line : absl::StrSplit(proc_text, '\n')) {
@@ -77,7 +74,7 @@ std::string ProfilePath(absl::string_view dir, absl::string_view uuid) {
   return absl::StrCat(d, "/", uuid, ".toml");
 }
 
-absl::StatusOr<colour::ChannelMapSpec> MapForColours(int colours, uint64_t granularity_bytes) {
+absl::StatusOr<colorer::ChannelMapSpec> MapForColours(int colours, uint64_t granularity_bytes) {
   if (colours < 1 || colours > 64) {
     return absl::InvalidArgumentError(absl::StrCat("colours = ", colours, " not in [1, 64]"));
   }
@@ -85,13 +82,13 @@ absl::StatusOr<colour::ChannelMapSpec> MapForColours(int colours, uint64_t granu
     return absl::InvalidArgumentError(
         absl::StrCat("granularity ", granularity_bytes, " is not a power of two below 2^63"));
   }
-  colour::ChannelMapSpec spec;
+  colorer::ChannelMapSpec spec;
   if (colours == 1) {
-    spec.kind = colour::ChannelMapSpec::Kind::kUniform;
+    spec.kind = colorer::ChannelMapSpec::Kind::kUniform;
     spec.channels = 1;
     return spec;
   }
-  spec.kind = colour::ChannelMapSpec::Kind::kLookupTable;
+  spec.kind = colorer::ChannelMapSpec::Kind::kLookupTable;
   spec.channels = 1;  // unused by this kind; left at its default
   spec.granule_shift = std::countr_zero(granularity_bytes);
   spec.table.resize(colours);
@@ -99,14 +96,14 @@ absl::StatusOr<colour::ChannelMapSpec> MapForColours(int colours, uint64_t granu
   return spec;
 }
 
-absl::StatusOr<colour::GpuColourProfile> BuildProfile(const GpuIdentity& gpu,
+absl::StatusOr<colorer::GpuColourProfile> BuildProfile(const GpuIdentity& gpu,
                                                       const Verdict& verdict,
                                                       const Evidence& evidence, std::string date,
                                                       std::string tool_version) {
-  absl::StatusOr<colour::ChannelMapSpec> map =
+  absl::StatusOr<colorer::ChannelMapSpec> map =
       MapForColours(verdict.colours, gpu.granularity_bytes);
   if (!map.ok()) return map.status();
-  colour::GpuColourProfile p;
+  colorer::GpuColourProfile p;
   p.gpu_name = gpu.name;
   p.uuid = gpu.uuid;
   p.driver_version = gpu.driver_version;
@@ -116,19 +113,19 @@ absl::StatusOr<colour::GpuColourProfile> BuildProfile(const GpuIdentity& gpu,
   p.colours = verdict.colours;
   p.channel_map = *std::move(map);
   p.evidence = evidence.entries();
-  if (absl::Status s = colour::ValidateProfile(p); !s.ok()) return s;
+  if (absl::Status s = colorer::ValidateProfile(p); !s.ok()) return s;
   return p;
 }
 
-std::string FormatTable(const colour::GpuColourProfile& p, const Verdict& verdict) {
+std::string FormatTable(const colorer::GpuColourProfile& p, const Verdict& verdict) {
   size_t width = 12;
-  for (const colour::EvidenceEntry& e : p.evidence) width = std::max(width, e.name.size());
+  for (const colorer::EvidenceEntry& e : p.evidence) width = std::max(width, e.name.size());
   std::string out = absl::StrFormat("%s on %s (%s), driver %s, %s\n", p.tool_version, p.gpu_name,
                                     p.uuid, p.driver_version, p.date);
   out +=
       absl::StrFormat("%-*s  %14s  %s\n", static_cast<int>(width), "measurement", "value", "unit");
   out += std::string(width + 2 + 14 + 2 + 8, '-') + "\n";
-  for (const colour::EvidenceEntry& e : p.evidence) {
+  for (const colorer::EvidenceEntry& e : p.evidence) {
     out += absl::StrFormat("%-*s  %14.4f  %s\n", static_cast<int>(width), e.name, e.value, e.unit);
   }
   out += absl::StrFormat("verdict: %d colour(s) at %d MiB granularity. %s\n", verdict.colours,
@@ -136,7 +133,7 @@ std::string FormatTable(const colour::GpuColourProfile& p, const Verdict& verdic
   return out;
 }
 
-std::string SummaryJson(const colour::GpuColourProfile& p, const Verdict& verdict,
+std::string SummaryJson(const colorer::GpuColourProfile& p, const Verdict& verdict,
                         absl::string_view profile_path) {
   std::string out = "{";
   absl::StrAppend(&out, "\"gpu_name\":", QuoteString(p.gpu_name));
@@ -150,7 +147,7 @@ std::string SummaryJson(const colour::GpuColourProfile& p, const Verdict& verdic
   absl::StrAppend(&out, ",\"profile_path\":", QuoteString(std::string_view(profile_path.data(), profile_path.size())));
   absl::StrAppend(&out, ",\"evidence\":[");
   for (size_t i = 0; i < p.evidence.size(); ++i) {
-    const colour::EvidenceEntry& e = p.evidence[i];
+    const colorer::EvidenceEntry& e = p.evidence[i];
     absl::StrAppend(&out, i == 0 ? "" : ",", "{\"name\":", QuoteString(e.name),
                     ",\"value\":", JsonNumber(e.value), ",\"unit\":", QuoteString(e.unit), "}");
   }

@@ -2,7 +2,7 @@
 // from it, the human-readable table and the --json summary. Pure logic, no CUDA.
 //
 // Contract:
-// - BuildProfile returns only profiles that pass colour::ValidateProfile: colours equals
+// - BuildProfile returns only profiles that pass colorer::ValidateProfile: colours equals
 //   DistinguishableColours(channel_map, granularity). One colour gets the uniform map with one
 //   channel; k > 1 colours get a lookup table with one entry per colour at the chunk granularity
 //   (a stand-in with the right colour count: which physical chunks carry which colour is not
@@ -32,12 +32,12 @@ inline constexpr char kToolName[] = "missile-calibrate";
 class Evidence {
  public:
   bool Add(std::string name, double value, std::string unit);
-  const std::vector<colour::EvidenceEntry>& entries() const { return entries_; }
+  const std::vector<colorer::EvidenceEntry>& entries() const { return entries_; }
   // The value of the first entry called `name`, or NaN.
   double Find(absl::string_view name) const;
 
  private:
-  std::vector<colour::EvidenceEntry> entries_;
+  std::vector<colorer::EvidenceEntry> entries_;
 };
 
 // What the tool learned about the device it ran on.
@@ -62,19 +62,19 @@ std::string IsoDateUtc(std::time_t t);
 std::string ProfilePath(absl::string_view dir, absl::string_view uuid);
 
 // The map a profile with `colours` colours at `granularity_bytes` carries (see the contract).
-absl::StatusOr<colour::ChannelMapSpec> MapForColours(int colours, uint64_t granularity_bytes);
+absl::StatusOr<colorer::ChannelMapSpec> MapForColours(int colours, uint64_t granularity_bytes);
 
-absl::StatusOr<colour::GpuColourProfile> BuildProfile(const GpuIdentity& gpu,
+absl::StatusOr<colorer::GpuColourProfile> BuildProfile(const GpuIdentity& gpu,
                                                       const Verdict& verdict,
                                                       const Evidence& evidence, std::string date,
                                                       std::string tool_version);
 
 // Every evidence entry, one per line, aligned, followed by the verdict.
-std::string FormatTable(const colour::GpuColourProfile& profile, const Verdict& verdict);
+std::string FormatTable(const colorer::GpuColourProfile& profile, const Verdict& verdict);
 
 // One JSON object: gpu_name, uuid, driver_version, tool_version, date, granularity_bytes,
 // colours, verdict, profile_path, evidence [{name, value, unit}].
-std::string SummaryJson(const colour::GpuColourProfile& profile, const Verdict& verdict,
+std::string SummaryJson(const colorer::GpuColourProfile& profile, const Verdict& verdict,
                         absl::string_view profile_path);
 
 }  // namespace missile::calibrate

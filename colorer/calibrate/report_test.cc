@@ -51,15 +51,15 @@ TEST(ProfilePath, JoinsOnce) {
 
 TEST(MapForColours, GivesExactlyThatManyColours) {
   for (int colours : {1, 2, 3, 7, 64}) {
-    absl::StatusOr<colour::ChannelMapSpec> spec = MapForColours(colours, kChunk);
+    absl::StatusOr<colorer::ChannelMapSpec> spec = MapForColours(colours, kChunk);
     ASSERT_TRUE(spec.ok()) << spec.status();
-    absl::StatusOr<std::unique_ptr<colour::ChannelMap>> map = colour::MakeChannelMap(*spec);
+    absl::StatusOr<std::unique_ptr<colorer::ChannelMap>> map = colorer::MakeChannelMap(*spec);
     ASSERT_TRUE(map.ok()) << map.status();
-    absl::StatusOr<int> n = colour::DistinguishableColours(**map, kChunk);
+    absl::StatusOr<int> n = colorer::DistinguishableColours(**map, kChunk);
     ASSERT_TRUE(n.ok()) << n.status();
     EXPECT_EQ(*n, colours);
   }
-  EXPECT_EQ(MapForColours(1, kChunk)->kind, colour::ChannelMapSpec::Kind::kUniform);
+  EXPECT_EQ(MapForColours(1, kChunk)->kind, colorer::ChannelMapSpec::Kind::kUniform);
   EXPECT_EQ(MapForColours(1, kChunk)->channels, 1);
   EXPECT_FALSE(MapForColours(0, kChunk).ok());
   EXPECT_FALSE(MapForColours(65, kChunk).ok());
@@ -95,7 +95,7 @@ TEST(BuildProfile, SaveLoadRoundTrip) {
   e.Add("split_even_odd_slowdown", 0.497, "fraction");
   e.Add("latency_constant_block", 256, "bytes");
   for (int colours : {1, 4}) {
-    absl::StatusOr<colour::GpuColourProfile> p = BuildProfile(
+    absl::StatusOr<colorer::GpuColourProfile> p = BuildProfile(
         H200(), VerdictOf(colours), e, "2026-11-29T12:00:00Z", "missile-calibrate 0.1.0");
     ASSERT_TRUE(p.ok()) << p.status();
     EXPECT_EQ(p->colours, colours);
@@ -103,11 +103,11 @@ TEST(BuildProfile, SaveLoadRoundTrip) {
     EXPECT_EQ(p->evidence, e.entries());
     const std::string path =
         absl::StrCat(::testing::TempDir(), "/calibrate_report_", ::getpid(), "_", colours, ".toml");
-    ASSERT_TRUE(colour::SaveProfile(*p, path).ok());
-    absl::StatusOr<colour::GpuColourProfile> loaded = colour::LoadProfile(path);
+    ASSERT_TRUE(colorer::SaveProfile(*p, path).ok());
+    absl::StatusOr<colorer::GpuColourProfile> loaded = colorer::LoadProfile(path);
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     EXPECT_EQ(*loaded, *p);
-    absl::StatusOr<colour::ColourScheme> scheme = colour::SchemeFromProfile(*loaded);
+    absl::StatusOr<colorer::ColourScheme> scheme = colorer::SchemeFromProfile(*loaded);
     ASSERT_TRUE(scheme.ok()) << scheme.status();
     EXPECT_EQ(scheme->colour_count(), colours);
     std::remove(path.c_str());
@@ -125,7 +125,7 @@ TEST(Printing, TableAndJson) {
   Evidence e;
   e.Add("bw_all", 4370, "GB/s");
   e.Add("weird \"name\"", 1, "x\n");
-  absl::StatusOr<colour::GpuColourProfile> p =
+  absl::StatusOr<colorer::GpuColourProfile> p =
       BuildProfile(H200(), VerdictOf(1), e, "2026-11-29T12:00:00Z", "missile-calibrate 0.1.0");
   ASSERT_TRUE(p.ok());
   Verdict v = VerdictOf(1);

@@ -72,11 +72,11 @@ Verdict DecideColours(const VerdictInput& in, const VerdictRule& rule) {
   return v;
 }
 
-VerdictInput VerdictInputFrom(const colour::ClassificationResult& result) {
+VerdictInput VerdictInputFrom(const colorer::ClassificationResult& result) {
   VerdictInput in;
   in.classified = true;
   in.classes = static_cast<int>(result.classes.size());
-  const colour::ClassifierEvidence& ev = result.evidence;
+  const colorer::ClassifierEvidence& ev = result.evidence;
   in.merged_classes = ev.merged_classes;
   in.split_suspects = ev.split_suspects;
   in.confidence = ev.confidence;

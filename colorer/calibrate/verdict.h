@@ -56,7 +56,7 @@ Verdict DecideColours(const VerdictInput& input, const VerdictRule& rule = {});
 
 // The table from a finished classification: same_class = the lowest "same" decision and every
 // class's half-vs-half value; different_class = every group-vs-group value (NaNs dropped).
-VerdictInput VerdictInputFrom(const colour::ClassificationResult& result);
+VerdictInput VerdictInputFrom(const colorer::ClassificationResult& result);
 
 }  // namespace missile::calibrate
 

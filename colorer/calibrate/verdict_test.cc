@@ -101,13 +101,13 @@ TEST(DecideColours, RuleIsAdjustable) {
 }
 
 // A model oracle: chunk i has colour i % colours; same colour -> 0.5, different -> 0.
-class ModelOracle : public colour::InterferenceOracle {
+class ModelOracle : public colorer::InterferenceOracle {
  public:
   explicit ModelOracle(int colours) : colours_(colours) {}
-  absl::StatusOr<double> Slowdown(const std::vector<colour::ChunkIndex>& a,
-                                  const std::vector<colour::ChunkIndex>& b) override {
-    for (colour::ChunkIndex x : a) {
-      for (colour::ChunkIndex y : b) {
+  absl::StatusOr<double> Slowdown(const std::vector<colorer::ChunkIndex>& a,
+                                  const std::vector<colorer::ChunkIndex>& b) override {
+    for (colorer::ChunkIndex x : a) {
+      for (colorer::ChunkIndex y : b) {
         if (static_cast<int>(x % colours_) == static_cast<int>(y % colours_)) return 0.5;
       }
     }
@@ -121,7 +121,7 @@ class ModelOracle : public colour::InterferenceOracle {
 TEST(VerdictInputFrom, ClassifierResultToVerdict) {
   for (int colours : {1, 2, 3}) {
     ModelOracle oracle(colours);
-    absl::StatusOr<colour::ClassificationResult> r = colour::ClassifyChunks(24, oracle);
+    absl::StatusOr<colorer::ClassificationResult> r = colorer::ClassifyChunks(24, oracle);
     ASSERT_TRUE(r.ok()) << r.status();
     const VerdictInput in = VerdictInputFrom(*r);
     EXPECT_TRUE(in.classified);

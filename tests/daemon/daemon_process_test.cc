@@ -861,7 +861,7 @@ TEST_F(DaemonTest, KilledDaemonDoesNotHangScheduledCopies) {
 // channels.
 TEST_F(DaemonTest, ColourPlacementPutsLsAndBeOnDisjointChannels) {
   constexpr uint64_t kMask = uint64_t{1} << 21;
-  colour::GpuColourProfile profile;
+  colorer::GpuColourProfile profile;
   profile.gpu_name = "Fake GPU (missile test double)";
   profile.uuid = "GPU-66616b65-6375-6461-2d67-707500000000";  // the test double's device 0
   profile.driver_version = "test double";
@@ -869,10 +869,10 @@ TEST_F(DaemonTest, ColourPlacementPutsLsAndBeOnDisjointChannels) {
   profile.date = "2026-11-29T00:00:00Z";
   profile.granularity_bytes = 2 * kMiB;
   profile.colours = 2;
-  profile.channel_map.kind = colour::ChannelMapSpec::Kind::kXor;
+  profile.channel_map.kind = colorer::ChannelMapSpec::Kind::kXor;
   profile.channel_map.masks = {kMask};
   mkdir((dir_.path() + "/profiles").c_str(), 0755);
-  ASSERT_TRUE(colour::SaveProfile(profile, dir_.path() + "/profiles/" + profile.uuid + ".toml").ok());
+  ASSERT_TRUE(colorer::SaveProfile(profile, dir_.path() + "/profiles/" + profile.uuid + ".toml").ok());
   StartDaemon();
   Child ls, be;
   ASSERT_TRUE(ls.Start({TENANT_PROBE, "alloc:16", "hold", "check"}, TenantEnv("ls", "web")));

@@ -32,7 +32,7 @@
 #include "absl/status/statusor.h"
 #include "missile/colorer/channel_set.h"
 
-namespace missile::colour {
+namespace missile::colorer {
 
 // The plain-value description of a map: what a profile stores and MakeChannelMap builds.
 struct ChannelMapSpec {
@@ -154,6 +154,6 @@ class UniformChannelMap final : public ChannelMap {
 // belong to the kind must be empty/default).
 absl::StatusOr<std::unique_ptr<ChannelMap>> MakeChannelMap(const ChannelMapSpec& spec);
 
-}  // namespace missile::colour
+}  // namespace missile::colorer
 
 #endif  // MISSILE_COLORER_CHANNEL_MAP_H_

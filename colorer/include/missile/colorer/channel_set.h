@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace missile::colour {
+namespace missile::colorer {
 
 // The most channels (and colours) any map or scheme may have.
 inline constexpr int kMaxChannels = 64;
@@ -91,6 +91,6 @@ using ChannelSet = IndexSet64<ChannelTag>;
 // A set of colours (indices into a ColourScheme).
 using ColourSet = IndexSet64<ColourTag>;
 
-}  // namespace missile::colour
+}  // namespace missile::colorer
 
 #endif  // MISSILE_COLORER_CHANNEL_SET_H_

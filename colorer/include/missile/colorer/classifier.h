@@ -25,7 +25,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace missile::colour {
+namespace missile::colorer {
 
 using ChunkIndex = uint32_t;
 
@@ -90,6 +90,6 @@ int64_t ClassifierCallBound(int64_t num_chunks, int64_t classes,
 absl::StatusOr<ClassificationResult> ClassifyChunks(int num_chunks, InterferenceOracle& oracle,
                                                     const ClassifierOptions& options = {});
 
-}  // namespace missile::colour
+}  // namespace missile::colorer
 
 #endif  // MISSILE_COLORER_CLASSIFIER_H_

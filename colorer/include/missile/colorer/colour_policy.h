@@ -22,12 +22,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "missile/colorer/channel_set.h"
+#include "missile/common/tenant_class.h"
 #include "missile/colorer/colour_scheme.h"
 
-namespace missile::colour {
+namespace missile::colorer {
 
-enum class TenantClass { kLatencySensitive, kBestEffort };
-std::string_view TenantClassName(TenantClass cls);  // "ls", "be"
+// The one TenantClass (missile/common/tenant_class.h), named here for the colour code.
+using ::missile::TenantClass;
+using ::missile::TenantClassName;
 
 struct ColourPolicyOptions {
   // How many of the k colours LS tenants get exclusively. Set at most one of the two; with
@@ -96,6 +98,6 @@ class ColourPolicy {
   ColourSet be_colours_;
 };
 
-}  // namespace missile::colour
+}  // namespace missile::colorer
 
 #endif  // MISSILE_COLORER_COLOUR_POLICY_H_

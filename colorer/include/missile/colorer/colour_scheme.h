@@ -19,7 +19,7 @@
 #include "missile/colorer/channel_map.h"
 #include "missile/colorer/channel_set.h"
 
-namespace missile::colour {
+namespace missile::colorer {
 
 class ColourScheme {
  public:
@@ -66,6 +66,6 @@ class ColourScheme {
 // XOR map whose masks all lie below the chunk size).
 absl::StatusOr<int> DistinguishableColours(const ChannelMap& map, uint64_t granularity_bytes);
 
-}  // namespace missile::colour
+}  // namespace missile::colorer
 
 #endif  // MISSILE_COLORER_COLOUR_SCHEME_H_

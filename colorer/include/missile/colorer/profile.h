@@ -36,7 +36,7 @@
 #include "missile/colorer/channel_map.h"
 #include "missile/colorer/colour_scheme.h"
 
-namespace missile::colour {
+namespace missile::colorer {
 
 inline constexpr int kProfileFormatVersion = 1;
 
@@ -81,6 +81,6 @@ absl::Status SaveProfile(const GpuColourProfile& profile, const std::string& pat
 // The scheme the daemon colours with: ColourScheme::ForGranularity over the profile's map.
 absl::StatusOr<ColourScheme> SchemeFromProfile(const GpuColourProfile& profile);
 
-}  // namespace missile::colour
+}  // namespace missile::colorer
 
 #endif  // MISSILE_COLORER_PROFILE_H_

@@ -29,6 +29,7 @@
 #include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "missile/common/tenant_class.h"
 
 namespace missile::pcie {
 
@@ -36,8 +37,9 @@ using TenantId = uint64_t;
 using RequestId = uint64_t;  // Assigned by Submit, from 1, never reused by one instance.
 using GrantId = uint64_t;    // Assigned by NextGrant, from 1, never reused by one instance.
 
-enum class TenantClass { kLatencySensitive, kBestEffort };
-const char* TenantClassName(TenantClass cls);
+// The one TenantClass (missile/common/tenant_class.h), named here for the scheduler's code.
+using ::missile::TenantClass;
+using ::missile::TenantClassName;
 
 inline constexpr uint64_t kKiB = uint64_t{1} << 10;
 inline constexpr uint64_t kMiB = uint64_t{1} << 20;

@@ -1,0 +1,280 @@
+// DaemonCore in one process: its GPUs are pools over a fake BlockSource, its tenants this test
+// process (and its parent, for a second pid), its admins plain credentials.
+#include "core.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "missile/colorer/channel_map.h"
+#include "missile/colorer/colour_scheme.h"
+
+namespace missile::daemon {
+namespace {
+
+constexpr uint64_t kG = uint64_t{2} << 20;
+constexpr TenantClass kLs = TenantClass::kLatencySensitive;
+constexpr TenantClass kBe = TenantClass::kBestEffort;
+
+// Blocks are numbers; a block's descriptor is a fresh memfd.
+class FakeSource : public BlockSource {
+ public:
+  absl::StatusOr<PhysicalBlock> Create(uint64_t bytes) override {
+    absl::MutexLock lock(&mu_);
+    PhysicalBlock block{next_++, bytes, colorer::ColourSet::Single(0)};
+    live_.insert(block.handle);
+    return block;
+  }
+  void Destroy(const PhysicalBlock& block) override {
+    absl::MutexLock lock(&mu_);
+    live_.erase(block.handle);
+  }
+  absl::Status Scrub(const PhysicalBlock&) override { return absl::OkStatus(); }
+  absl::StatusOr<int> DuplicateDescriptor(const PhysicalBlock& block) override {
+    absl::MutexLock lock(&mu_);
+    if (!live_.contains(block.handle)) return absl::NotFoundError("fake: no such block");
+    int fd = memfd_create("fake-block", MFD_CLOEXEC);
+    if (fd < 0) return absl::InternalError("memfd_create");
+    return fd;
+  }
+
+ private:
+  absl::Mutex mu_;
+  uint64_t next_ ABSL_GUARDED_BY(mu_) = 100;
+  absl::flat_hash_set<uint64_t> live_ ABSL_GUARDED_BY(mu_);
+};
+
+colorer::ColourPolicy OneColourPolicy() {
+  auto map = colorer::UniformChannelMap::Create(1);
+  EXPECT_TRUE(map.ok());
+  auto scheme = colorer::ColourScheme::EvenSplit(
+      std::shared_ptr<const colorer::ChannelMap>(*std::move(map)), 1);
+  EXPECT_TRUE(scheme.ok());
+  auto policy = colorer::ColourPolicy::Create(*scheme);
+  EXPECT_TRUE(policy.ok());
+  return *policy;
+}
+
+// One GPU of 32 granules; each tenant may hold 8, each class 16.
+Gpu FakeGpu() {
+  Gpu gpu;
+  gpu.info.uuid = "GPU-00000000-0000-0000-0000-000000000000";
+  gpu.info.name = "fake";
+  gpu.info.total_bytes = 32 * kG;
+  gpu.info.granularity = kG;
+  gpu.source = std::make_unique<FakeSource>();
+  gpu.quota[ClassIndex(kLs)] = {8 * kG, 16 * kG};
+  gpu.quota[ClassIndex(kBe)] = {8 * kG, 16 * kG};
+  PoolOptions options;
+  options.granularity = kG;
+  options.capacity_bytes = 32 * kG;
+  options.cache_limit_bytes = 32 * kG;
+  auto pool = VramPool::Create(options, gpu.source.get(), OneColourPolicy(),
+                               gpu.quota[ClassIndex(kLs)], gpu.quota[ClassIndex(kBe)]);
+  EXPECT_TRUE(pool.ok()) << pool.status();
+  gpu.pool = *std::move(pool);
+  return gpu;
+}
+
+PolicyTarget ByPid(int pid) {
+  PolicyTarget t;
+  t.pid = pid;
+  return t;
+}
+
+PolicyTarget ByClass(TenantClass cls) {
+  PolicyTarget t;
+  t.cls = cls;
+  return t;
+}
+
+PolicyChange Priority(int priority) {
+  PolicyChange c;
+  c.priority = priority;
+  return c;
+}
+
+PolicyChange TenantQuota(uint64_t bytes) {
+  PolicyChange c;
+  c.quota_bytes = bytes;
+  return c;
+}
+
+uint64_t LeasedBytes(const DaemonCore& core) { return core.gpus()[0].pool->Snapshot().leased_bytes; }
+
+class DaemonCoreTest : public ::testing::Test {
+ protected:
+  DaemonCoreTest() {
+    std::vector<Gpu> gpus;
+    gpus.push_back(FakeGpu());
+    core_ = std::make_unique<DaemonCore>(CoreOptions{}, std::move(gpus));
+    EXPECT_TRUE(core_->Start().ok());
+  }
+
+  SessionInfo MustRegister(const PeerCredentials& creds, const std::string& name,
+                           TenantClass cls) {
+    auto info = core_->Register(creds, name, cls, 0);
+    EXPECT_TRUE(info.ok()) << info.status();
+    return info.ok() ? *info : SessionInfo{};
+  }
+
+  // This process, and its parent: two live pids the core can watch.
+  const PeerCredentials me_{getpid(), 1000, 1000};
+  const PeerCredentials parent_{getppid(), 1001, 1001};
+  const PeerCredentials root_{getpid(), 0, 0};
+  const PeerCredentials user_{getpid(), 1000, 1000};
+  std::unique_ptr<DaemonCore> core_;
+};
+
+TEST_F(DaemonCoreTest, RegisterGivesASessionWithTheClassDefaults) {
+  SessionInfo ls = MustRegister(me_, "web", kLs);
+  EXPECT_NE(ls.id, 0u);
+  EXPECT_EQ(ls.cls, kLs);
+  EXPECT_EQ(ls.priority, -10);
+  EXPECT_EQ(ls.token.size(), 16u);
+  // The same process registering again gets the same session.
+  EXPECT_EQ(MustRegister(me_, "web", kLs).id, ls.id);
+  SessionInfo be = MustRegister(parent_, "batch", kBe);
+  EXPECT_NE(be.id, ls.id);
+  EXPECT_EQ(be.priority, 10);
+  EXPECT_EQ(core_->ListSessions().size(), 2u);
+  EXPECT_EQ(core_->Register(me_, "bad name!", kBe, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(DaemonCoreTest, AllocatesWithinTheQuota) {
+  SessionInfo s = MustRegister(me_, "web", kBe);
+  auto chunks = core_->Allocate(me_, s.id, 0, /*single=*/false, 4 * kG);
+  ASSERT_TRUE(chunks.ok()) << chunks.status();
+  EXPECT_EQ(chunks->size(), 4u);
+  auto block = core_->Allocate(me_, s.id, 0, /*single=*/true, 4 * kG);
+  ASSERT_TRUE(block.ok()) << block.status();
+  ASSERT_EQ(block->size(), 1u);
+  EXPECT_EQ((*block)[0].bytes, 4 * kG);
+  auto usage = core_->GetUsage(me_, s.id, 0);
+  ASSERT_TRUE(usage.ok());
+  EXPECT_EQ(usage->used_bytes, 8 * kG);
+  EXPECT_EQ(usage->quota_bytes, 8 * kG);
+  EXPECT_EQ(LeasedBytes(*core_), 8 * kG);
+}
+
+TEST_F(DaemonCoreTest, RefusesBeyondTheQuotaAndBadRequests) {
+  SessionInfo s = MustRegister(me_, "web", kBe);
+  ASSERT_TRUE(core_->Allocate(me_, s.id, 0, false, 6 * kG).ok());
+  auto over = core_->Allocate(me_, s.id, 0, false, 4 * kG);
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted) << over.status();
+  EXPECT_NE(over.status().message().find("quota"), std::string::npos) << over.status();
+  EXPECT_EQ(LeasedBytes(*core_), 6 * kG);  // nothing leased by the refused call
+
+  EXPECT_EQ(core_->Allocate(me_, s.id, 0, false, kG / 2).status().code(),
+            absl::StatusCode::kInvalidArgument);  // not a multiple of the granularity
+  EXPECT_EQ(core_->Allocate(me_, s.id, 1, false, kG).status().code(),
+            absl::StatusCode::kInvalidArgument);  // no GPU 1
+  EXPECT_EQ(core_->Allocate(parent_, s.id, 0, false, kG).status().code(),
+            absl::StatusCode::kPermissionDenied);  // another process's session
+  EXPECT_EQ(core_->Allocate(me_, s.id + 1, 0, false, kG).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(DaemonCoreTest, EndingASessionReturnsItsMemory) {
+  SessionInfo s = MustRegister(me_, "web", kLs);
+  ASSERT_TRUE(core_->Allocate(me_, s.id, 0, false, 8 * kG).ok());
+  EXPECT_EQ(LeasedBytes(*core_), 8 * kG);
+  core_->EndSession(s.id, "test");
+  EXPECT_EQ(LeasedBytes(*core_), 0u);
+  EXPECT_TRUE(core_->ListSessions().empty());
+  EXPECT_EQ(core_->Allocate(me_, s.id, 0, false, kG).status().code(), absl::StatusCode::kNotFound);
+  // Its pid may register again, as a new session.
+  EXPECT_NE(MustRegister(me_, "web", kLs).id, s.id);
+}
+
+TEST_F(DaemonCoreTest, FreeReturnsBlocksAndRefusesForeignOnes) {
+  SessionInfo a = MustRegister(me_, "a", kBe);
+  SessionInfo b = MustRegister(parent_, "b", kBe);
+  auto leases = core_->Allocate(me_, a.id, 0, false, 2 * kG);
+  ASSERT_TRUE(leases.ok());
+  EXPECT_EQ(core_->Free(parent_, b.id, 0, {(*leases)[0].id}).code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(core_->Free(me_, a.id, 0, {(*leases)[0].id, (*leases)[1].id}).ok());
+  EXPECT_EQ(LeasedBytes(*core_), 0u);
+}
+
+TEST_F(DaemonCoreTest, SideChannelCallsCheckTokenAndHolder) {
+  SessionInfo a = MustRegister(me_, "a", kBe);
+  SessionInfo b = MustRegister(parent_, "b", kBe);
+  EXPECT_TRUE(core_->AuthenticateSideChannel(me_, a.id, a.token).ok());
+  EXPECT_EQ(core_->AuthenticateSideChannel(me_, a.id, b.token).code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(core_->AuthenticateSideChannel(me_, b.id, b.token).code(),
+            absl::StatusCode::kPermissionDenied);  // b belongs to the parent's pid
+
+  auto leases = core_->Allocate(me_, a.id, 0, false, 2 * kG);
+  ASSERT_TRUE(leases.ok());
+  auto fds = core_->FetchBlocks(me_, a.id, 0, {(*leases)[0].id, (*leases)[1].id});
+  ASSERT_TRUE(fds.ok()) << fds.status();
+  ASSERT_EQ(fds->size(), 2u);
+  for (int fd : *fds) {
+    EXPECT_GE(fd, 0);
+    close(fd);
+  }
+  EXPECT_EQ(core_->FetchBlocks(parent_, b.id, 0, {(*leases)[0].id}).status().code(),
+            absl::StatusCode::kNotFound);  // not b's block
+  // No arbiter and no pacing domain on this GPU.
+  EXPECT_EQ(core_->OpenCopyChannel(me_, a.id, 0).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(core_->OpenPacing(me_, a.id, 0).status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(DaemonCoreTest, AdminChangesPolicy) {
+  SessionInfo s = MustRegister(me_, "web", kBe);
+  const PolicyTarget by_pid = ByPid(me_.pid);
+  PolicyChange to_ls = Priority(-5);
+  to_ls.cls = kLs;
+  EXPECT_EQ(core_->SetPolicy(user_, by_pid, to_ls).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(core_->ListSessions()[0].cls, kBe);  // unchanged
+
+  auto changed = core_->SetPolicy(root_, by_pid, to_ls);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_EQ(*changed, 1u);
+  SessionInfo now = core_->ListSessions()[0];
+  EXPECT_EQ(now.cls, kLs);
+  EXPECT_EQ(now.priority, -5);
+  EXPECT_GT(now.generation, s.generation);
+  // A Watch waiting on the old generation sees the change at once.
+  auto seen = core_->WaitForChange(me_, s.id, s.generation, [] { return false; });
+  ASSERT_TRUE(seen.ok());
+  EXPECT_EQ(seen->cls, kLs);
+
+  EXPECT_EQ(core_->SetPolicy(root_, ByPid(1 << 30), to_ls).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(core_->SetPolicy(root_, by_pid, Priority(40)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(core_->SetPolicy(root_, by_pid, PolicyChange{}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(DaemonCoreTest, AdminChangesAClassQuota) {
+  SessionInfo s = MustRegister(me_, "web", kBe);
+  auto changed = core_->SetPolicy(root_, ByClass(kBe),
+                                  TenantQuota(2 * kG));
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_EQ(core_->gpus()[0].quota[ClassIndex(kBe)].tenant_quota_bytes, 2 * kG);
+  EXPECT_EQ(core_->Allocate(me_, s.id, 0, false, 4 * kG).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(core_->Allocate(me_, s.id, 0, false, 2 * kG).ok());
+  // A tenant quota above the class quota changes nothing.
+  EXPECT_EQ(core_->SetPolicy(root_, ByClass(kBe),
+                             TenantQuota(32 * kG))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(core_->gpus()[0].quota[ClassIndex(kBe)].tenant_quota_bytes, 2 * kG);
+}
+
+}  // namespace
+}  // namespace missile::daemon

@@ -1,0 +1,111 @@
+#include "gpu_setup.h"
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+
+#include "missile/colorer/channel_map.h"
+
+namespace missile::daemon {
+
+std::string ProfilePath(const GpuSection& gpu, const std::string& uuid) {
+  return gpu.profile_dir + "/" + uuid + ".toml";
+}
+
+absl::StatusOr<ColourChoice> ChooseColourScheme(const colorer::GpuColourProfile& profile,
+                                                const std::string& profile_path,
+                                                bool phys_visible) {
+  ColourChoice choice;
+  if (profile.is_default) {
+    choice.note = "no colour profile for this GPU (" + profile_path +
+                  "): assuming one colour, no channel isolation";
+  } else if (profile.colours <= 1) {
+    choice.note = "one colour: calibration found no channel isolation at " +
+                  std::to_string(profile.granularity_bytes >> 20) + " MiB on this GPU";
+  } else if (!phys_visible) {
+    choice.note = "profile reports " + std::to_string(profile.colours) +
+                  " colours, but block physical addresses are not visible to user space on "
+                  "this driver: placing with one colour";
+  } else {
+    auto scheme = colorer::SchemeFromProfile(profile);
+    if (!scheme.ok()) return scheme.status();
+    choice.scheme = std::move(*scheme);
+    choice.note = std::to_string(profile.colours) +
+                  " colours from the profile; block physical addresses from the driver test double";
+  }
+  return choice;
+}
+
+absl::StatusOr<colorer::ColourScheme> OneColourScheme() {
+  auto map = colorer::UniformChannelMap::Create(1);
+  if (!map.ok()) return map.status();
+  return colorer::ColourScheme::EvenSplit(std::shared_ptr<const colorer::ChannelMap>(std::move(*map)),
+                                         1);
+}
+
+colorer::ColourPolicyOptions ColourPolicyOptionsFor(int colour_count, const GpuSection& gpu) {
+  colorer::ColourPolicyOptions options;
+  if (colour_count > 1 && gpu.ls_colours > 0) {
+    options.ls_colours = gpu.ls_colours;
+  } else if (colour_count > 1) {
+    options.ls_fraction = 0.5;
+  }
+  return options;
+}
+
+uint64_t PreallocBytesFor(const GpuSection& gpu, const DeviceInfo& device) {
+  return gpu.PreallocBytes(device.total_bytes) / device.granularity * device.granularity;
+}
+
+PoolOptions PoolOptionsFor(const GpuSection& gpu, const DeviceInfo& device) {
+  PoolOptions options;
+  options.granularity = device.granularity;
+  options.capacity_bytes =
+      gpu.PoolLimitBytes(device.total_bytes) / device.granularity * device.granularity;
+  options.cache_limit_bytes = std::max<uint64_t>(gpu.cache_limit, PreallocBytesFor(gpu, device));
+  options.scrub_on_release = gpu.scrub_on_release;
+  return options;
+}
+
+std::array<QuotaPolicy, 2> ClassQuotasFor(const ClassesSection& classes, uint64_t capacity_bytes) {
+  ClassQuotaBytes ls = classes.ls.ResolveQuotas(capacity_bytes);
+  ClassQuotaBytes be = classes.be.ResolveQuotas(capacity_bytes);
+  std::array<QuotaPolicy, 2> out;
+  out[ClassIndex(colorer::TenantClass::kLatencySensitive)] = {ls.tenant_quota_bytes,
+                                                             ls.class_quota_bytes};
+  out[ClassIndex(colorer::TenantClass::kBestEffort)] = {be.tenant_quota_bytes, be.class_quota_bytes};
+  return out;
+}
+
+CopyArbiter::Options ArbiterOptionsFor(const PcieSection& pcie) {
+  CopyArbiter::Options copies;
+  pcie::FairScheduler::Config& sched = copies.scheduler;
+  sched.chunk_bytes = pcie.chunk;
+  // Never smaller than the LS chunk: with a large pcie.chunk and the default be_chunk, BE copies
+  // would otherwise be cut finer while alone than while an LS tenant copies.
+  sched.be_chunk_bytes = pcie.be_chunk == 0 ? 0 : std::max(pcie.be_chunk, pcie.chunk);
+  sched.max_inflight_chunks_total = static_cast<uint32_t>(pcie.max_inflight_chunks);
+  sched.max_inflight_chunks_per_tenant = static_cast<uint32_t>(pcie.max_inflight_per_tenant);
+  sched.min_bypass_bytes = pcie.bypass_below;
+  sched.ls_first = pcie.ls_first;
+  copies.spin_ns = static_cast<uint64_t>(pcie.spin_us) * 1000;
+  copies.ls_spin_ns = static_cast<uint64_t>(pcie.ls_spin_us) * 1000;
+  copies.ls_quiet_ns = static_cast<uint64_t>(pcie.ls_quiet_ms) * 1000000;
+  return copies;
+}
+
+PacingSettings PacingSettingsOf(const ComputeSection& c) {
+  PacingSettings s;
+  s.pacing = c.pacing;
+  s.window_items = static_cast<uint32_t>(c.window_items);
+  s.window_ns = static_cast<uint64_t>(c.window_us) * 1000;
+  s.ls_idle_ns = static_cast<uint64_t>(c.ls_idle_us) * 1000;
+  s.ls_stale_ns = static_cast<uint64_t>(c.ls_stale_ms) * 1000000;
+  s.max_hold_ns = static_cast<uint64_t>(c.max_hold_ms) * 1000000;
+  s.unknown_ns = static_cast<uint64_t>(c.unknown_us) * 1000;
+  s.share_slack_ns = static_cast<uint64_t>(c.share_slack_us) * 1000;
+  s.refill_ns = static_cast<uint64_t>(c.refill_us) * 1000;
+  return s;
+}
+
+}  // namespace missile::daemon
