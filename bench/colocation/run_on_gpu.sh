@@ -13,7 +13,10 @@
 #   ("name:snippet.toml ...": Missile with the snippet appended to missiled's config).
 # env: SECONDS_MAIN (8) SECONDS_SWEEP (4) BE_SOLO_SECONDS (15) LOAD (0.3) MODES SWEEP_MODES
 #   D_MODES ("none missile") D_WEIGHTS ("1 3") SWEEP_MODELS EXTRA_MODES MAIN_SCENARIOS
+#   BE_ARGS (extra be_job.py arguments for the BE jobs beside an LS, e.g. "--copy-mib 0")
 #   WORK_DIR (/tmp/colocation-run; kept between calls on one machine, FRESH=1 clears it)
+# Tenants under Missile write the shim's exit report (pacing: items held, by reason) to
+# logs/<process>.report.
 # Everything comes back in OUT_DIR: colocation.log, summary.md, latency.png, be_throughput.png
 # and colocation.tar.gz (the work dir: logs/, raw/, sweep_rates.json, ...), refreshed after every
 # mode so that a run cut short still brings its results back.
@@ -121,7 +124,7 @@ launch() {
   [ "$cls" = be ] && mode_be_prio "$mode" && pre=(env CUDA_MPS_CLIENT_PRIORITY=1)
   if mode_uses_missile "$mode"; then
     "${pre[@]}" timeout -k 10 "$limit" "$rt/missile-run" --shim "$rt/libmissile.so" \
-      --socket "$MISSILE_SOCKET" --name "$tenant" --class "$cls" -- "$@" \
+      --socket "$MISSILE_SOCKET" --name "$tenant" --class "$cls" --report "$logs/$log.report" -- "$@" \
       > "$logs/$log.out" 2> "$logs/$log.err" &
   else
     "${pre[@]}" timeout -k 10 "$limit" "$@" > "$logs/$log.out" 2> "$logs/$log.err" &
@@ -266,7 +269,8 @@ colocate() {
   local ls_pid=$LAUNCHED_PID be_pids=() be
   for be in "${bes[@]}"; do
     launch "$run-$tag-$be" "$mode" "$be" be $(( ls_limit + 120 )) python3 "$bench/be_job.py" \
-      --mode "$tag" --name "$be" --run "$run" --seconds $(( ls_limit + 60 )) --stop-file "$stop" --raw-dir "$raw"
+      --mode "$tag" --name "$be" --run "$run" --seconds $(( ls_limit + 60 )) --stop-file "$stop" --raw-dir "$raw" \
+      ${BE_ARGS:-}
     be_pids+=("$LAUNCHED_PID")
   done
   wait_ready "$run-$tag-ls" "$ls_pid" "$LS_LOAD_LIMIT" || ok=0
@@ -404,6 +408,10 @@ phase_pair_d() {
     mode_uses_missile "$mode" && hook=set_d_weights
     run_mode d "$mode" "d-$mode" resnet50-graph "--seconds $S_MAIN" "$S_MAIN" be1 be2
     hook=""
+    local f
+    for f in "$logs"/d-d-"$mode"-*.report; do
+      [ -f "$f" ] && echo "  $(basename "$f" .report): $(grep -h '^# pacing' "$f")"
+    done
   done
 }
 
