@@ -331,7 +331,40 @@ void Parser::ParseCompute(const toml::node& node, const std::string& path) {
          {"unknown_us", [&](Node n, Key k) { GetInt(n, k, 0, 1000000, &c.unknown_us); }},
          {"share_slack_us",
           [&](Node n, Key k) { GetInt(n, k, 0, 1000000, &c.share_slack_us); }},
-         {"refill_us", [&](Node n, Key k) { GetInt(n, k, 0, 1000000, &c.refill_us); }}});
+         {"refill_us", [&](Node n, Key k) { GetInt(n, k, 0, 1000000, &c.refill_us); }},
+         {"mps",
+          [&](Node n, Key k) {
+            std::string v;
+            if (!GetString(n, k, &v)) return;
+            if (v != "off" && v != "start") {
+              Fail(n, k, "must be \"off\" or \"start\"");
+              return;
+            }
+            c.mps = v;
+          }},
+         {"mps_pipe_directory",
+          [&](Node n, Key k) {
+            std::string v;
+            if (GetString(n, k, &v) && CheckAbsolutePath(n, k, v, false, kMaxSocketPathBytes)) {
+              c.mps_pipe_directory = v;
+            }
+          }},
+         {"mps_log_directory",
+          [&](Node n, Key k) {
+            std::string v;
+            if (GetString(n, k, &v) && CheckAbsolutePath(n, k, v, false, 4096)) {
+              c.mps_log_directory = v;
+            }
+          }},
+         {"mps_control", [&](Node n, Key k) {
+            std::string v;
+            if (!GetString(n, k, &v)) return;
+            if (v.empty() || v.size() > 4096) {
+              Fail(n, k, "must name the MPS control program (a name in PATH or a path)");
+              return;
+            }
+            c.mps_control = v;
+          }}});
 }
 
 void Parser::ParseSocketMode(const toml::node& node, const std::string& key) {
@@ -717,6 +750,10 @@ std::string DescribeConfig(const DaemonConfig& config) {
   lines.push_back(absl::StrCat("compute.unknown_us = ", c.unknown_us));
   lines.push_back(absl::StrCat("compute.share_slack_us = ", c.share_slack_us));
   lines.push_back(absl::StrCat("compute.refill_us = ", c.refill_us));
+  lines.push_back(absl::StrCat("compute.mps = ", QuoteString(c.mps)));
+  lines.push_back(absl::StrCat("compute.mps_pipe_directory = ", QuoteString(c.mps_pipe_directory)));
+  lines.push_back(absl::StrCat("compute.mps_log_directory = ", QuoteString(c.mps_log_directory)));
+  lines.push_back(absl::StrCat("compute.mps_control = ", QuoteString(c.mps_control)));
   return absl::StrJoin(lines, "\n");
 }
 

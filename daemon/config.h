@@ -180,6 +180,13 @@ struct ComputeSection {
   // left in flight, even if it does not fit in window_us, so the GPU stays fed across the host's
   // refill latency behind a long item; in [0, 1000000], 0: never.
   int refill_us = 25;
+  // "start": missiled makes sure an MPS control daemon runs (starting one when none answers in
+  // mps_pipe_directory) before it opens the GPUs, and stops one it started when it stops.
+  // "off": missiled leaves MPS alone (tenants still run under one that runs).
+  std::string mps = "off";
+  std::string mps_pipe_directory = "/tmp/nvidia-mps";   // absolute; NVIDIA's default
+  std::string mps_log_directory = "/var/log/nvidia-mps";  // absolute; NVIDIA's default
+  std::string mps_control = "nvidia-cuda-mps-control";  // the control program: a name or a path
 
   bool operator==(const ComputeSection&) const = default;
 };

@@ -528,6 +528,9 @@ ls_stale_ms = 50
 max_hold_ms = 0
 unknown_us = 10
 share_slack_us = 500
+mps = "start"
+mps_pipe_directory = "/run/mps"
+mps_control = "/opt/cuda/bin/nvidia-cuda-mps-control"
 )").value();
   const ComputeSection& c = config.compute;
   EXPECT_FALSE(c.pacing);
@@ -538,6 +541,10 @@ share_slack_us = 500
   EXPECT_EQ(c.max_hold_ms, 0);
   EXPECT_EQ(c.unknown_us, 10);
   EXPECT_EQ(c.share_slack_us, 500);
+  EXPECT_EQ(c.mps, "start");
+  EXPECT_EQ(c.mps_pipe_directory, "/run/mps");
+  EXPECT_EQ(c.mps_log_directory, "/var/log/nvidia-mps");
+  EXPECT_EQ(c.mps_control, "/opt/cuda/bin/nvidia-cuda-mps-control");
   // What DescribeConfig prints reads back to the same settings.
   EXPECT_EQ(ParseConfig(DescribeConfig(config)).value().compute, c);
 }
@@ -554,6 +561,10 @@ TEST(ConfigTest, ComputeSectionRejectsBadValuesNamingTheKey) {
   EXPECT_THAT(error("[compute]\npacing = \"yes\""), HasSubstr("compute.pacing"));
   EXPECT_THAT(error("[compute]\nls_idle_us = 1.5"), HasSubstr("compute.ls_idle_us"));
   EXPECT_THAT(error("[compute]\nwindow = 4"), HasSubstr("compute.window"));  // unknown key
+  EXPECT_THAT(error("[compute]\nmps = \"on\""), HasSubstr("compute.mps: must be"));
+  EXPECT_THAT(error("[compute]\nmps_pipe_directory = \"tmp/mps\""),
+              HasSubstr("compute.mps_pipe_directory"));
+  EXPECT_THAT(error("[compute]\nmps_control = \"\""), HasSubstr("compute.mps_control"));
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "core.h"
 #include "gpu_open.h"
 #include "logger.h"
+#include "mps.h"
 #include "rpc_server.h"
 #include "sd_notify.h"
 #include "side_channel_server.h"
@@ -135,6 +136,23 @@ int RunServer(const DaemonConfig& config, std::optional<unsigned> socket_gid,
   auto log = GetLogger(kCoreLog);
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(config.daemon.socket).parent_path(), ec);
+  // MPS first: missiled and the tenants started after it must all be its clients.
+  std::unique_ptr<MpsControl> mps;
+  if (config.compute.mps == "start") {
+    MpsOptions mps_options;
+    mps_options.control = config.compute.mps_control;
+    mps_options.pipe_directory = config.compute.mps_pipe_directory;
+    mps_options.log_directory = config.compute.mps_log_directory;
+    absl::StatusOr<std::unique_ptr<MpsControl>> started = MpsControl::Start(mps_options);
+    if (!started.ok()) {
+      log->error("compute.mps = \"start\": {}", std::string(started.status().message()));
+      return 1;
+    }
+    mps = *std::move(started);
+    log->info("MPS control daemon in {}: {}", mps_options.pipe_directory,
+              mps->started_here() ? "started (it stops with missiled)"
+                                  : "already running, used as it is");
+  }
   auto gpus = OpenGpus(config);
   if (!gpus.ok()) {
     log->error("{}", std::string(gpus.status().message()));
