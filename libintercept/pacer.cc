@@ -216,7 +216,12 @@ void Pacer::RetireTimed(uint64_t now, uint64_t since_last) {
         return slot_->lanes[lane].completed.load(std::memory_order_acquire);
       },
       now, since_last, &samples_);
-  for (const pacing::DurationSample& s : samples_) predictor_.Observe(s.key, s.ns);
+  // Only what ran alone teaches a duration: an item in flight while an LS tenant was busy, or
+  // while another BE tenant's work was on the GPU, waited behind theirs (the GPU time-slices
+  // processes), and its stretched time would be charged to this tenant's share as its own.
+  for (const pacing::DurationSample& s : samples_) {
+    if (interfered_ns_ < s.start_ns) predictor_.Observe(s.key, s.ns);
+  }
   running_until_ns_ = now + window_.RemainingNs(now);
   slot_->running_until_ns.store(running_until_ns_, std::memory_order_relaxed);
   slot_->inflight.store(window_.count(), std::memory_order_relaxed);
@@ -257,8 +262,9 @@ uint64_t Pacer::Admit(uint64_t key, uint32_t own_lane) {
     RetireLocked(now);
     SetActiveLocked(true, now);
     // The LS first: the cheapest check, and the one that matters.
-    const bool ls_busy =
-        ls_.Busy(ObserveLs(now), now, pol.ls_idle_ns.load(std::memory_order_relaxed));
+    const pacing::LsObservation ls_seen = ObserveLs(now);
+    const bool ls_busy = ls_.Busy(ls_seen, now, pol.ls_idle_ns.load(std::memory_order_relaxed));
+    if (ls_seen.in_flight) interfered_ns_ = now;
     pacing::AdmissionInput in;
     in.ls_busy = ls_busy;
     in.window_admits = window_.Admits(
@@ -270,8 +276,12 @@ uint64_t Pacer::Admit(uint64_t key, uint32_t own_lane) {
     if (!ls_busy && in.window_admits) {
       const pacing::ShareEntry self{
           gpu_ns_, std::max<uint32_t>(slot_->weight.load(std::memory_order_relaxed), 1)};
+      const std::vector<pacing::ShareEntry> peers = ActivePeers(now);
+      for (const pacing::ShareEntry& p : peers) {
+        if (p.running) interfered_ns_ = now;
+      }
       in.share_allows = pacing::ShareAllows(
-          self, ActivePeers(now), pol.share_slack_ns.load(std::memory_order_relaxed));
+          self, peers, pol.share_slack_ns.load(std::memory_order_relaxed));
     }
     in.in_flight = window_.count();
     in.now = now;

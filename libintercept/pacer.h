@@ -160,6 +160,9 @@ class Pacer {
   uint64_t last_check_ns_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t gpu_ns_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t running_until_ns_ ABSL_GUARDED_BY(mu_) = 0;  // predicted end of the work in flight
+  // The last check that saw an LS tenant's work in flight or another BE tenant's running: items
+  // that could start before it teach the predictor nothing.
+  uint64_t interfered_ns_ ABSL_GUARDED_BY(mu_) = 0;
   int waiters_ ABSL_GUARDED_BY(mu_) = 0;
   bool active_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<pacing::DurationSample> samples_ ABSL_GUARDED_BY(mu_);

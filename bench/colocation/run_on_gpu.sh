@@ -292,6 +292,18 @@ colocate() {
   else
     finish "$ls_pid" 0 "$run-$tag-ls"
   fi
+  # What the daemon accounted to each tenant (BE: GPU time for the share, time held), while the
+  # BE jobs still run.
+  if mode_uses_missile "$mode" && [ ${#bes[@]} -gt 1 ]; then
+    ctl --json tenants > "$logs/$run-$tag-tenants.json" 2>&1
+    python3 - "$logs/$run-$tag-tenants.json" <<'PY' || true
+import json, sys
+for t in json.load(open(sys.argv[1])).get("tenants", []):
+    for c in t.get("compute", []):
+        print(f"  accounted {t.get('name')}: gpu {float(c.get('gpu_ms', 0)):.0f} ms, held "
+              f"{float(c.get('held_ms', 0)):.0f} ms, submissions {c.get('submissions', 0)}")
+PY
+  fi
   touch "$stop"
   for i in "${!bes[@]}"; do
     finish "${be_pids[i]}" 30 "$run-$tag-${bes[i]}"; rc=$?

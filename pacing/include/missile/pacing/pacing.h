@@ -54,6 +54,7 @@ class LsBusyTracker {
 struct DurationSample {
   uint64_t key;
   uint64_t ns;
+  uint64_t start_ns;  // when the item could start (its batch's start)
 };
 
 // The BE's own items in flight on the GPU, on its lanes (one per stream, FIFO). An item is
@@ -137,7 +138,7 @@ void InflightWindow::Retire(const Completed& completed, uint64_t now,
     if (now <= b.start) continue;
     const uint64_t each = (now - b.start) / b.count;
     const uint64_t lateness = since_last_check_ns / b.count;
-    if (lateness <= 20'000 || lateness <= each / 8) samples->push_back({key, each});
+    if (lateness <= 20'000 || lateness <= each / 8) samples->push_back({key, each, b.start});
   }
 }
 
