@@ -216,17 +216,11 @@ void Pacer::RetireTimed(uint64_t now, uint64_t since_last) {
         return slot_->lanes[lane].completed.load(std::memory_order_acquire);
       },
       now, since_last, &samples_);
-  // Only what ran alone teaches a duration in full: an item in flight while an LS tenant was busy, or
+  // Only what ran alone teaches a duration: an item in flight while an LS tenant was busy, or
   // while another BE tenant's work was on the GPU, waited behind theirs (the GPU time-slices
   // processes), and its stretched time would be charged to this tenant's share as its own.
-  // Such a sample still bounds the duration from above.
-  const uint64_t unknown = region_->header.policy.unknown_ns.load(std::memory_order_relaxed);
   for (const pacing::DurationSample& s : samples_) {
-    if (interfered_ns_ < s.start_ns) {
-      predictor_.Observe(s.key, s.ns);
-    } else {
-      predictor_.ObserveUpperBound(s.key, s.ns, unknown);
-    }
+    if (interfered_ns_ < s.start_ns) predictor_.Observe(s.key, s.ns);
   }
   running_until_ns_ = now + window_.RemainingNs(now);
   slot_->running_until_ns.store(running_until_ns_, std::memory_order_relaxed);

@@ -94,13 +94,6 @@ void DurationPredictor::Observe(uint64_t key, uint64_t ns) {
   if (e.samples < UINT32_MAX) ++e.samples;
 }
 
-void DurationPredictor::ObserveUpperBound(uint64_t key, uint64_t ns, uint64_t unknown_ns) {
-  auto it = table_.find(key);
-  const uint64_t current = it == table_.end() || it->second.samples == 0 ? unknown_ns
-                                                                          : it->second.mean_ns;
-  if (ns < current) Observe(key, ns);
-}
-
 namespace {
 
 // gpu_ns / weight, scaled to keep precision for small times.

@@ -137,18 +137,6 @@ TEST(DurationPredictor, UnknownThenMeanThatFollowsChange) {
   EXPECT_GT(p.Predict(1, 0), 14 * kUs);
 }
 
-TEST(DurationPredictor, AnUpperBoundOnlyEverLowersThePrediction) {
-  DurationPredictor p;
-  p.ObserveUpperBound(1, 900'000, 50'000);  // stretched, and above the unknown default: ignored
-  EXPECT_EQ(p.Predict(1, 50'000), 50'000u);
-  p.ObserveUpperBound(1, 30'000, 50'000);  // below it: learned
-  EXPECT_EQ(p.Predict(1, 50'000), 30'000u);
-  p.ObserveUpperBound(1, 200'000, 50'000);  // above what is known: ignored
-  EXPECT_EQ(p.Predict(1, 50'000), 30'000u);
-  p.ObserveUpperBound(1, 10'000, 50'000);  // lower: followed like any sample
-  EXPECT_EQ(p.Predict(1, 50'000), 25'000u);
-}
-
 TEST(DurationPredictor, BoundedInSize) {
   DurationPredictor p(3);
   for (uint64_t k = 0; k < 3; ++k) p.Observe(k, 10);

@@ -153,10 +153,6 @@ class DurationPredictor {
   // The prediction for `key`, or `unknown_ns` for work never observed.
   uint64_t Predict(uint64_t key, uint64_t unknown_ns) const;
   void Observe(uint64_t key, uint64_t ns);
-  // A sample that may be stretched (the work waited behind other processes' work): it bounds
-  // the duration from above, so it only ever lowers the prediction, and for work never observed
-  // it counts as at most `unknown_ns`.
-  void ObserveUpperBound(uint64_t key, uint64_t ns, uint64_t unknown_ns);
   size_t size() const { return table_.size(); }
 
  private:
