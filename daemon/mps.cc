@@ -38,54 +38,77 @@ int WaitWithDeadline(pid_t pid, Clock::time_point deadline) {
   }
 }
 
-}  // namespace
-
-absl::Status RunMpsControl(const MpsOptions& options, std::string_view arg,
-                           std::string_view command, std::chrono::milliseconds deadline) {
-  // The command goes in a memory file, not a pipe: a program that exits without reading it
-  // cannot raise SIGPIPE in missiled.
-  const int in = memfd_create("missile-mps-command", MFD_CLOEXEC);
-  if (in < 0) return absl::InternalError(absl::StrCat("memfd_create: ", std::strerror(errno)));
-  const std::string line = command.empty() ? std::string() : std::string(command) + "\n";
-  if (write(in, line.data(), line.size()) != static_cast<ssize_t>(line.size()) ||
-      lseek(in, 0, SEEK_SET) != 0) {
-    close(in);
-    return absl::InternalError("writing the MPS command failed");
-  }
-  const std::string program = options.control;
-  const std::string argument(arg);
-  // Everything the child needs is built before fork: after it only async-signal-safe calls.
-  std::vector<std::string> env_strings = {
-      "CUDA_MPS_PIPE_DIRECTORY=" + options.pipe_directory,
-      "CUDA_MPS_LOG_DIRECTORY=" + options.log_directory};
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "CUDA_MPS_PIPE_DIRECTORY=", 24) != 0 &&
-        std::strncmp(*e, "CUDA_MPS_LOG_DIRECTORY=", 23) != 0) {
-      env_strings.emplace_back(*e);
+// A run of the control program, prepared before fork: after fork only async-signal-safe calls
+// (missiled has threads), so the arguments, environment and stdin are all made here.
+class ControlRun {
+ public:
+  ControlRun(const MpsOptions& options, std::string_view arg, std::string_view command)
+      : program_(options.control), argument_(arg) {
+    // The command goes in a memory file, not a pipe: a program that exits without reading it
+    // cannot raise SIGPIPE in missiled.
+    in_ = memfd_create("missile-mps-command", MFD_CLOEXEC);
+    const std::string line = command.empty() ? std::string() : std::string(command) + "\n";
+    if (in_ >= 0 && (write(in_, line.data(), line.size()) != static_cast<ssize_t>(line.size()) ||
+                     lseek(in_, 0, SEEK_SET) != 0)) {
+      close(in_);
+      in_ = -1;
     }
+    env_ = {"CUDA_MPS_PIPE_DIRECTORY=" + options.pipe_directory,
+            "CUDA_MPS_LOG_DIRECTORY=" + options.log_directory};
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (std::strncmp(*e, "CUDA_MPS_PIPE_DIRECTORY=", 24) != 0 &&
+          std::strncmp(*e, "CUDA_MPS_LOG_DIRECTORY=", 23) != 0) {
+        env_.emplace_back(*e);
+      }
+    }
+    for (std::string& e : env_) envp_.push_back(e.data());
+    envp_.push_back(nullptr);
+    argv_.push_back(program_.data());
+    if (!argument_.empty()) argv_.push_back(argument_.data());
+    argv_.push_back(nullptr);
   }
-  std::vector<char*> envp;
-  for (std::string& e : env_strings) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<char*> argv{const_cast<char*>(program.c_str())};
-  if (!argument.empty()) argv.push_back(const_cast<char*>(argument.c_str()));
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(in);
-    return absl::InternalError(absl::StrCat("fork failed: ", std::strerror(errno)));
+  ~ControlRun() {
+    if (in_ >= 0) close(in_);
   }
-  if (pid == 0) {
-    dup2(in, STDIN_FILENO);
+  ControlRun(const ControlRun&) = delete;
+  ControlRun& operator=(const ControlRun&) = delete;
+
+  bool ready() const { return in_ >= 0; }
+  const std::string& program() const { return program_; }
+  const std::string& argument() const { return argument_; }
+
+  // In the child: stdin from the command, output to /dev/null, exec. Never returns.
+  [[noreturn]] void Exec() const {
+    dup2(in_, STDIN_FILENO);
     const int null = open("/dev/null", O_WRONLY);
     if (null >= 0) {
       dup2(null, STDOUT_FILENO);
       dup2(null, STDERR_FILENO);
     }
-    execvpe(program.c_str(), argv.data(), envp.data());
+    execvpe(program_.c_str(), argv_.data(), envp_.data());
     _exit(127);
   }
-  close(in);
+
+ private:
+  std::string program_;
+  std::string argument_;
+  int in_ = -1;
+  std::vector<std::string> env_;
+  std::vector<char*> envp_;
+  std::vector<char*> argv_;
+};
+
+}  // namespace
+
+absl::Status RunMpsControl(const MpsOptions& options, std::string_view arg,
+                           std::string_view command, std::chrono::milliseconds deadline) {
+  const ControlRun run(options, arg, command);
+  if (!run.ready()) return absl::InternalError("preparing the MPS command failed");
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError(absl::StrCat("fork failed: ", std::strerror(errno)));
+  if (pid == 0) run.Exec();
+  const std::string& program = run.program();
+  const std::string& argument = run.argument();
   const int status = WaitWithDeadline(pid, Clock::now() + deadline);
   const std::string what = absl::StrCat(program, argument.empty() ? "" : " ", argument,
                                         command.empty() ? "" : " <<< ", std::string(command));
@@ -134,7 +157,19 @@ absl::StatusOr<std::unique_ptr<MpsControl>> MpsControl::Start(const MpsOptions& 
 }
 
 MpsControl::~MpsControl() {
-  if (started_here_) (void)RunMpsControl(options_, "", "quit", std::chrono::milliseconds(10000));
+  if (!started_here_) return;
+  // missiled is itself an MPS client until it exits, and the control daemon's quit waits for
+  // its clients: waiting for it here would wait for ourselves (on the H200 the control daemon
+  // and its server outlived missiled). So the quit runs in a grandchild that outlives missiled.
+  const ControlRun run(options_, "", "quit");
+  if (!run.ready()) return;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setsid();
+    if (fork() == 0) run.Exec();
+    _exit(0);
+  }
+  if (pid > 0) waitpid(pid, nullptr, 0);
 }
 
 }  // namespace missile::daemon

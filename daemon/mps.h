@@ -1,6 +1,7 @@
 // The node's MPS control daemon, for missiled's `[compute] mps = "start"`: missiled starts
 // `nvidia-cuda-mps-control -d` before it opens the GPUs (so that it and every tenant started
-// after it are MPS clients) and asks it to quit when missiled stops. A control daemon that
+// after it are MPS clients) and asks it to quit when missiled stops (the quit completes once
+// missiled and the tenants have gone). A control daemon that
 // already answers in the pipe directory is used as it is and left running.
 //
 // Talking to the control daemon is what NVIDIA documents for it: the program's stdin takes one
@@ -38,7 +39,8 @@ class MpsControl {
   // Makes sure an MPS control daemon answers in options.pipe_directory, starting one when none
   // does. Sets CUDA_MPS_PIPE_DIRECTORY and CUDA_MPS_LOG_DIRECTORY in missiled's environment.
   static absl::StatusOr<std::unique_ptr<MpsControl>> Start(const MpsOptions& options);
-  // Asks a control daemon this object started to quit (with a deadline); leaves others alone.
+  // Asks a control daemon this object started to quit, from a process of its own that waits
+  // (up to a minute) while missiled, an MPS client too, exits; leaves others alone.
   ~MpsControl();
   MpsControl(const MpsControl&) = delete;
   MpsControl& operator=(const MpsControl&) = delete;

@@ -77,6 +77,8 @@ TEST_F(MpsTest, StartsAControlDaemonWhenNoneAnswersAndStopsItAtTheEnd) {
     EXPECT_STREQ(getenv("CUDA_MPS_PIPE_DIRECTORY"), options_.pipe_directory.c_str());
     EXPECT_THAT(Calls(), Not(HasSubstr("quit")));
   }
+  // The quit runs in a process of its own (it must outlive missiled): wait for it.
+  for (int i = 0; i < 500 && Running(); ++i) usleep(10000);
   EXPECT_THAT(Calls(), HasSubstr("quit\n"));
   EXPECT_FALSE(Running());
 }
