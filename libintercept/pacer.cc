@@ -60,8 +60,10 @@ bool LanesInFlight(const pacingreg::Slot& s) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Pacer>> Pacer::Open(int memfd, uint64_t session_id,
+                                                   const SessionClient* session,
                                                    const DriverApi& api, spdlog::logger* log) {
   std::unique_ptr<Pacer> p(new Pacer());
+  p->client_ = session;
   p->api_ = &api;
   p->log_ = log;
   p->memfd_ = memfd;
@@ -110,7 +112,8 @@ Pacer::~Pacer() {
 
 bool Pacer::enabled() const {
   return region_->header.policy.pacing.load(std::memory_order_relaxed) != 0 &&
-         slot_->session.load(std::memory_order_relaxed) == session_;
+         slot_->session.load(std::memory_order_relaxed) == session_ &&
+         (client_ == nullptr || client_->connected());
 }
 
 bool Pacer::Capturing(CUstream stream, bool ptsz) const {
@@ -290,9 +293,9 @@ uint64_t Pacer::Admit(uint64_t key, uint32_t own_lane) {
     in.oldest_in_flight_ns = window_.oldest_issued_ns();
     in.stall_ns = kStallNs;
     const pacing::Verdict verdict = pacing::Decide(in);
-    if (verdict == pacing::Verdict::kGo || pol.pacing.load(std::memory_order_relaxed) == 0) {
-      break;
-    }
+    // Pacing turned off, or the daemon went away (nobody clears a dead LS's marks now; the
+    // program's next work paces in the new session, once there is one).
+    if (verdict == pacing::Verdict::kGo || !enabled()) break;
     held = true;
     reason = verdict == pacing::Verdict::kWaitLs ? 0 : verdict == pacing::Verdict::kWaitWindow ? 1 : 2;
     // Wait outside the lock, so other threads' checks (and retires) go on.
@@ -421,7 +424,7 @@ Pacer* PacingManager::Current() {
   if (absl::StatusOr<const GpuLink*> link = sessions_->LinkOf(session, dev); link.ok()) {
     absl::StatusOr<int> fd = session->OpenPacing((*link)->index);
     if (fd.ok()) {
-      opened = Pacer::Open(*fd, session->session_id(), api_, log_);
+      opened = Pacer::Open(*fd, session->session_id(), session, api_, log_);
     } else {
       opened = fd.status();
     }

@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "driver_api.h"
+#include "session_client.h"
 #include "missile/common/pacing_region.h"
 #include "missile/pacing/pacing.h"
 #include "spdlog/logger.h"
@@ -47,8 +48,11 @@ class Pacer {
  public:
   // Maps the region from `memfd` (taken; closed on failure too), finds this session's slot and
   // registers the region with the driver so the GPU can write the lanes. Needs a current
-  // context.
+  // context. `session` (may be null; must outlive the pacer) is the daemon session the region
+  // belongs to: once it has ended (the daemon went away) the pacer paces nothing and lets any
+  // held thread go, since no daemon clears the region's marks any more.
   static absl::StatusOr<std::unique_ptr<Pacer>> Open(int memfd, uint64_t session_id,
+                                                     const SessionClient* session,
                                                      const DriverApi& api, spdlog::logger* log);
   ~Pacer();
 
@@ -132,6 +136,7 @@ class Pacer {
   bool registered_ = false;
   CUdeviceptr region_dev_ = 0;
   uint64_t session_ = 0;
+  const SessionClient* client_ = nullptr;
   uint32_t slot_index_ = 0;
   pacingreg::Slot* slot_ = nullptr;
 

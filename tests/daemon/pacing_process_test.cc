@@ -214,8 +214,8 @@ TEST_F(PacingTest, MaxHoldCountsEarlierItemsWhoseCompletionWasNotReportedYet) {
 TEST_F(PacingTest, TwoBeTenantsShareTheGpuByWeight) {
   StartDaemon("max_hold_ms = 0\nshare_slack_us = 2000");
   Child one, three;
-  ASSERT_TRUE(one.Start({PACE_PROBE, "spin", "50", "3"}, TenantEnv("be", "be1")));
-  ASSERT_TRUE(three.Start({PACE_PROBE, "spin", "50", "3"}, TenantEnv("be", "be3")));
+  ASSERT_TRUE(one.Start({PACE_PROBE, "spin", "50", "5"}, TenantEnv("be", "be1")));
+  ASSERT_TRUE(three.Start({PACE_PROBE, "spin", "50", "5"}, TenantEnv("be", "be3")));
   ASSERT_FALSE(one.WaitForLine("ready", 20).empty()) << one.out();
   ASSERT_FALSE(three.WaitForLine("ready", 20).empty()) << three.out();
   for (const auto& [name, weight] : {std::pair<std::string, std::string>{"be1", "1024"},
@@ -232,7 +232,7 @@ TEST_F(PacingTest, TwoBeTenantsShareTheGpuByWeight) {
   const double ratio = static_cast<double>(k3) / static_cast<double>(k1);
   std::printf("be1 %llu kernels, be3 %llu kernels: %.2f\n", static_cast<unsigned long long>(k1),
               static_cast<unsigned long long>(k3), ratio);
-  // The share brings it near 3 (2.5 to 3.4 in repeated runs: the window of 3 s is short). The
+  // The share brings it near 3 (2.4 to 3.6 in repeated runs of 5 s on a loaded machine). The
   // 5 % target is the GPU benchmark's (pair d).
   EXPECT_GT(ratio, 2.0) << k1 << " vs " << k3;
   EXPECT_LT(ratio, 4.5) << k1 << " vs " << k3;
@@ -265,6 +265,36 @@ TEST_F(PacingTest, HeldBeWorkKeepsStreamOrderAndEvents) {
   std::printf("%s", text.substr(text.find("# pacing: ")).c_str());
   ls1.Wait(10);
   ls2.Wait(10);
+}
+
+// missiled killed and restarted while a BE tenant is held behind a busy LS: the held BE goes
+// once its session has ended (no daemon clears the dead region's marks; the LS bound here is
+// far longer than the test), and its work is all done, in order.
+TEST_F(PacingTest, ADaemonRestartNeitherDeadlocksNorLosesWork) {
+  const std::string compute = "max_hold_ms = 0\nls_stale_ms = 600000";
+  StartDaemon(compute);
+  auto env = TenantEnv("be");
+  const std::string report = dir_.path() + "/report-restart";
+  env["MISSILE_REPORT"] = report;
+  Child be, ls;
+  ASSERT_TRUE(be.Start({PACE_PROBE, "order", "40"}, env));
+  ASSERT_FALSE(be.WaitForLine("ready", 20).empty()) << be.out();
+  StartLs(&ls, 20000);  // busy on the GPU for 20 s
+  be.CloseStdin();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(be.WaitForLine("order", 0).empty()) << "the BE was not held: " << be.out();
+  const uint64_t killed = Now();
+  daemon_.Kill(SIGKILL);
+  daemon_.Wait(10);
+  StartDaemon(compute);
+  const std::string line = be.WaitForLine("order", 30);
+  const uint64_t done = Now();
+  EXPECT_EQ(Field(line, "ok"), 1u) << be.out();
+  // Released by the end of its session, not by the LS's 600 s bound or its 20 s request.
+  EXPECT_LT(static_cast<double>(done - killed), 10000 * kMs) << line;
+  EXPECT_EQ(be.Wait(10), 0) << be.out();
+  ls.Kill(SIGKILL);
+  ls.Wait(10);
 }
 
 TEST_F(PacingTest, BeCopiesAreHostPacedAndNeverWaitOnTheStream) {
