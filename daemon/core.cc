@@ -305,13 +305,11 @@ bool DaemonCore::IsAdmin(const PeerCredentials& creds) const {
   return std::find(groups.begin(), groups.end(), *options_.admin_gid) != groups.end();
 }
 
-absl::StatusOr<uint32_t> DaemonCore::SetPolicy(const PeerCredentials& creds,
-                                               const PolicyTarget& target,
-                                               const PolicyChange& change) {
-  if (!IsAdmin(creds)) {
-    return absl::PermissionDeniedError("uid " + std::to_string(creds.uid) +
-                                       " may not change policy: root or the admin group only");
-  }
+namespace {
+
+// The checks of a policy request that need no state: one target, values in range, a change
+// that fits the target.
+absl::Status CheckPolicyRequest(const PolicyTarget& target, const PolicyChange& change) {
   int targets = target.pid.has_value() + target.name.has_value() + target.cls.has_value();
   if (targets != 1) return absl::InvalidArgumentError("name exactly one target: pid, name or class");
   if (change.priority && (*change.priority < -20 || *change.priority > 19)) {
@@ -332,28 +330,46 @@ absl::StatusOr<uint32_t> DaemonCore::SetPolicy(const PeerCredentials& creds,
       !change.class_quota_bytes) {
     return absl::InvalidArgumentError("nothing to change");
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status DaemonCore::SetClassPolicyLocked(TenantClass cls, const PolicyChange& change) {
+  if (change.quota_bytes || change.class_quota_bytes) {
+    // Check every GPU first, so a change valid on one GPU and not on another changes nothing.
+    std::vector<QuotaPolicy> next;
+    for (Gpu& gpu : gpus_) {
+      QuotaPolicy q = gpu.quota[ClassIndex(cls)];
+      if (change.quota_bytes) q.tenant_quota_bytes = *change.quota_bytes;
+      if (change.class_quota_bytes) q.class_quota_bytes = *change.class_quota_bytes;
+      if (q.tenant_quota_bytes > q.class_quota_bytes) {
+        return absl::InvalidArgumentError("a tenant quota cannot exceed its class quota");
+      }
+      next.push_back(q);
+    }
+    for (size_t g = 0; g < gpus_.size(); ++g) {
+      if (absl::Status s = gpus_[g].pool->SetClassQuota(cls, next[g]); !s.ok()) return s;
+      gpus_[g].quota[ClassIndex(cls)] = next[g];
+    }
+  }
+  if (change.priority) {
+    (cls == TenantClass::kLatencySensitive ? ls_ : be_).priority = *change.priority;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint32_t> DaemonCore::SetPolicy(const PeerCredentials& creds,
+                                               const PolicyTarget& target,
+                                               const PolicyChange& change) {
+  if (!IsAdmin(creds)) {
+    return absl::PermissionDeniedError("uid " + std::to_string(creds.uid) +
+                                       " may not change policy: root or the admin group only");
+  }
+  if (absl::Status s = CheckPolicyRequest(target, change); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   if (target.cls) {
-    if (change.quota_bytes || change.class_quota_bytes) {
-      // Check every GPU first, so a change valid on one GPU and not on another changes nothing.
-      std::vector<QuotaPolicy> next;
-      for (Gpu& gpu : gpus_) {
-        QuotaPolicy q = gpu.quota[ClassIndex(*target.cls)];
-        if (change.quota_bytes) q.tenant_quota_bytes = *change.quota_bytes;
-        if (change.class_quota_bytes) q.class_quota_bytes = *change.class_quota_bytes;
-        if (q.tenant_quota_bytes > q.class_quota_bytes) {
-          return absl::InvalidArgumentError("a tenant quota cannot exceed its class quota");
-        }
-        next.push_back(q);
-      }
-      for (size_t g = 0; g < gpus_.size(); ++g) {
-        if (absl::Status s = gpus_[g].pool->SetClassQuota(*target.cls, next[g]); !s.ok()) return s;
-        gpus_[g].quota[ClassIndex(*target.cls)] = next[g];
-      }
-    }
-    if (change.priority) {
-      (*target.cls == TenantClass::kLatencySensitive ? ls_ : be_).priority = *change.priority;
-    }
+    if (absl::Status s = SetClassPolicyLocked(*target.cls, change); !s.ok()) return s;
   }
   std::vector<std::shared_ptr<Session>> matched;
   for (const auto& [id, s] : sessions_) {

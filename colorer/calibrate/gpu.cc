@@ -141,6 +141,8 @@ struct Gpu::State {
 
 Gpu::Gpu(std::unique_ptr<State> state) : state_(std::move(state)) {}
 
+// long: the driver set-up in the order the driver requires (init, device, identity, memory
+// granularity, context, streams, events, buffers), each step a check with its own error.
 absl::StatusOr<std::unique_ptr<Gpu>> Gpu::Open(int ordinal, double wait_timeout_s) {
   if (CUresult r = cuInit(0); r != CUDA_SUCCESS) {
     absl::Status s = CudaError("cuInit", r);
