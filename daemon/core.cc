@@ -159,8 +159,7 @@ absl::StatusOr<SessionInfo> DaemonCore::Register(const PeerCredentials& creds,
   // before the BE's first launch (the shim maps the region at its first work item).
   for (Gpu& gpu : gpus_) {
     if (!gpu.pacing) continue;
-    if (absl::Status s = gpu.pacing->Assign(info.id, creds.pid,
-                                            cls == TenantClass::kLatencySensitive, info.weight);
+    if (absl::Status s = gpu.pacing->Assign(info.id, creds.pid, cls, info.weight);
         !s.ok()) {
       Log()->warn("session {}: its GPU work is not paced: {}", info.id, std::string(s.message()));
     }
@@ -400,10 +399,10 @@ absl::StatusOr<uint32_t> DaemonCore::SetPolicy(const PeerCredentials& creds,
     if (change.weight) info.weight = *change.weight;
     for (Gpu& gpu : gpus_) {
       if (gpu.arbiter) {
-        gpu.arbiter->SetPolicy(info.id, info.cls == TenantClass::kLatencySensitive, info.weight);
+        gpu.arbiter->SetPolicy(info.id, info.cls, info.weight);
       }
       if (gpu.pacing) {
-        gpu.pacing->SetPolicy(info.id, info.cls == TenantClass::kLatencySensitive, info.weight);
+        gpu.pacing->SetPolicy(info.id, info.cls, info.weight);
       }
     }
     ++info.generation;
@@ -481,8 +480,7 @@ absl::StatusOr<std::pair<int, int>> DaemonCore::OpenCopyChannel(const PeerCreden
   if (!held.ok()) return held.status();
   if (!gpus_[gpu].arbiter) return absl::UnavailableError("no PCIe arbiter on this GPU");
   SessionInfo info = SnapshotOf(**held);
-  return gpus_[gpu].arbiter->OpenChannel(session, info.cls == TenantClass::kLatencySensitive,
-                                         info.weight);
+  return gpus_[gpu].arbiter->OpenChannel(session, info.cls, info.weight);
 }
 
 absl::StatusOr<int> DaemonCore::OpenPacing(const PeerCredentials& creds, uint64_t session,
@@ -492,8 +490,7 @@ absl::StatusOr<int> DaemonCore::OpenPacing(const PeerCredentials& creds, uint64_
   if (!held.ok()) return held.status();
   if (!gpus_[gpu].pacing) return absl::UnavailableError("no pacing domain on this GPU");
   SessionInfo info = SnapshotOf(**held);
-  return gpus_[gpu].pacing->Join(session, info.creds.pid,
-                                 info.cls == TenantClass::kLatencySensitive, info.weight);
+  return gpus_[gpu].pacing->Join(session, info.creds.pid, info.cls, info.weight);
 }
 
 }  // namespace missile::daemon
