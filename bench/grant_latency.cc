@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
       fprintf(stderr, "%s\n", arbiter.status().ToString().c_str());
       return 1;
     }
-    auto fds = (*arbiter)->OpenChannel(1, /*latency_sensitive=*/true, 1024);
+    auto fds = (*arbiter)->OpenChannel(1, missile::TenantClass::kLatencySensitive, 1024);
     if (!fds.ok()) return 1;
     void* p = mmap(nullptr, missile::copych::kRegionBytes, PROT_READ | PROT_WRITE, MAP_SHARED,
                    fds->first, 0);

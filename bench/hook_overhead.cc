@@ -69,6 +69,8 @@ void Print(const char* name, const Series& s) {
 
 }  // namespace
 
+// long: one benchmark top to bottom (open the driver, resolve both paths, time each, print);
+// every step uses the handles and timings of the ones before.
 int main(int argc, char** argv) {
   const char* real_path = argc > 1 ? argv[1] : getenv("MISSILE_REAL_LIBCUDA");
   int calls = argc > 2 ? atoi(argv[2]) : 200000;

@@ -94,6 +94,8 @@ void Round(int ordinal, uint64_t bytes, int count, Steps* s) {
 
 // Times each call on its own for `count` 2 MiB blocks made one after another (create, export,
 // import, map, access per block), to tell a fixed cost per burst from a cost per call.
+// long: one timed sequence per block; the timers sit next to the calls they time, so each
+// printed column reads off the code.
 void PerCall(int ordinal, int count) {
   const uint64_t bytes = 2 << 20;
   CUmemAllocationProp prop{};

@@ -127,6 +127,8 @@ int64_t ClassifierCallBound(int64_t num_chunks, int64_t classes, const Classifie
   return (1 + static_cast<int64_t>(std::max(0, options.max_repeats))) * decisions;
 }
 
+// long: the classification passes (grouping, confirmation, final classes) over one Run state;
+// each pass is commented and reads in order.
 absl::StatusOr<ClassificationResult> ClassifyChunks(int num_chunks, InterferenceOracle& oracle,
                                                     const ClassifierOptions& options) {
   if (num_chunks < 1) {

@@ -32,10 +32,6 @@ constexpr uint64_t kGrantTimeoutNs = 500'000'000;
 constexpr long kBusyNapNs = 20'000;
 constexpr long kIdleSleepNs = 10'000'000;
 
-pcie::TenantClass Cls(bool ls) {
-  return ls ? pcie::TenantClass::kLatencySensitive : pcie::TenantClass::kBestEffort;
-}
-
 }  // namespace
 
 struct CopyArbiter::Channel {
@@ -106,7 +102,7 @@ CopyArbiter::~CopyArbiter() {
 }
 
 absl::StatusOr<std::pair<int, int>> CopyArbiter::OpenChannel(uint64_t session,
-                                                             bool latency_sensitive,
+                                                             TenantClass cls,
                                                              uint32_t weight) {
   absl::MutexLock lock(&mu_);
   if (channels_.contains(session)) {
@@ -115,7 +111,7 @@ absl::StatusOr<std::pair<int, int>> CopyArbiter::OpenChannel(uint64_t session,
   }
   auto c = std::make_unique<Channel>();
   c->session = session;
-  c->ls = latency_sensitive;
+  c->ls = cls == TenantClass::kLatencySensitive;
   c->memfd = memfd_create("missile-copy-channel", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   // Sealed at its size: a tenant that could shrink the file would make the daemon's next read
   // of its region fault (SIGBUS) and take every tenant's scheduling down with it.
@@ -131,7 +127,7 @@ absl::StatusOr<std::pair<int, int>> CopyArbiter::OpenChannel(uint64_t session,
   Offer(*c, copych::MonotonicNs());
   c->region->bypass_bytes = options_.scheduler.min_bypass_bytes;
   for (int d = 0; d < 2; ++d) {
-    if (absl::Status s = sched_[d]->AddTenant(session, Cls(latency_sensitive), weight); !s.ok()) {
+    if (absl::Status s = sched_[d]->AddTenant(session, cls, weight); !s.ok()) {
       for (int u = 0; u < d; ++u) sched_[u]->RemoveTenant(session).IgnoreError();
       return s;
     }
@@ -185,14 +181,14 @@ void CopyArbiter::CloseChannel(uint64_t session) {
   DropLocked(session, "session ended");
 }
 
-void CopyArbiter::SetPolicy(uint64_t session, bool latency_sensitive, uint32_t weight) {
+void CopyArbiter::SetPolicy(uint64_t session, TenantClass cls, uint32_t weight) {
   absl::MutexLock lock(&mu_);
   auto it = channels_.find(session);
   if (it == channels_.end()) return;
-  it->second->ls = latency_sensitive;
+  it->second->ls = cls == TenantClass::kLatencySensitive;
   Offer(*it->second, copych::MonotonicNs());
   for (int d = 0; d < 2; ++d) {
-    sched_[d]->SetClass(session, Cls(latency_sensitive)).IgnoreError();
+    sched_[d]->SetClass(session, cls).IgnoreError();
     sched_[d]->SetWeight(session, weight).IgnoreError();
   }
 }

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "missile/common/copy_channel.h"
+#include "missile/common/tenant_class.h"
 #include "missile/pcie_sched/fair_scheduler.h"
 
 namespace missile::daemon {
@@ -62,10 +63,10 @@ class CopyArbiter {
 
   // A channel for the session; returns the region's memfd (a duplicate) and the tenant's end of
   // the channel's doorbell socket pair (the caller sends and closes them).
-  absl::StatusOr<std::pair<int, int>> OpenChannel(uint64_t session, bool latency_sensitive,
+  absl::StatusOr<std::pair<int, int>> OpenChannel(uint64_t session, TenantClass cls,
                                                   uint32_t weight);
   void CloseChannel(uint64_t session);
-  void SetPolicy(uint64_t session, bool latency_sensitive, uint32_t weight);
+  void SetPolicy(uint64_t session, TenantClass cls, uint32_t weight);
   std::vector<PcieUse> Usage();
 
  private:

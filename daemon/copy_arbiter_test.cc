@@ -17,6 +17,8 @@ namespace {
 
 using copych::kHostToDevice;
 constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr TenantClass kLs = TenantClass::kLatencySensitive;
+constexpr TenantClass kBe = TenantClass::kBestEffort;
 
 // Polls `cond` for up to `ms` milliseconds.
 bool Eventually(const std::function<bool()>& cond, int ms = 2000) {
@@ -30,8 +32,8 @@ bool Eventually(const std::function<bool()>& cond, int ms = 2000) {
 
 class Tenant {
  public:
-  Tenant(CopyArbiter& arbiter, uint64_t session, bool ls, uint32_t weight = 1024) {
-    auto fds = arbiter.OpenChannel(session, ls, weight);
+  Tenant(CopyArbiter& arbiter, uint64_t session, TenantClass cls, uint32_t weight = 1024) {
+    auto fds = arbiter.OpenChannel(session, cls, weight);
     EXPECT_TRUE(fds.ok()) << fds.status();
     if (!fds.ok()) return;
     memfd_ = fds->first;
@@ -91,7 +93,7 @@ CopyArbiter::Options OneInFlight(uint64_t be_chunk = 0) {
 TEST(CopyArbiterTest, GrantsChunkByChunkAndCountsFinishedGates) {
   auto arbiter = CopyArbiter::Create(OneInFlight());
   ASSERT_TRUE(arbiter.ok()) << arbiter.status();
-  Tenant t(**arbiter, 1, /*ls=*/false);
+  Tenant t(**arbiter, 1, kBe);
   EXPECT_EQ(t.Chunk(), 2 * kMiB);
   t.Post(5 * kMiB, 10, /*arrived=*/true);  // chunks at gates 10, 11, 12
   ASSERT_TRUE(Eventually([&] { return t.Go(10); }));
@@ -114,8 +116,8 @@ TEST(CopyArbiterTest, GrantsChunkByChunkAndCountsFinishedGates) {
 TEST(CopyArbiterTest, RequestWaitsForItsArrivalAndHoldsNothingMeanwhile) {
   auto arbiter = CopyArbiter::Create(OneInFlight());
   ASSERT_TRUE(arbiter.ok());
-  Tenant waiting(**arbiter, 1, /*ls=*/false);
-  Tenant other(**arbiter, 2, /*ls=*/false);
+  Tenant waiting(**arbiter, 1, kBe);
+  Tenant other(**arbiter, 2, kBe);
   waiting.Post(2 * kMiB, 0, /*arrived=*/false);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_FALSE(waiting.Go(0));
@@ -130,8 +132,8 @@ TEST(CopyArbiterTest, RequestWaitsForItsArrivalAndHoldsNothingMeanwhile) {
 TEST(CopyArbiterTest, LsFirstAndBestEffortChunkSize) {
   auto arbiter = CopyArbiter::Create(OneInFlight(/*be_chunk=*/8 * kMiB));
   ASSERT_TRUE(arbiter.ok());
-  Tenant be(**arbiter, 1, /*ls=*/false);
-  Tenant ls(**arbiter, 2, /*ls=*/true);
+  Tenant be(**arbiter, 1, kBe);
+  Tenant ls(**arbiter, 2, kLs);
   EXPECT_EQ(be.Chunk(), 8 * kMiB);
   EXPECT_EQ(ls.Chunk(), 2 * kMiB);
   be.Post(16 * kMiB, 0, true);  // two chunks at gates 0 and 1
@@ -155,8 +157,8 @@ TEST(CopyArbiterTest, BestEffortChunksShrinkWhileLsCopiesAndGrowBackAfter) {
   o.ls_quiet_ns = 200'000'000;
   auto arbiter = CopyArbiter::Create(o);
   ASSERT_TRUE(arbiter.ok());
-  Tenant be(**arbiter, 1, /*ls=*/false);
-  Tenant ls(**arbiter, 2, /*ls=*/true);
+  Tenant be(**arbiter, 1, kBe);
+  Tenant ls(**arbiter, 2, kLs);
   EXPECT_EQ(be.Chunk(), 8 * kMiB) << "no LS tenant has copied yet";
   be.Post(16 * kMiB, 0, true);  // 8 MiB chunks at gates 0 and 1
   ASSERT_TRUE(Eventually([&] { return be.Go(0); }));
@@ -187,8 +189,8 @@ TEST(CopyArbiterTest, BestEffortChunksShrinkWhileLsCopiesAndGrowBackAfter) {
 TEST(CopyArbiterTest, UnofferedChunkSizeClosesTheChannel) {
   auto arbiter = CopyArbiter::Create(OneInFlight(/*be_chunk=*/8 * kMiB));
   ASSERT_TRUE(arbiter.ok());
-  Tenant odd(**arbiter, 1, false);
-  Tenant good(**arbiter, 2, false);
+  Tenant odd(**arbiter, 1, kBe);
+  Tenant good(**arbiter, 2, kBe);
   odd.Post(12 * kMiB, 0, true, /*chunk=*/3 * kMiB);
   ASSERT_TRUE(Eventually([&] { return odd.region().closed.load() != 0; }));
   good.Post(16 * kMiB, 0, true, /*chunk=*/2 * kMiB);  // the small size is always accepted
@@ -203,12 +205,12 @@ TEST(CopyArbiterTest, LargeChunksOnlyWhileOffered) {
   o.large_chunk_grace_ns = 100'000'000;
   auto arbiter = CopyArbiter::Create(o);
   ASSERT_TRUE(arbiter.ok());
-  Tenant ls_big(**arbiter, 1, /*ls=*/true);
+  Tenant ls_big(**arbiter, 1, kLs);
   ls_big.Post(8 * kMiB, 0, true, /*chunk=*/8 * kMiB);
   ASSERT_TRUE(Eventually([&] { return ls_big.region().closed.load() != 0; }))
       << "an LS tenant was never offered the large size";
-  Tenant be(**arbiter, 2, /*ls=*/false);
-  Tenant ls(**arbiter, 3, /*ls=*/true);
+  Tenant be(**arbiter, 2, kBe);
+  Tenant ls(**arbiter, 3, kLs);
   ls.Post(2 * kMiB, 0, true);
   ASSERT_TRUE(Eventually([&] { return ls.Go(0); }));
   ls.gates().done[0] = copych::kDoneCopied;
@@ -230,11 +232,11 @@ TEST(CopyArbiterTest, LargeChunksOnlyWhileOffered) {
 TEST(CopyArbiterTest, MalformedRequestClosesOnlyThatChannel) {
   auto arbiter = CopyArbiter::Create(OneInFlight());
   ASSERT_TRUE(arbiter.ok());
-  Tenant bad(**arbiter, 1, false);
-  Tenant good(**arbiter, 2, false);
+  Tenant bad(**arbiter, 1, kBe);
+  Tenant good(**arbiter, 2, kBe);
   bad.Post(2 * kMiB, copych::kGates, true);
   ASSERT_TRUE(Eventually([&] { return bad.region().closed.load() != 0; }));
-  Tenant zero(**arbiter, 3, false);
+  Tenant zero(**arbiter, 3, kBe);
   zero.Post(0, 0, true);
   ASSERT_TRUE(Eventually([&] { return zero.region().closed.load() != 0; }));
   EXPECT_EQ(good.region().closed.load(), 0u);
@@ -247,8 +249,8 @@ TEST(CopyArbiterTest, MalformedRequestClosesOnlyThatChannel) {
 TEST(CopyArbiterTest, ClosingFreesTheLinkAndShutdownClosesEveryChannel) {
   auto arbiter = CopyArbiter::Create(OneInFlight());
   ASSERT_TRUE(arbiter.ok());
-  auto* gone = new Tenant(**arbiter, 1, false);
-  Tenant next(**arbiter, 2, false);
+  auto* gone = new Tenant(**arbiter, 1, kBe);
+  Tenant next(**arbiter, 2, kBe);
   gone->Post(2 * kMiB, 0, true);
   ASSERT_TRUE(Eventually([&] { return gone->Go(0); }));
   next.Post(2 * kMiB, 0, true);
@@ -264,7 +266,7 @@ TEST(CopyArbiterTest, ClosingFreesTheLinkAndShutdownClosesEveryChannel) {
 TEST(CopyArbiterTest, StuckChunkIsWrittenOffAndItsGateStillReturns) {
   auto arbiter = CopyArbiter::Create(OneInFlight());
   ASSERT_TRUE(arbiter.ok());
-  Tenant t(**arbiter, 1, false);
+  Tenant t(**arbiter, 1, kBe);
   t.Post(4 * kMiB, 0, true);
   ASSERT_TRUE(Eventually([&] { return t.Go(0); }));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -278,7 +280,7 @@ TEST(CopyArbiterTest, StuckChunkIsWrittenOffAndItsGateStillReturns) {
 TEST(CopyArbiterTest, RegionIsSealedAtItsSize) {
   auto arbiter = CopyArbiter::Create(OneInFlight());
   ASSERT_TRUE(arbiter.ok());
-  Tenant t(**arbiter, 1, false);
+  Tenant t(**arbiter, 1, kBe);
   EXPECT_NE(ftruncate(t.memfd(), 0), 0);
   EXPECT_NE(ftruncate(t.memfd(), 2 * copych::kRegionBytes), 0);
   t.Post(2 * kMiB, 0, true);
@@ -290,7 +292,7 @@ TEST(CopyArbiterTest, RegionIsSealedAtItsSize) {
 TEST(CopyArbiterTest, GatesAreCountedBackChunkByChunk) {
   auto arbiter = CopyArbiter::Create(OneInFlight());
   ASSERT_TRUE(arbiter.ok());
-  Tenant t(**arbiter, 1, false);
+  Tenant t(**arbiter, 1, kBe);
   t.Post(4 * kMiB, 0, true);  // gates 0 and 1
   ASSERT_TRUE(Eventually([&] { return t.Go(0); }));
   t.gates().done[0] = copych::kDoneCopied;
@@ -308,8 +310,8 @@ TEST(CopyArbiterTest, GatesAreCountedBackChunkByChunk) {
 TEST(CopyArbiterTest, DoorbellsAreSeparatePerTenant) {
   auto arbiter = CopyArbiter::Create(OneInFlight());
   ASSERT_TRUE(arbiter.ok());
-  Tenant rude(**arbiter, 1, false);
-  Tenant quiet(**arbiter, 2, false);
+  Tenant rude(**arbiter, 1, kBe);
+  Tenant quiet(**arbiter, 2, kBe);
   ASSERT_NE(rude.bell(), quiet.bell());
   // Fill the rude tenant's doorbell without blocking this test, then close it.
   char junk[4096] = {};

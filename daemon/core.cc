@@ -159,8 +159,7 @@ absl::StatusOr<SessionInfo> DaemonCore::Register(const PeerCredentials& creds,
   // before the BE's first launch (the shim maps the region at its first work item).
   for (Gpu& gpu : gpus_) {
     if (!gpu.pacing) continue;
-    if (absl::Status s = gpu.pacing->Assign(info.id, creds.pid,
-                                            cls == TenantClass::kLatencySensitive, info.weight);
+    if (absl::Status s = gpu.pacing->Assign(info.id, creds.pid, cls, info.weight);
         !s.ok()) {
       Log()->warn("session {}: its GPU work is not paced: {}", info.id, std::string(s.message()));
     }
@@ -305,13 +304,11 @@ bool DaemonCore::IsAdmin(const PeerCredentials& creds) const {
   return std::find(groups.begin(), groups.end(), *options_.admin_gid) != groups.end();
 }
 
-absl::StatusOr<uint32_t> DaemonCore::SetPolicy(const PeerCredentials& creds,
-                                               const PolicyTarget& target,
-                                               const PolicyChange& change) {
-  if (!IsAdmin(creds)) {
-    return absl::PermissionDeniedError("uid " + std::to_string(creds.uid) +
-                                       " may not change policy: root or the admin group only");
-  }
+namespace {
+
+// The checks of a policy request that need no state: one target, values in range, a change
+// that fits the target.
+absl::Status CheckPolicyRequest(const PolicyTarget& target, const PolicyChange& change) {
   int targets = target.pid.has_value() + target.name.has_value() + target.cls.has_value();
   if (targets != 1) return absl::InvalidArgumentError("name exactly one target: pid, name or class");
   if (change.priority && (*change.priority < -20 || *change.priority > 19)) {
@@ -332,28 +329,46 @@ absl::StatusOr<uint32_t> DaemonCore::SetPolicy(const PeerCredentials& creds,
       !change.class_quota_bytes) {
     return absl::InvalidArgumentError("nothing to change");
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status DaemonCore::SetClassPolicyLocked(TenantClass cls, const PolicyChange& change) {
+  if (change.quota_bytes || change.class_quota_bytes) {
+    // Check every GPU first, so a change valid on one GPU and not on another changes nothing.
+    std::vector<QuotaPolicy> next;
+    for (Gpu& gpu : gpus_) {
+      QuotaPolicy q = gpu.quota[ClassIndex(cls)];
+      if (change.quota_bytes) q.tenant_quota_bytes = *change.quota_bytes;
+      if (change.class_quota_bytes) q.class_quota_bytes = *change.class_quota_bytes;
+      if (q.tenant_quota_bytes > q.class_quota_bytes) {
+        return absl::InvalidArgumentError("a tenant quota cannot exceed its class quota");
+      }
+      next.push_back(q);
+    }
+    for (size_t g = 0; g < gpus_.size(); ++g) {
+      if (absl::Status s = gpus_[g].pool->SetClassQuota(cls, next[g]); !s.ok()) return s;
+      gpus_[g].quota[ClassIndex(cls)] = next[g];
+    }
+  }
+  if (change.priority) {
+    (cls == TenantClass::kLatencySensitive ? ls_ : be_).priority = *change.priority;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint32_t> DaemonCore::SetPolicy(const PeerCredentials& creds,
+                                               const PolicyTarget& target,
+                                               const PolicyChange& change) {
+  if (!IsAdmin(creds)) {
+    return absl::PermissionDeniedError("uid " + std::to_string(creds.uid) +
+                                       " may not change policy: root or the admin group only");
+  }
+  if (absl::Status s = CheckPolicyRequest(target, change); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   if (target.cls) {
-    if (change.quota_bytes || change.class_quota_bytes) {
-      // Check every GPU first, so a change valid on one GPU and not on another changes nothing.
-      std::vector<QuotaPolicy> next;
-      for (Gpu& gpu : gpus_) {
-        QuotaPolicy q = gpu.quota[ClassIndex(*target.cls)];
-        if (change.quota_bytes) q.tenant_quota_bytes = *change.quota_bytes;
-        if (change.class_quota_bytes) q.class_quota_bytes = *change.class_quota_bytes;
-        if (q.tenant_quota_bytes > q.class_quota_bytes) {
-          return absl::InvalidArgumentError("a tenant quota cannot exceed its class quota");
-        }
-        next.push_back(q);
-      }
-      for (size_t g = 0; g < gpus_.size(); ++g) {
-        if (absl::Status s = gpus_[g].pool->SetClassQuota(*target.cls, next[g]); !s.ok()) return s;
-        gpus_[g].quota[ClassIndex(*target.cls)] = next[g];
-      }
-    }
-    if (change.priority) {
-      (*target.cls == TenantClass::kLatencySensitive ? ls_ : be_).priority = *change.priority;
-    }
+    if (absl::Status s = SetClassPolicyLocked(*target.cls, change); !s.ok()) return s;
   }
   std::vector<std::shared_ptr<Session>> matched;
   for (const auto& [id, s] : sessions_) {
@@ -384,10 +399,10 @@ absl::StatusOr<uint32_t> DaemonCore::SetPolicy(const PeerCredentials& creds,
     if (change.weight) info.weight = *change.weight;
     for (Gpu& gpu : gpus_) {
       if (gpu.arbiter) {
-        gpu.arbiter->SetPolicy(info.id, info.cls == TenantClass::kLatencySensitive, info.weight);
+        gpu.arbiter->SetPolicy(info.id, info.cls, info.weight);
       }
       if (gpu.pacing) {
-        gpu.pacing->SetPolicy(info.id, info.cls == TenantClass::kLatencySensitive, info.weight);
+        gpu.pacing->SetPolicy(info.id, info.cls, info.weight);
       }
     }
     ++info.generation;
@@ -465,8 +480,7 @@ absl::StatusOr<std::pair<int, int>> DaemonCore::OpenCopyChannel(const PeerCreden
   if (!held.ok()) return held.status();
   if (!gpus_[gpu].arbiter) return absl::UnavailableError("no PCIe arbiter on this GPU");
   SessionInfo info = SnapshotOf(**held);
-  return gpus_[gpu].arbiter->OpenChannel(session, info.cls == TenantClass::kLatencySensitive,
-                                         info.weight);
+  return gpus_[gpu].arbiter->OpenChannel(session, info.cls, info.weight);
 }
 
 absl::StatusOr<int> DaemonCore::OpenPacing(const PeerCredentials& creds, uint64_t session,
@@ -476,8 +490,7 @@ absl::StatusOr<int> DaemonCore::OpenPacing(const PeerCredentials& creds, uint64_
   if (!held.ok()) return held.status();
   if (!gpus_[gpu].pacing) return absl::UnavailableError("no pacing domain on this GPU");
   SessionInfo info = SnapshotOf(**held);
-  return gpus_[gpu].pacing->Join(session, info.creds.pid,
-                                 info.cls == TenantClass::kLatencySensitive, info.weight);
+  return gpus_[gpu].pacing->Join(session, info.creds.pid, info.cls, info.weight);
 }
 
 }  // namespace missile::daemon

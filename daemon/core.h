@@ -156,6 +156,9 @@ class DaemonCore {
   // The session's info as it is now (its policy may change on another thread).
   SessionInfo SnapshotOf(const Session& session) const;
   bool IsAdmin(const PeerCredentials& creds) const;
+  // The quota and priority parts of a policy change aimed at a whole class.
+  absl::Status SetClassPolicyLocked(TenantClass cls, const PolicyChange& change)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WatchProcesses();
 
   const CoreOptions options_;

@@ -8,19 +8,11 @@
 #include <cstdio>
 #include <cstring>
 
+#include "missile/common/cuda_status.h"
 #include "missile/common/gpu_uuid.h"
 
 namespace missile::daemon {
 namespace {
-
-absl::Status CudaError(const char* what, CUresult r) {
-  const char* name = nullptr;
-  cuGetErrorName(r, &name);
-  std::string text = std::string(what) + " failed: " + (name ? name : "CUDA error") + " (" +
-                     std::to_string(static_cast<int>(r)) + ")";
-  if (r == CUDA_ERROR_OUT_OF_MEMORY) return absl::ResourceExhaustedError(text);
-  return absl::InternalError(text);
-}
 
 std::string FormatUuid(const CUuuid& u) {
   std::array<uint8_t, 16> bytes;
@@ -41,10 +33,10 @@ CUmemAllocationProp BlockProp(int ordinal) {
 }  // namespace
 
 absl::StatusOr<int> CudaDeviceCount() {
-  if (CUresult r = cuInit(0); r != CUDA_SUCCESS) return CudaError("cuInit", r);
+  if (CUresult r = cuInit(0); r != CUDA_SUCCESS) return CudaStatus("cuInit", r);
   int count = 0;
   if (CUresult r = cuDeviceGetCount(&count); r != CUDA_SUCCESS) {
-    return CudaError("cuDeviceGetCount", r);
+    return CudaStatus("cuDeviceGetCount", r);
   }
   return count;
 }
@@ -61,7 +53,7 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Open(int ordinal, Colour
                         : [](uint64_t, uint64_t) { return colorer::ColourSet::Single(0); };
   d->info_.ordinal = ordinal;
   CUdevice dev;
-  if (CUresult r = cuDeviceGet(&dev, ordinal); r != CUDA_SUCCESS) return CudaError("cuDeviceGet", r);
+  if (CUresult r = cuDeviceGet(&dev, ordinal); r != CUDA_SUCCESS) return CudaStatus("cuDeviceGet", r);
   int vmm = 0, fd_handles = 0;
   cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev);
   cuDeviceGetAttribute(&fd_handles, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
@@ -78,7 +70,7 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Open(int ordinal, Colour
   if (cuDeviceGetUuid_v2(&uuid, dev) == CUDA_SUCCESS) d->info_.uuid = FormatUuid(uuid);
   size_t total = 0;
   if (CUresult r = cuDeviceTotalMem_v2(&total, dev); r != CUDA_SUCCESS) {
-    return CudaError("cuDeviceTotalMem", r);
+    return CudaStatus("cuDeviceTotalMem", r);
   }
   d->info_.total_bytes = total;
   CUmemAllocationProp prop = BlockProp(ordinal);
@@ -86,18 +78,18 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Open(int ordinal, Colour
   if (CUresult r = cuMemGetAllocationGranularity(&granularity, &prop,
                                                  CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
       r != CUDA_SUCCESS) {
-    return CudaError("cuMemGetAllocationGranularity", r);
+    return CudaStatus("cuMemGetAllocationGranularity", r);
   }
   d->info_.granularity = granularity;
   CUcontext ctx = nullptr;
   if (CUresult r = cuDevicePrimaryCtxRetain(&ctx, dev); r != CUDA_SUCCESS) {
-    return CudaError("cuDevicePrimaryCtxRetain", r);
+    return CudaStatus("cuDevicePrimaryCtxRetain", r);
   }
   d->context_ = ctx;
   if (absl::Status s = d->MakeCurrent(); !s.ok()) return s;
   CUstream stream = nullptr;
   if (CUresult r = cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS) {
-    return CudaError("cuStreamCreate", r);
+    return CudaStatus("cuStreamCreate", r);
   }
   d->stream_ = stream;
   return d;
@@ -118,7 +110,7 @@ CudaDevice::~CudaDevice() {
 
 absl::Status CudaDevice::MakeCurrent() const {
   if (CUresult r = cuCtxSetCurrent(static_cast<CUcontext>(context_)); r != CUDA_SUCCESS) {
-    return CudaError("cuCtxSetCurrent", r);
+    return CudaStatus("cuCtxSetCurrent", r);
   }
   return absl::OkStatus();
 }
@@ -132,7 +124,7 @@ absl::StatusOr<PhysicalBlock> CudaDevice::Create(uint64_t bytes) {
   CUmemAllocationProp prop = BlockProp(info_.ordinal);
   CUmemGenericAllocationHandle handle = 0;
   if (CUresult r = cuMemCreate(&handle, bytes, &prop, 0); r != CUDA_SUCCESS) {
-    return CudaError("cuMemCreate", r);
+    return CudaStatus("cuMemCreate", r);
   }
   Mapped m;
   m.bytes = bytes;
@@ -143,7 +135,7 @@ absl::StatusOr<PhysicalBlock> CudaDevice::Create(uint64_t bytes) {
   if (r != CUDA_SUCCESS) {
     absl::MutexLock lock(&mu_);
     DestroyLocked(handle, m);
-    return CudaError("exporting a new block", r);
+    return CudaStatus("exporting a new block", r);
   }
   PhysicalBlock block{handle, bytes, colours_(handle, bytes)};
   absl::MutexLock lock(&mu_);
@@ -154,7 +146,7 @@ absl::StatusOr<PhysicalBlock> CudaDevice::Create(uint64_t bytes) {
 absl::StatusOr<uint64_t> CudaDevice::MapForScrub(uint64_t handle, uint64_t bytes) const {
   CUdeviceptr va = 0;
   CUresult r = cuMemAddressReserve(&va, bytes, info_.granularity, 0, 0);
-  if (r != CUDA_SUCCESS) return CudaError("reserving addresses to scrub a block", r);
+  if (r != CUDA_SUCCESS) return CudaStatus("reserving addresses to scrub a block", r);
   r = cuMemMap(va, bytes, 0, handle, 0);
   if (r == CUDA_SUCCESS) {
     CUmemAccessDesc access{};
@@ -166,7 +158,7 @@ absl::StatusOr<uint64_t> CudaDevice::MapForScrub(uint64_t handle, uint64_t bytes
   }
   if (r != CUDA_SUCCESS) {
     cuMemAddressFree(va, bytes);
-    return CudaError("mapping a block to scrub it", r);
+    return CudaStatus("mapping a block to scrub it", r);
   }
   return va;
 }
@@ -215,10 +207,10 @@ absl::Status CudaDevice::Scrub(const PhysicalBlock& block) {
   }
   auto stream = static_cast<CUstream>(stream_);
   if (CUresult r = cuMemsetD8Async(va, 0, block.bytes, stream); r != CUDA_SUCCESS) {
-    return CudaError("cuMemsetD8Async", r);
+    return CudaStatus("cuMemsetD8Async", r);
   }
   if (CUresult r = cuStreamSynchronize(stream); r != CUDA_SUCCESS) {
-    return CudaError("cuStreamSynchronize", r);
+    return CudaStatus("cuStreamSynchronize", r);
   }
   return absl::OkStatus();
 }

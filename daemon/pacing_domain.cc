@@ -139,14 +139,15 @@ void PacingDomain::CountLs() {
   region_->header.policy.be_tenants.store(be, std::memory_order_release);
 }
 
-absl::StatusOr<int> PacingDomain::Join(uint64_t session, int pid, bool ls, uint32_t weight) {
-  if (absl::Status s = Assign(session, pid, ls, weight); !s.ok()) return s;
+absl::StatusOr<int> PacingDomain::Join(uint64_t session, int pid, TenantClass cls,
+                                       uint32_t weight) {
+  if (absl::Status s = Assign(session, pid, cls, weight); !s.ok()) return s;
   int fd = fcntl(memfd_, F_DUPFD_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError("duplicating the pacing region's descriptor failed");
   return fd;
 }
 
-absl::Status PacingDomain::Assign(uint64_t session, int pid, bool ls, uint32_t weight) {
+absl::Status PacingDomain::Assign(uint64_t session, int pid, TenantClass cls, uint32_t weight) {
   if (session == 0) return absl::InvalidArgumentError("no session");
   absl::MutexLock lock(&mu_);
   auto it = slot_of_.find(session);
@@ -176,7 +177,7 @@ absl::Status PacingDomain::Assign(uint64_t session, int pid, bool ls, uint32_t w
     s.submissions.store(0, std::memory_order_relaxed);
     s.pid.store(pid, std::memory_order_relaxed);
     s.weight.store(weight == 0 ? 1 : weight, std::memory_order_relaxed);
-    s.cls.store(ls ? pacingreg::kLs : pacingreg::kBe, std::memory_order_relaxed);
+    s.cls.store(cls == TenantClass::kLatencySensitive ? pacingreg::kLs : pacingreg::kBe, std::memory_order_relaxed);
     s.session.store(session, std::memory_order_release);
     samples_[*free] = Sample();
     slot_of_.emplace(session, *free);
@@ -205,13 +206,13 @@ void PacingDomain::Leave(uint64_t session) {
   CountLs();
 }
 
-void PacingDomain::SetPolicy(uint64_t session, bool ls, uint32_t weight) {
+void PacingDomain::SetPolicy(uint64_t session, TenantClass cls, uint32_t weight) {
   absl::MutexLock lock(&mu_);
   auto it = slot_of_.find(session);
   if (it == slot_of_.end()) return;
   pacingreg::Slot& s = region_->slots[it->second];
   s.weight.store(weight == 0 ? 1 : weight, std::memory_order_relaxed);
-  s.cls.store(ls ? pacingreg::kLs : pacingreg::kBe, std::memory_order_release);
+  s.cls.store(cls == TenantClass::kLatencySensitive ? pacingreg::kLs : pacingreg::kBe, std::memory_order_release);
   CountLs();
 }
 

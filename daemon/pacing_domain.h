@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "missile/common/pacing_region.h"
+#include "missile/common/tenant_class.h"
 
 namespace missile::daemon {
 
@@ -94,12 +95,12 @@ class PacingDomain {
   PacingDomain& operator=(const PacingDomain&) = delete;
 
   // Gives `session` a slot (keeps the one it has). RESOURCE_EXHAUSTED when every slot is taken.
-  absl::Status Assign(uint64_t session, int pid, bool ls, uint32_t weight);
+  absl::Status Assign(uint64_t session, int pid, TenantClass cls, uint32_t weight);
   // Assign, then a new descriptor of the region for the tenant (the caller sends and closes it).
-  absl::StatusOr<int> Join(uint64_t session, int pid, bool ls, uint32_t weight);
+  absl::StatusOr<int> Join(uint64_t session, int pid, TenantClass cls, uint32_t weight);
   // Frees the session's slot: its lanes read as idle at once. No-op for an unknown session.
   void Leave(uint64_t session);
-  void SetPolicy(uint64_t session, bool ls, uint32_t weight);
+  void SetPolicy(uint64_t session, TenantClass cls, uint32_t weight);
   void Configure(const PacingSettings& settings);
   PacingSettings settings() const;
   std::optional<PacingStats> Stats(uint64_t session) const;

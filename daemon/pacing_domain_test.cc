@@ -13,6 +13,9 @@
 namespace missile::daemon {
 namespace {
 
+constexpr TenantClass kLs = TenantClass::kLatencySensitive;
+constexpr TenantClass kBe = TenantClass::kBestEffort;
+
 // The tenant's view: the region mapped from the descriptor Join returned.
 pacingreg::Region* MapTenant(int fd) {
   void* p = mmap(nullptr, pacingreg::kRegionBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -26,7 +29,7 @@ TEST(PacingDomain, PublishesThePolicyAndChangesIt) {
   s.window_ns = 77'000;
   auto d = PacingDomain::Create(s);
   ASSERT_TRUE(d.ok()) << d.status();
-  auto fd = (*d)->Join(11, 1234, /*ls=*/false, 4);
+  auto fd = (*d)->Join(11, 1234, kBe, 4);
   ASSERT_TRUE(fd.ok());
   pacingreg::Region* r = MapTenant(*fd);
   ASSERT_NE(r, nullptr);
@@ -46,8 +49,8 @@ TEST(PacingDomain, PublishesThePolicyAndChangesIt) {
 TEST(PacingDomain, SlotsPerSessionWithClassWeightAndLsCount) {
   auto d = PacingDomain::Create({});
   ASSERT_TRUE(d.ok());
-  auto a = (*d)->Join(1, 100, /*ls=*/true, 10);
-  auto b = (*d)->Join(2, 200, /*ls=*/false, 0);
+  auto a = (*d)->Join(1, 100, kLs, 10);
+  auto b = (*d)->Join(2, 200, kBe, 0);
   ASSERT_TRUE(a.ok() && b.ok());
   close(*b);
   pacingreg::Region* r = MapTenant(*a);
@@ -64,12 +67,12 @@ TEST(PacingDomain, SlotsPerSessionWithClassWeightAndLsCount) {
   EXPECT_EQ(r->header.policy.ls_tenants.load(), 1u);
   EXPECT_EQ(r->header.policy.be_tenants.load(), 1u);
   // Joining again keeps the slot.
-  auto again = (*d)->Join(1, 100, true, 10);
+  auto again = (*d)->Join(1, 100, kLs, 10);
   ASSERT_TRUE(again.ok());
   close(*again);
   EXPECT_EQ((*d)->SlotOf(1), sa);
   // A class change reaches the slot and the LS count.
-  (*d)->SetPolicy(2, /*ls=*/true, 7);
+  (*d)->SetPolicy(2, kLs, 7);
   EXPECT_EQ(r->slots[*sb].cls.load(), pacingreg::kLs);
   EXPECT_EQ(r->slots[*sb].weight.load(), 7u);
   EXPECT_EQ(r->header.policy.ls_tenants.load(), 2u);
@@ -80,7 +83,7 @@ TEST(PacingDomain, SlotsPerSessionWithClassWeightAndLsCount) {
 TEST(PacingDomain, LeaveMakesADeadLsIdleAtOnceAndFreesTheSlot) {
   auto d = PacingDomain::Create({});
   ASSERT_TRUE(d.ok());
-  auto fd = (*d)->Join(5, 1, /*ls=*/true, 1);
+  auto fd = (*d)->Join(5, 1, kLs, 1);
   ASSERT_TRUE(fd.ok());
   pacingreg::Region* r = MapTenant(*fd);
   ASSERT_NE(r, nullptr);
@@ -101,7 +104,7 @@ TEST(PacingDomain, LeaveMakesADeadLsIdleAtOnceAndFreesTheSlot) {
   EXPECT_FALSE((*d)->Stats(5).has_value());
   (*d)->Leave(5);  // twice: nothing
   // The slot is reused clean.
-  auto next = (*d)->Join(6, 2, false, 1);
+  auto next = (*d)->Join(6, 2, kBe, 1);
   ASSERT_TRUE(next.ok());
   close(*next);
   EXPECT_EQ(*(*d)->SlotOf(6), slot);
@@ -114,15 +117,15 @@ TEST(PacingDomain, RefusesWhenEverySlotIsTaken) {
   auto d = PacingDomain::Create({});
   ASSERT_TRUE(d.ok());
   for (uint64_t s = 1; s <= pacingreg::kSlots; ++s) {
-    auto fd = (*d)->Join(s, 1, false, 1);
+    auto fd = (*d)->Join(s, 1, kBe, 1);
     ASSERT_TRUE(fd.ok());
     close(*fd);
   }
-  auto full = (*d)->Join(1000, 1, false, 1);
+  auto full = (*d)->Join(1000, 1, kBe, 1);
   EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ((*d)->Join(0, 1, false, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*d)->Join(0, 1, kBe, 1).status().code(), absl::StatusCode::kInvalidArgument);
   (*d)->Leave(3);
-  auto fd = (*d)->Join(1000, 1, false, 1);
+  auto fd = (*d)->Join(1000, 1, kBe, 1);
   ASSERT_TRUE(fd.ok());
   close(*fd);
 }
@@ -130,11 +133,11 @@ TEST(PacingDomain, RefusesWhenEverySlotIsTaken) {
 void SleepMs(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
 // The sampler's share of a session, once it is above 0 (at most 2 s later); 0 if it never is.
-double ShareOnceAboveZero(const PacingDomain& d, uint64_t session, bool ls) {
+double ShareOnceAboveZero(const PacingDomain& d, uint64_t session, TenantClass cls) {
   for (int i = 0; i < 200; ++i) {
     std::optional<PacingStats> st = d.Stats(session);
     if (!st.has_value()) return 0;
-    const double share = ls ? st->busy_share : st->held_share;
+    const double share = cls == kLs ? st->busy_share : st->held_share;
     if (share > 0) return share;
     SleepMs(10);
   }
@@ -144,7 +147,7 @@ double ShareOnceAboveZero(const PacingDomain& d, uint64_t session, bool ls) {
 TEST(PacingDomain, SamplerMeasuresHowBusyAnLsWas) {
   auto d = PacingDomain::Create({});
   ASSERT_TRUE(d.ok());
-  auto fd = (*d)->Join(7, 1, /*ls=*/true, 1);
+  auto fd = (*d)->Join(7, 1, kLs, 1);
   ASSERT_TRUE(fd.ok());
   pacingreg::Region* r = MapTenant(*fd);
   ASSERT_NE(r, nullptr);
@@ -155,7 +158,7 @@ TEST(PacingDomain, SamplerMeasuresHowBusyAnLsWas) {
   slot.lanes_used.store(3);
   slot.lanes[2].submitted.store(5);
   SleepMs(50);
-  const double busy = ShareOnceAboveZero(**d, 7, /*ls=*/true);
+  const double busy = ShareOnceAboveZero(**d, 7, kLs);
   EXPECT_GT(busy, 0.0);
   EXPECT_LT(busy, 0.5);  // 50 ms of about a second, however late the samples came
   EXPECT_EQ((*d)->Stats(7)->held_share, 0.0);  // an LS is never held
@@ -173,7 +176,7 @@ TEST(PacingDomain, SamplerMeasuresHowBusyAnLsWas) {
 TEST(PacingDomain, SamplerMeasuresHowLongABeWasHeld) {
   auto d = PacingDomain::Create({});
   ASSERT_TRUE(d.ok());
-  auto fd = (*d)->Join(8, 1, /*ls=*/false, 1);
+  auto fd = (*d)->Join(8, 1, kBe, 1);
   ASSERT_TRUE(fd.ok());
   pacingreg::Region* r = MapTenant(*fd);
   ASSERT_NE(r, nullptr);
@@ -183,7 +186,7 @@ TEST(PacingDomain, SamplerMeasuresHowLongABeWasHeld) {
   slot.lanes[0].submitted.store(1);
   slot.held_ns.store(30'000'000);
   slot.held_count.store(3);
-  const double held = ShareOnceAboveZero(**d, 8, /*ls=*/false);
+  const double held = ShareOnceAboveZero(**d, 8, kBe);
   EXPECT_GT(held, 0.0);
   SleepMs(50);  // the 30 ms are counted by now
   std::optional<PacingStats> st = (*d)->Stats(8);
@@ -198,7 +201,7 @@ TEST(PacingDomain, SamplerMeasuresHowLongABeWasHeld) {
   EXPECT_LT((*d)->Stats(8)->held_share, counted);  // no more holds: decaying
   // Leaving and joining again starts the slot's estimate afresh.
   (*d)->Leave(8);
-  auto again = (*d)->Join(9, 1, false, 1);
+  auto again = (*d)->Join(9, 1, kBe, 1);
   ASSERT_TRUE(again.ok());
   close(*again);
   EXPECT_EQ((*d)->Stats(9)->held_share, 0.0);

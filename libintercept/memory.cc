@@ -14,7 +14,15 @@ uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
 
 MemoryManager::MemoryManager(const Config& config, const DriverApi& api, SessionManager* sessions,
                              spdlog::logger* log)
-    : config_(config), api_(api), sessions_(sessions), log_(log) {
+    : config_(config),
+      api_(api),
+      sessions_(sessions),
+      log_(log),
+      deferred_(api, [this](CUdeviceptr ptr, const AllocationTable::Entry& entry) {
+        if (absl::Status s = FreeManaged(ptr, entry, /*sync=*/false); !s.ok()) {
+          log_->error("deferred free: {}", std::string(s.message()));
+        }
+      }) {
   sessions_->SetEndListener([this](SessionClient* ended) { SessionEnded(ended); });
 }
 
@@ -120,12 +128,12 @@ std::optional<CUresult> MemoryManager::Alloc(CUdeviceptr* dptr, size_t bytes) {
   // A second try only if the session changed during the first (a restarted daemon took over).
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (sessions_->Serving() == nullptr) return Unmanaged("cuMemAlloc");
-    ReapDeferred(/*wait=*/false);
+    deferred_.Reap(/*wait=*/false);
     d = CurrentDevice();
     // No current context, or a GPU the daemon does not manage: the driver answers for itself.
     if (!d.ok()) return std::nullopt;
     small = bytes <= (*d)->small_max();
-    auto relieve = [this] { ReapDeferred(/*wait=*/true); };
+    auto relieve = [this] { deferred_.Reap(/*wait=*/true); };
     ptr = small ? (*d)->AllocSmall(bytes, relieve) : (*d)->AllocLarge(bytes, relieve);
     // A daemon that just died answers UNAVAILABLE a moment before the session's watch stream
     // says it ended: give it that moment, so the allocation follows MISSILE_NO_DAEMON.
@@ -221,54 +229,14 @@ std::optional<CUresult> MemoryManager::FreeAsync(CUdeviceptr dptr, CUstream stre
   }
   // Free once the stream reaches this point: record an event, release when it completes.
   CUevent event = nullptr;
-  CUresult r = api_.EventCreate(&event, CU_EVENT_DISABLE_TIMING);
-  if (r == CUDA_SUCCESS) r = (ptsz ? api_.EventRecordPtsz : api_.EventRecord)(event, stream);
-  if (r != CUDA_SUCCESS) {
-    if (event != nullptr) api_.EventDestroy(event);
-    return r;
-  }
+  if (CUresult r = deferred_.RecordEvent(stream, ptsz, &event); r != CUDA_SUCCESS) return r;
   if (!table_.Erase(dptr).ok()) {
-    api_.EventDestroy(event);
+    deferred_.Discard(event);
     return CUDA_ERROR_INVALID_VALUE;  // freed twice, concurrently
   }
-  CUcontext ctx = nullptr;
-  api_.CtxGetCurrent(&ctx);
-  {
-    absl::MutexLock lock(&deferred_mu_);
-    deferred_.push_back({event, dptr, ctx});
-    // Remember the entry in the event's slot: FreeManaged needs its kind and device.
-    deferred_entries_[dptr] = *entry;
-  }
-  ReapDeferred(/*wait=*/false);
+  deferred_.Add(event, dptr, *entry);
+  deferred_.Reap(/*wait=*/false);
   return CUDA_SUCCESS;
-}
-
-void MemoryManager::ReapDeferred(bool wait) {
-  std::vector<std::pair<CUdeviceptr, AllocationTable::Entry>> ready;
-  {
-    absl::MutexLock lock(&deferred_mu_);
-    if (deferred_.empty()) return;
-    auto keep = deferred_.begin();
-    for (auto it = deferred_.begin(); it != deferred_.end(); ++it) {
-      CUresult r = wait ? api_.EventSynchronize(it->event) : api_.EventQuery(it->event);
-      if (r == CUDA_ERROR_NOT_READY) {
-        *keep++ = *it;
-        continue;
-      }
-      api_.EventDestroy(it->event);
-      auto e = deferred_entries_.find(it->ptr);
-      if (e != deferred_entries_.end()) {
-        ready.emplace_back(it->ptr, e->second);
-        deferred_entries_.erase(e);
-      }
-    }
-    deferred_.erase(keep, deferred_.end());
-  }
-  for (const auto& [ptr, entry] : ready) {
-    if (absl::Status s = FreeManaged(ptr, entry, /*sync=*/false); !s.ok()) {
-      log_->error("deferred free: {}", std::string(s.message()));
-    }
-  }
 }
 
 std::optional<CUresult> MemoryManager::GetInfo(size_t* free_bytes, size_t* total_bytes) {
@@ -277,7 +245,7 @@ std::optional<CUresult> MemoryManager::GetInfo(size_t* free_bytes, size_t* total
   if (client == nullptr) return std::nullopt;  // the driver's answer
   auto d = CurrentDevice();
   if (!d.ok()) return std::nullopt;
-  ReapDeferred(/*wait=*/false);
+  deferred_.Reap(/*wait=*/false);
   // The daemon counts cached and queued frees as used; a program asking what is free expects
   // what it freed to be.
   (*d)->ReturnFreed();
@@ -319,7 +287,7 @@ std::optional<CUresult> MemoryManager::VmmCreate(CUmemGenericAllocationHandle* h
   if (!d.ok()) return std::nullopt;
   if (size % (*d)->granularity() != 0) return CUDA_ERROR_INVALID_VALUE;
   auto leases =
-      (*d)->Lease(/*single=*/true, size, [this] { ReapDeferred(/*wait=*/true); });
+      (*d)->Lease(/*single=*/true, size, [this] { deferred_.Reap(/*wait=*/true); });
   if (!leases.ok()) {
     if (leases.status().code() == absl::StatusCode::kUnavailable) {
       (*d)->session()->AwaitEnd(absl::Milliseconds(500));

@@ -21,8 +21,9 @@
 // The facade over the pieces that do the work: the SessionManager (session_manager.h) gives
 // the current daemon session, one GpuMemory (gpu_memory.h) per GPU and session holds the
 // mappings, the small-allocation chunks, the reuse cache and the queued frees, VmmHandles
-// (vmm_handles.h) counts the program's VMM handles. The manager itself keeps the allocation
-// table, the deferred frees of cuMemFreeAsync, and the map from CUDA devices to GpuMemory.
+// (vmm_handles.h) counts the program's VMM handles, DeferredFrees (deferred_frees.h) holds the
+// frees of cuMemFreeAsync until their streams reach them. The manager itself keeps the
+// allocation table and the map from CUDA devices to GpuMemory.
 // Each GPU's state belongs to one session, so the memory of an ended session is unmapped
 // locally when freed and its block ids never reach a later session.
 // Thread-safety: every method may be called from any thread.
@@ -43,6 +44,7 @@
 #include "absl/synchronization/mutex.h"
 #include "allocation_table.h"
 #include "config.h"
+#include "deferred_frees.h"
 #include "driver_api.h"
 #include "gpu_memory.h"
 #include "session_manager.h"
@@ -96,12 +98,6 @@ class MemoryManager {
   const VmmHandles& vmm_handles() const { return vmm_; }
 
  private:
-  struct DeferredFree {
-    CUevent event;
-    CUdeviceptr ptr;
-    CUcontext ctx;
-  };
-
   // The GPU of the calling thread's current context, or the given device, in the current
   // session; made on first use.
   absl::StatusOr<GpuMemory*> CurrentDevice();
@@ -111,9 +107,6 @@ class MemoryManager {
   void SessionEnded(SessionClient* ended) ABSL_LOCKS_EXCLUDED(devices_mu_);
   absl::Status FreeManaged(CUdeviceptr dptr, const AllocationTable::Entry& entry, bool sync)
       ABSL_LOCKS_EXCLUDED(devices_mu_);
-  // Frees the cuMemFreeAsync allocations whose stream reached the free (all of them, once
-  // their streams get there, if `wait`).
-  void ReapDeferred(bool wait) ABSL_LOCKS_EXCLUDED(deferred_mu_);
   void ReturnUnused(const VmmHandles::Unused& u);
   CUresult ToResult(const absl::Status& s, const char* what);
 
@@ -134,10 +127,8 @@ class MemoryManager {
   absl::flat_hash_map<int, GpuMemory*> devices_ ABSL_GUARDED_BY(devices_mu_);
   std::atomic<uint64_t> next_serial_{1};
 
-  absl::Mutex deferred_mu_;
-  std::vector<DeferredFree> deferred_ ABSL_GUARDED_BY(deferred_mu_);
-  absl::flat_hash_map<CUdeviceptr, AllocationTable::Entry> deferred_entries_
-      ABSL_GUARDED_BY(deferred_mu_);
+  // The cuMemFreeAsync frees waiting for their streams; each is released by FreeManaged.
+  DeferredFrees deferred_;
 
   std::atomic<uint64_t> allocations_{0};
 };

@@ -21,6 +21,11 @@ else
 fi
 cd "$root"
 
+# No hand-written C++ file over 600 lines, no function over 80 without a comment saying why.
+echo "test: sizes of files and functions (scripts/check-size.py)"
+python3 scripts/check-size.py
+echo "test: sizes of files and functions: OK"
+
 # The lock annotations (ABSL_GUARDED_BY & co., FAKECUDA_GUARDED_BY & co.) are checked only by
 # clang: build everything but the benchmarks once more with clang++ and -Wthread-safety as an
 # error. Only a static check, so the tests are not run again. Other clang warnings stay warnings.

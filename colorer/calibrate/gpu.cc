@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "missile/common/cuda_status.h"
 
 namespace missile::calibrate {
 namespace {
@@ -26,33 +27,11 @@ constexpr size_t kChaseBatch = 4096;
 constexpr size_t kControlBytes = 256;
 constexpr size_t kSinkOffset = 64;
 
+// A tool run by hand: the driver's description of the error, the stub library named, and "no
+// usable GPU here" told apart from a failure.
 absl::Status CudaError(absl::string_view what, CUresult r) {
-  const char* name = nullptr;
-  const char* text = nullptr;
-  if (cuGetErrorName(r, &name) != CUDA_SUCCESS) name = nullptr;
-  if (cuGetErrorString(r, &text) != CUDA_SUCCESS) text = nullptr;
-  if (name == nullptr && r == CUDA_ERROR_STUB_LIBRARY) {  // the stub cannot name its errors
-    name = "CUDA_ERROR_STUB_LIBRARY";
-    text = "the CUDA toolkit's stub libcuda was loaded, not a GPU driver";
-  }
-  const std::string message =
-      absl::StrCat(what, " failed: ", name != nullptr ? name : "CUDA error ",
-                   name != nullptr ? "" : std::to_string(static_cast<int>(r)),
-                   text != nullptr ? absl::StrCat(" (", text, ")") : "");
-  switch (r) {
-    case CUDA_ERROR_OUT_OF_MEMORY:
-      return absl::ResourceExhaustedError(message);
-    case CUDA_ERROR_NO_DEVICE:
-    case CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER:
-    case CUDA_ERROR_STUB_LIBRARY:
-    case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
-    case CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE:
-    case CUDA_ERROR_DEVICE_UNAVAILABLE:
-    case CUDA_ERROR_SYSTEM_NOT_READY:
-      return absl::UnavailableError(message);
-    default:
-      return absl::InternalError(message);
-  }
+  return CudaStatus(std::string_view(what.data(), what.size()), r,
+                    {.describe = true, .name_stub_library = true, .unavailable_when_no_gpu = true});
 }
 
 absl::Status Check(CUresult r, absl::string_view what) {
@@ -141,6 +120,8 @@ struct Gpu::State {
 
 Gpu::Gpu(std::unique_ptr<State> state) : state_(std::move(state)) {}
 
+// long: the driver set-up in the order the driver requires (init, device, identity, memory
+// granularity, context, streams, events, buffers), each step a check with its own error.
 absl::StatusOr<std::unique_ptr<Gpu>> Gpu::Open(int ordinal, double wait_timeout_s) {
   if (CUresult r = cuInit(0); r != CUDA_SUCCESS) {
     absl::Status s = CudaError("cuInit", r);

@@ -181,6 +181,8 @@ absl::Status MeasureSplits(MeasureDevice& device, const Plan& plan, Evidence& ev
   return absl::OkStatus();
 }
 
+// long: one measurement pipeline (DRAM reach check, oracle calibration, classification),
+// whose stages feed their numbers to the next and to the evidence in order.
 absl::StatusOr<VerdictInput> MeasureClassification(MeasureDevice& device, const Plan& plan,
                                                    Evidence& evidence, const Progress& progress) {
   absl::StatusOr<InterferenceMeter> meter =

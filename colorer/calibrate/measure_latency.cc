@@ -38,6 +38,8 @@ absl::StatusOr<std::vector<double>> PerLoad(MeasureDevice& device,
 
 }  // namespace
 
+// long: the fine scan, the chunk sweep and the evidence they write, in the order the evidence
+// file reports them; each stage reuses the permutation and base address of the first.
 absl::Status MeasureLatency(MeasureDevice& device, const Plan& plan, Evidence& evidence,
                             const Progress& progress) {
   const uint64_t chunk_bytes = device.info().identity.granularity_bytes;

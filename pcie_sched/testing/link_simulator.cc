@@ -79,6 +79,8 @@ absl::StatusOr<SimResult> LinkSimulator::RunFair(const FairScheduler::Config& co
 
 absl::StatusOr<SimResult> LinkSimulator::RunFifo() const { return Run(nullptr); }
 
+// long: one discrete-event loop; its events (arrivals, grants, completions) share the queue,
+// the clock and the per-tenant results.
 absl::StatusOr<SimResult> LinkSimulator::Run(const FairScheduler::Config* config) const {
   if (!(options_.bytes_per_ns > 0)) {
     return absl::InvalidArgumentError("bytes_per_ns must be positive");

@@ -33,6 +33,8 @@ void Check(CUresult r, const char* what) {
 
 }  // namespace
 
+// long: the probe's two modes (lat, bulk) over one context and one pair of buffers; the tests
+// read the output lines it prints.
 int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IOLBF, 0);
   if (argc < 5) {

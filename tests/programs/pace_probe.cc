@@ -70,6 +70,8 @@ unsigned long long StreamWaits() {
 
 }  // namespace
 
+// long: the probe's two modes (ls, be) over one context, stream and kernel; the tests read the
+// output lines it prints.
 int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IOLBF, 0);
   if (argc < 2) {

@@ -96,6 +96,8 @@ std::string PhysList(CUdeviceptr p, size_t bytes) {
 
 }  // namespace
 
+// long: the probe's step interpreter: one short branch per step verb, all sharing the context
+// and the allocations made by earlier steps.
 int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IOLBF, 0);
   CUdevice dev;

@@ -1,0 +1,83 @@
+// DescribeConfig: the effective configuration as TOML lines, for the start-up log.
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "daemon/config.h"
+#include "daemon/internal/config_parser.h"
+#include "missile/common/quote.h"
+
+namespace missile::daemon {
+
+using config_internal::OctalMode;
+
+std::string DescribeConfig(const DaemonConfig& config) {
+  const DaemonSection& d = config.daemon;
+  const GpuSection& g = config.gpu;
+  const PcieSection& p = config.pcie;
+  auto quoted = [](std::string_view s) { return QuoteString(s); };
+  auto boolean = [](bool b) { return b ? "true" : "false"; };
+  auto size = [](uint64_t bytes) { return QuoteString(FormatSizeExact(bytes)); };
+  auto size_or_percent = [](const SizeOrFraction& v) { return QuoteString(FormatSizeOrPercent(v)); };
+  std::string devices = "\"all\"";
+  if (g.devices.has_value()) devices = absl::StrCat("[", absl::StrJoin(*g.devices, ", "), "]");
+  std::vector<std::string> lines = {
+      absl::StrCat("daemon.socket = ", quoted(d.socket)),
+      absl::StrCat("daemon.fd_socket = ", quoted(d.FdSocketPath()),
+                   d.fd_socket.empty() ? "  # daemon.socket + \".fd\"" : ""),
+      absl::StrCat("daemon.socket_group = ", quoted(d.socket_group),
+                   d.socket_group.empty() ? "  # the daemon's group" : ""),
+      absl::StrCat("daemon.socket_mode = \"", OctalMode(d.socket_mode), "\""),
+      absl::StrCat("daemon.admin_group = ", quoted(d.admin_group),
+                   d.admin_group.empty() ? "  # root only" : ""),
+      absl::StrCat("daemon.log_level = ", quoted(d.log_level)),
+      absl::StrCat("gpu.devices = ", devices),
+      absl::StrCat("gpu.pool_limit = ", size_or_percent(g.pool_limit)),
+      absl::StrCat("gpu.prealloc = ", size_or_percent(g.prealloc)),
+      absl::StrCat("gpu.cache_limit = ", size(g.cache_limit)),
+      absl::StrCat("gpu.scrub_on_release = ", boolean(g.scrub_on_release)),
+      absl::StrCat("gpu.profile_dir = ", quoted(g.profile_dir),
+                   g.profile_dir.empty() ? "  # none: one colour per GPU" : ""),
+      absl::StrCat("gpu.ls_colours = ", g.ls_colours,
+                   g.ls_colours == 0 ? "  # half of each GPU's colours" : ""),
+  };
+  for (const auto& [name, cls] :
+       {std::pair<std::string, const ClassSection*>{"ls", &config.classes.ls},
+        {"be", &config.classes.be}}) {
+    lines.push_back(absl::StrCat("classes.", name, ".priority = ", cls->priority));
+    lines.push_back(
+        absl::StrCat("classes.", name, ".tenant_quota = ", size_or_percent(cls->tenant_quota)));
+    lines.push_back(
+        absl::StrCat("classes.", name, ".class_quota = ", size_or_percent(cls->class_quota)));
+  }
+  lines.push_back(absl::StrCat("pcie.chunk = ", size(p.chunk)));
+  lines.push_back(absl::StrCat("pcie.be_chunk = ", size(p.be_chunk),
+                               p.be_chunk == 0 ? "  # pcie.chunk" : ""));
+  lines.push_back(absl::StrCat("pcie.max_inflight_chunks = ", p.max_inflight_chunks));
+  lines.push_back(absl::StrCat("pcie.max_inflight_per_tenant = ", p.max_inflight_per_tenant));
+  lines.push_back(absl::StrCat("pcie.bypass_below = ", size(p.bypass_below)));
+  lines.push_back(absl::StrCat("pcie.ls_first = ", boolean(p.ls_first)));
+  lines.push_back(absl::StrCat("pcie.spin_us = ", p.spin_us));
+  lines.push_back(absl::StrCat("pcie.ls_spin_us = ", p.ls_spin_us));
+  lines.push_back(absl::StrCat("pcie.ls_quiet_ms = ", p.ls_quiet_ms));
+  const ComputeSection& c = config.compute;
+  lines.push_back(absl::StrCat("compute.pacing = ", boolean(c.pacing)));
+  lines.push_back(absl::StrCat("compute.window_items = ", c.window_items));
+  lines.push_back(absl::StrCat("compute.window_us = ", c.window_us));
+  lines.push_back(absl::StrCat("compute.ls_idle_us = ", c.ls_idle_us));
+  lines.push_back(absl::StrCat("compute.ls_stale_ms = ", c.ls_stale_ms));
+  lines.push_back(absl::StrCat("compute.max_hold_ms = ", c.max_hold_ms));
+  lines.push_back(absl::StrCat("compute.unknown_us = ", c.unknown_us));
+  lines.push_back(absl::StrCat("compute.share_slack_us = ", c.share_slack_us));
+  lines.push_back(absl::StrCat("compute.refill_us = ", c.refill_us));
+  lines.push_back(absl::StrCat("compute.mps = ", QuoteString(c.mps)));
+  lines.push_back(absl::StrCat("compute.mps_pipe_directory = ", QuoteString(c.mps_pipe_directory)));
+  lines.push_back(absl::StrCat("compute.mps_log_directory = ", QuoteString(c.mps_log_directory)));
+  lines.push_back(absl::StrCat("compute.mps_control = ", QuoteString(c.mps_control)));
+  return absl::StrJoin(lines, "\n");
+}
+
+}  // namespace missile::daemon

@@ -1,0 +1,134 @@
+// Multi-process tests of missiled (see daemon_process_fixture.h). The daemon's front doors: admin calls refused to a non-admin, malformed and oversized
+// requests, and a bad configuration file.
+#include "daemon_process_fixture.h"
+
+namespace missile::process_test {
+namespace {
+
+TEST_F(DaemonTest, NonAdminCannotChangePolicy) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run missilectl as another user";
+  if (access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "needs setpriv (util-linux)";
+  extra_daemon_ = "socket_group = \"nogroup\"\n";
+  StartDaemon();
+  Child t;
+  ASSERT_TRUE(t.Start({TENANT_PROBE, "alloc:2", "hold"}, TenantEnv("be", "victim")));
+  ASSERT_EQ(t.WaitForLine("ready"), "ready");
+  ProcessResult denied = testing::Run(
+      {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", MISSILECTL,
+       "--socket", socket_, "set", "--name", "victim", "--priority", "-20"});
+  EXPECT_EQ(denied.exit_code, 1) << denied.out << denied.err;
+  EXPECT_NE(denied.err.find("PERMISSION_DENIED"), std::string::npos) << denied.err;
+  // A non-admin may still read.
+  ProcessResult read = testing::Run({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
+                                     "--clear-groups", MISSILECTL, "--socket", socket_, "tenants"});
+  EXPECT_EQ(read.exit_code, 0) << read.err;
+  EXPECT_NE(read.out.find("victim"), std::string::npos) << read.out;
+  ProcessResult allowed = testing::Run(
+      {MISSILECTL, "--socket", socket_, "set", "--name", "victim", "--priority", "-20"});
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.err;
+  ProcessResult json = testing::Run({MISSILECTL, "--socket", socket_, "--json", "tenants"});
+  EXPECT_NE(json.out.find("\"priority\":-20"), std::string::npos) << json.out;
+  t.CloseStdin();
+  t.Wait();
+}
+
+// long: every malformed request against one daemon and session, then one check that none of
+// them changed anything.
+TEST_F(DaemonTest, MalformedAndOversizedRequestsGetClearErrorsAndChangeNothing) {
+  StartDaemon();
+  auto call = [](auto fn) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    return fn(&ctx);
+  };
+  v1::RegisterRequest reg;
+  v1::RegisterResponse reg_resp;
+  reg.set_name("");
+  reg.set_tenant_class(v1::BEST_EFFORT);
+  EXPECT_EQ(call([&](auto* c) { return tenant_->Register(c, reg, &reg_resp); }).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  reg.set_name("ok-name");
+  reg.set_tenant_class(v1::TENANT_CLASS_UNSPECIFIED);
+  EXPECT_EQ(call([&](auto* c) { return tenant_->Register(c, reg, &reg_resp); }).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  reg.set_name("bad name; rm -rf");
+  reg.set_tenant_class(v1::BEST_EFFORT);
+  EXPECT_EQ(call([&](auto* c) { return tenant_->Register(c, reg, &reg_resp); }).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  reg.set_name("tester");
+  ASSERT_TRUE(call([&](auto* c) { return tenant_->Register(c, reg, &reg_resp); }).ok());
+  uint64_t session = reg_resp.session_id();
+
+  auto allocate = [&](uint64_t sess, uint32_t gpu, v1::AllocateRequest::Shape shape, uint64_t bytes) {
+    v1::AllocateRequest req;
+    req.set_session_id(sess);
+    req.set_gpu_index(gpu);
+    req.set_shape(shape);
+    req.set_bytes(bytes);
+    v1::AllocateResponse resp;
+    return call([&](auto* c) { return tenant_->Allocate(c, req, &resp); }).error_code();
+  };
+  EXPECT_EQ(allocate(session, 0, v1::AllocateRequest::CHUNKS, 3 * kMiB), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(allocate(session, 0, v1::AllocateRequest::CHUNKS, 0), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(allocate(session, 0, v1::AllocateRequest::CHUNKS, uint64_t{1} << 62),
+            grpc::StatusCode::INVALID_ARGUMENT);  // larger than the whole pool
+  EXPECT_EQ(allocate(session, 0, v1::AllocateRequest::CHUNKS, 960 * kMiB),
+            grpc::StatusCode::OK);  // the pool (972 MiB) holds it: this one is real
+  EXPECT_EQ(allocate(session, 0, v1::AllocateRequest::CHUNKS, 64 * kMiB),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);  // but not 64 MiB more
+  EXPECT_EQ(allocate(session, 7, v1::AllocateRequest::CHUNKS, 2 * kMiB), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(allocate(session, 0, v1::AllocateRequest::SHAPE_UNSPECIFIED, 2 * kMiB),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(allocate(session + 1000, 0, v1::AllocateRequest::CHUNKS, 2 * kMiB),
+            grpc::StatusCode::NOT_FOUND);
+  v1::FreeRequest free_req;
+  free_req.set_session_id(session);
+  free_req.add_block_ids(123456);
+  v1::FreeResponse free_resp;
+  EXPECT_EQ(call([&](auto* c) { return tenant_->Free(c, free_req, &free_resp); }).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  free_req.clear_block_ids();
+  EXPECT_EQ(call([&](auto* c) { return tenant_->Free(c, free_req, &free_resp); }).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  // Another process cannot use this session: a tenant's blocks belong to its process.
+  Child other;
+  ASSERT_TRUE(other.Start({TENANT_PROBE, "alloc:2", "hold"}, TenantEnv("be", "other")));
+  ASSERT_EQ(other.WaitForLine("ready"), "ready");
+  uint64_t leased = Leased();
+  EXPECT_EQ(leased, 962 * kMiB);  // our 960 MiB and the other tenant's 2 MiB
+
+  // Garbage on the gRPC socket and a forged side-channel hello do not hurt anyone.
+  int sock = -1;
+  ASSERT_TRUE(fdpass::ConnectUnix(socket_, &sock).ok());
+  const char junk[] = "GET / HTTP/1.1\r\n\r\n\x00\xff\xfe garbage";
+  ASSERT_GT(write(sock, junk, sizeof(junk)), 0);
+  close(sock);
+  ASSERT_TRUE(fdpass::ConnectUnix(socket_ + ".fd", &sock).ok());
+  fdpass::Hello hello;
+  hello.session_id = session;  // our own session, but the wrong token
+  fdpass::Reply reply;
+  ASSERT_TRUE(fdpass::SendMessage(sock, &hello, sizeof(hello)).ok());
+  ASSERT_TRUE(fdpass::ReceiveMessage(sock, &reply, sizeof(reply)).ok());
+  EXPECT_EQ(reply.status, static_cast<uint32_t>(absl::StatusCode::kPermissionDenied));
+  close(sock);
+
+  EXPECT_EQ(Leased(), leased);  // nothing changed
+  other.CloseStdin();
+  EXPECT_EQ(other.Wait(), 0);
+  EXPECT_NE(other.out().find("alloc 2 ok"), std::string::npos) << other.out();
+}
+
+TEST_F(DaemonTest, BadConfigurationIsRejectedNamingTheKey) {
+  std::string config = dir_.path() + "/bad.toml";
+  std::ofstream(config) << "[daemon]\nsockt = \"/tmp/x\"\n";
+  chmod(config.c_str(), 0644);
+  auto env = FakeEnv();
+  env["LD_LIBRARY_PATH"] = FAKECUDA_DIR;
+  ProcessResult r = testing::Run({MISSILED, "--config", config}, env);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("daemon.sockt"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace missile::process_test
