@@ -31,6 +31,7 @@ const char kCtlUsage[] =
     "options:\n"
     "  --socket PATH   missiled's socket (default $MISSILE_SOCKET or /run/missile/missiled.sock)\n"
     "  --json          print the daemon's answer as JSON (proto field names)\n"
+    "  --version       print missilectl's version and exit\n"
     "  -h, --help      this text\n"
     "\n"
     "SIZE: bytes or binary units, e.g. 8G, 512MiB, 1048576.\n";
@@ -249,6 +250,10 @@ absl::StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args,
     std::string flag(reader.CurrentName());
     if (flag == "-h" || flag == "--help") {
       out.command = CtlCommand::kHelp;
+      return out;
+    }
+    if (flag == "--version") {
+      out.command = CtlCommand::kVersion;
       return out;
     }
     if (flag == "--socket") {

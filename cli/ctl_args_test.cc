@@ -61,6 +61,16 @@ TEST(CtlArgsTest, Help) {
   EXPECT_THAT(kCtlUsage, HasSubstr("usage: missilectl"));
 }
 
+TEST(CtlArgsTest, Version) {
+  for (auto args : std::vector<std::vector<std::string>>{
+           {"--version"}, {"status", "--version"}, {"--socket", "/s", "--version"}}) {
+    absl::StatusOr<CtlArgs> a = Parse(args);
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->command, CtlCommand::kVersion);
+  }
+  EXPECT_THAT(kCtlUsage, HasSubstr("--version"));
+}
+
 TEST(CtlArgsTest, UsageErrors) {
   EXPECT_THAT(Error({}), HasSubstr("no command"));
   EXPECT_THAT(Error({"stats"}), HasSubstr("unknown command 'stats'"));

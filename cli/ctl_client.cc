@@ -90,7 +90,8 @@ absl::StatusOr<std::string> RunCtlCommand(const CtlArgs& args, v1::Admin::StubIn
       break;
     }
     case CtlCommand::kHelp:
-      return absl::InvalidArgumentError("help is not a daemon command");
+    case CtlCommand::kVersion:
+      return absl::InvalidArgumentError("help and version are not daemon commands");
   }
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                       RpcErrorMessage(status, args.socket));

@@ -23,6 +23,7 @@
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "missile/v1/missile.grpc.pb.h"
+#include "missile/version.h"
 
 extern char** environ;
 
@@ -190,6 +191,26 @@ TEST(MissileRunBinaryTest, Failures) {
   r = Spawn({MISSILE_RUN_BIN, "--help"});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_THAT(r.out, StartsWith("usage: missile-run"));
+}
+
+// Every tool prints the same version line and exits 0, without a daemon.
+TEST(ToolsTest, VersionOnEveryTool) {
+  const std::string version = std::string(" ") + kVersion + "\n";
+  std::vector<std::pair<std::string, std::string>> tools = {
+      {MISSILECTL_BIN, "missilectl"}, {MISSILE_RUN_BIN, "missile-run"}, {MISSILED_BIN, "missiled"}};
+#ifdef MISSILE_CALIBRATE_BIN
+  tools.emplace_back(MISSILE_CALIBRATE_BIN, "missile-calibrate");
+#endif
+  for (const auto& [bin, name] : tools) {
+    Result r = Spawn({bin, "--version"}, {std::string("LD_LIBRARY_PATH=") + FAKECUDA_DIR});
+    EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
+    EXPECT_EQ(r.out, name + version);
+    EXPECT_EQ(r.err, "") << name;
+  }
+  // Wherever it appears among the other arguments.
+  Result r = Spawn({MISSILECTL_BIN, "--socket", "/nonexistent", "--version"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "missilectl" + version);
 }
 
 TEST(MissilectlBinaryTest, MissingSocketFailsFastInOneLine) {
