@@ -65,8 +65,8 @@ std::string ReadFile(const fs::path& p) {
   return ss.str();
 }
 
-// Runs argv with the test's environment minus LD_PRELOAD and MISSILE_* (plus `extra_env`),
-// capturing stdout and stderr.
+// Runs argv with the test's environment minus LD_PRELOAD and MISSILE_* (plus `extra_env`, which
+// replaces a variable of the same name), capturing stdout and stderr.
 Result Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {}) {
   TempDir dir;
   fs::path out = dir.path() / "out", err = dir.path() / "err";
@@ -78,6 +78,11 @@ Result Spawn(const std::vector<std::string>& argv, const std::vector<std::string
   for (char** e = environ; *e != nullptr; ++e) {
     std::string_view entry(*e);
     if (entry.starts_with("LD_PRELOAD=") || entry.starts_with("MISSILE_")) continue;
+    const std::string_view name = entry.substr(0, entry.find('=') + 1);
+    if (std::any_of(extra_env.begin(), extra_env.end(),
+                    [&](const std::string& e) { return e.starts_with(name); })) {
+      continue;
+    }
     env_strings.emplace_back(entry);
   }
   env_strings.insert(env_strings.end(), extra_env.begin(), extra_env.end());
@@ -212,6 +217,45 @@ TEST(ToolsTest, VersionOnEveryTool) {
   Result r = Spawn({MISSILECTL_BIN, "--socket", "/nonexistent", "--version"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "missilectl" + version);
+}
+
+// missiled loads the driver only to serve: on a machine without libcuda.so.1 it still prints
+// its help and version and checks a configuration, and serving fails with a clear error.
+TEST(MissiledBinaryTest, RunsWithoutTheDriver) {
+  if (access("/usr/bin/readelf", X_OK) == 0) {
+    Result elf = Spawn({"/usr/bin/readelf", "-d", MISSILED_BIN});
+    ASSERT_EQ(elf.exit_code, 0) << elf.err;
+    EXPECT_THAT(elf.out, HasSubstr("(NEEDED)"));
+    EXPECT_THAT(elf.out, Not(HasSubstr("libcuda"))) << "missiled must not link the driver";
+  }
+  // An empty search path: the driver test double is out of reach, and so is any libcuda.so.1
+  // outside the ld.so cache.
+  const std::vector<std::string> no_driver = {"LD_LIBRARY_PATH="};
+  Result r = Spawn({MISSILED_BIN, "--version"}, no_driver);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, std::string("missiled ") + kVersion + "\n");
+  r = Spawn({MISSILED_BIN, "--help"}, no_driver);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, StartsWith("usage: missiled"));
+  r = Spawn({MISSILED_BIN, "--check-config", "--config", MISSILE_EXAMPLE_CONFIG}, no_driver);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("gpu.pool_limit = \"95%\""));
+  r = Spawn({MISSILED_BIN, "--check-config", "--log-level", "loud"}, no_driver);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+
+  // Serving needs the driver: one clear error, exit status 1, no socket left behind. (Where a
+  // libcuda.so.1 is in the ld.so cache, a GPU machine, the daemon would start: not tested here.)
+  if (access("/dev/nvidiactl", F_OK) == 0) return;
+  TempDir dir;
+  const std::string socket = (dir.path() / "missiled.sock").string();
+  const fs::path config = dir.path() / "missiled.toml";
+  std::ofstream(config) << "[daemon]\nsocket = \"" << socket << "\"\n";
+  chmod(config.c_str(), 0644);
+  r = Spawn({MISSILED_BIN, "--config", config.string()}, no_driver);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("cannot load the CUDA driver (libcuda.so.1: "));
+  EXPECT_THAT(r.err, HasSubstr("missiled needs the NVIDIA driver to serve"));
+  EXPECT_FALSE(fs::exists(socket));
 }
 
 TEST(MissilectlBinaryTest, MissingSocketFailsFastInOneLine) {

@@ -21,6 +21,7 @@
 
 #include "config.h"
 #include "core.h"
+#include "cuda_loader.h"
 #include "gpu_open.h"
 #include "logger.h"
 #include "missile/version.h"
@@ -140,6 +141,11 @@ std::thread StartWatchdog(const std::atomic<bool>& done) {
 int RunServer(const DaemonConfig& config, std::optional<unsigned> socket_gid,
               std::optional<unsigned> admin_gid, const sigset_t& signals) {
   auto log = GetLogger(kCoreLog);
+  // Before anything else starts (MPS included): without a driver there is nothing to serve.
+  if (absl::Status s = LoadCudaDriver(); !s.ok()) {
+    log->error("{}", std::string(s.message()));
+    return 1;
+  }
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(config.daemon.socket).parent_path(), ec);
   // MPS first: missiled and the tenants started after it must all be its clients.
