@@ -147,10 +147,27 @@ absl::StatusOr<std::string> RunCtlCommand(const CtlArgs& args, v1::Admin::StubIn
       break;
     }
     case CtlCommand::kSet: {
+      // The tenants are read just before and after the change, so the output can say what
+      // changed. Another admin's change in between would show as this one's; a failed read
+      // leaves only the count.
+      const v1::SetPolicyRequest request = BuildSetPolicyRequest(args.set);
+      v1::ListTenantsResponse before, after;
+      bool have_before = false;
+      if (!args.json) {
+        grpc::ClientContext list_ctx;
+        list_ctx.set_deadline(std::chrono::system_clock::now() + kCallDeadline);
+        have_before = stub.ListTenants(&list_ctx, v1::ListTenantsRequest(), &before).ok();
+      }
       v1::SetPolicyResponse response;
-      status = stub.SetPolicy(&ctx, BuildSetPolicyRequest(args.set), &response);
-      if (status.ok()) return Render(args, response, &FormatSetPolicy);
-      break;
+      status = stub.SetPolicy(&ctx, request, &response);
+      if (!status.ok()) break;
+      if (args.json) return ToJson(response);
+      grpc::ClientContext list_ctx;
+      list_ctx.set_deadline(std::chrono::system_clock::now() + kCallDeadline);
+      if (have_before && stub.ListTenants(&list_ctx, v1::ListTenantsRequest(), &after).ok()) {
+        return FormatSetPolicy(response, request, before, after);
+      }
+      return FormatSetPolicy(response);
     }
     case CtlCommand::kSetPacing: {
       v1::SetPacingResponse response;

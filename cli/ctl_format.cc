@@ -179,6 +179,58 @@ std::string FormatSetPolicy(const v1::SetPolicyResponse& response) {
   return absl::StrCat("changed ", response.tenants_changed(), " tenant(s)\n");
 }
 
+std::string FormatSetPolicy(const v1::SetPolicyResponse& response,
+                            const v1::SetPolicyRequest& request,
+                            const v1::ListTenantsResponse& before,
+                            const v1::ListTenantsResponse& after) {
+  std::string out = FormatSetPolicy(response);
+  auto targeted = [&request](const v1::TenantInfo& t) {
+    switch (request.target_case()) {
+      case v1::SetPolicyRequest::kPid: return t.pid() == request.pid();
+      case v1::SetPolicyRequest::kName: return t.name() == request.name();
+      case v1::SetPolicyRequest::kTenantClass: return t.tenant_class() == request.tenant_class();
+      default: return false;
+    }
+  };
+  std::vector<const v1::TenantInfo*> now;
+  for (const v1::TenantInfo& t : after.tenants()) {
+    if (targeted(t)) now.push_back(&t);
+  }
+  std::stable_sort(now.begin(), now.end(), [](const v1::TenantInfo* a, const v1::TenantInfo* b) {
+    return a->pid() < b->pid();
+  });
+  for (const v1::TenantInfo* t : now) {
+    const v1::TenantInfo* was = nullptr;
+    for (const v1::TenantInfo& b : before.tenants()) {
+      if (b.session_id() == t->session_id()) was = &b;
+    }
+    std::vector<std::string> changes;
+    auto change = [&changes](const std::string& what, const std::string& from,
+                             const std::string& to) {
+      if (from != to) changes.push_back(absl::StrCat(what, " ", from, " -> ", to));
+    };
+    if (was == nullptr) {
+      changes.push_back(absl::StrCat("class ", ClassName(t->tenant_class()), ", priority ",
+                                     t->priority(), ", weight ", t->weight()));
+    } else {
+      change("class", ClassName(was->tenant_class()), ClassName(t->tenant_class()));
+      change("priority", absl::StrCat(was->priority()), absl::StrCat(t->priority()));
+      change("weight", absl::StrCat(was->weight()), absl::StrCat(t->weight()));
+      for (const v1::Usage& u : t->usage()) {
+        for (const v1::Usage& w : was->usage()) {
+          if (w.gpu_index() != u.gpu_index()) continue;
+          change(absl::StrCat("quota ", u.gpu_index(), ":"), FormatSize(w.quota_bytes()),
+                 FormatSize(u.quota_bytes()));
+        }
+      }
+    }
+    absl::StrAppend(&out, t->pid(), " ", Printable(t->name()), ": ",
+                    changes.empty() ? std::string("unchanged") : absl::StrJoin(changes, ", "),
+                    "\n");
+  }
+  return out;
+}
+
 std::string FormatSetPacing(const v1::SetPacingResponse& response) {
   const v1::PacingPolicy& was = response.previous();
   const v1::PacingPolicy& now = response.pacing();

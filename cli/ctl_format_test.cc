@@ -275,6 +275,37 @@ TEST(FormatSetPolicyTest, Count) {
   EXPECT_EQ(FormatSetPolicy(r), "changed 3 tenant(s)\n");
 }
 
+TEST(FormatSetPolicyTest, BeforeAndAfterOfTheTargetedTenants) {
+  v1::ListTenantsResponse before = Tenants(), after = Tenants();
+  for (v1::ListTenantsResponse* list : {&before, &after}) {
+    for (int i = 0; i < list->tenants_size(); ++i) list->mutable_tenants(i)->set_session_id(i + 1);
+  }
+  v1::TenantInfo* batch = after.mutable_tenants(0);
+  batch->set_tenant_class(v1::LATENCY_SENSITIVE);
+  batch->set_priority(-10);
+  batch->set_weight(9548);
+  batch->mutable_usage(1)->set_quota_bytes(16 * kGiB);
+  v1::SetPolicyResponse r;
+  r.set_tenants_changed(1);
+  v1::SetPolicyRequest by_pid;
+  by_pid.set_pid(4321);
+  EXPECT_EQ(FormatSetPolicy(r, by_pid, before, after),
+            "changed 1 tenant(s)\n"
+            "4321 batch-train: class be -> ls, priority 10 -> -10, weight 110 -> 9548, "
+            "quota 1: 8.0 GiB -> 16.0 GiB\n");
+  v1::SetPolicyRequest by_class;
+  by_class.set_tenant_class(v1::LATENCY_SENSITIVE);
+  r.set_tenants_changed(2);
+  EXPECT_EQ(FormatSetPolicy(r, by_class, before, after),
+            "changed 2 tenant(s)\n"
+            "77 infer: unchanged\n"
+            "4321 batch-train: class be -> ls, priority 10 -> -10, weight 110 -> 9548, "
+            "quota 1: 8.0 GiB -> 16.0 GiB\n");
+  v1::SetPolicyRequest by_name;
+  by_name.set_name("nobody");
+  EXPECT_EQ(FormatSetPolicy(r, by_name, before, after), "changed 2 tenant(s)\n");
+}
+
 TEST(ToJsonTest, StatusKeepsProtoFieldNames) {
   absl::StatusOr<std::string> json = ToJson(TwoGpuStatus());
   ASSERT_TRUE(json.ok()) << json.status();
