@@ -6,6 +6,7 @@
 #include "flags.h"
 #include "missile/common/size.h"
 #include "run_args.h"
+#include "suggest.h"
 
 namespace missile::cli {
 
@@ -30,7 +31,9 @@ const char kCtlUsage[] =
     "\n"
     "options:\n"
     "  --socket PATH   missiled's socket (default $MISSILE_SOCKET or /run/missile/missiled.sock)\n"
-    "  --json          print the daemon's answer as JSON (proto field names)\n"
+    "  --json          print the daemon's answer as one line of JSON: proto field names,\n"
+    "                  numbers as numbers, classes as ls/be\n"
+    "  --version       print missilectl's version and exit\n"
     "  -h, --help      this text\n"
     "\n"
     "SIZE: bytes or binary units, e.g. 8G, 512MiB, 1048576.\n";
@@ -128,6 +131,23 @@ absl::StatusOr<bool> ParsePacingOption(ArgReader& reader, PacingArgs& pacing) {
   return false;
 }
 
+// The options every command takes, and the commands, for "did you mean".
+constexpr std::string_view kGlobalOptions[] = {"--socket", "--json", "--help", "--version"};
+constexpr std::string_view kCommands[] = {"status", "tenants", "set", "help"};
+constexpr std::string_view kSetOptions[] = {"--pid",      "--name",   "--class",
+                                            "--class-to", "--priority", "--weight",
+                                            "--quota",    "--class-quota", "--pacing",
+                                            "--window-items"};
+
+// `prefix` "unknown option 'X'", with a suggestion from the global options (and `more`).
+absl::Status UnknownOption(std::string_view prefix, std::string_view flag,
+                           const std::vector<std::string_view>& more = {}) {
+  std::vector<std::string_view> candidates(std::begin(kGlobalOptions), std::end(kGlobalOptions));
+  candidates.insert(candidates.end(), more.begin(), more.end());
+  return absl::InvalidArgumentError(std::string(prefix) + "unknown option '" + std::string(flag) +
+                                    "'" + DidYouMean(flag, candidates));
+}
+
 // One `set` option at the reader's position.
 absl::Status ParseSetOption(ArgReader& reader, SetArgs& set) {
   absl::StatusOr<bool> pacing = ParsePacingOption(reader, set.pacing);
@@ -178,8 +198,11 @@ absl::Status ParseSetOption(ArgReader& reader, SetArgs& set) {
     if (!bytes.ok()) return bytes.status();
     return SetOnce(flag == "--quota" ? set.quota_bytes : set.class_quota_bytes, flag, *bytes);
   }
-  if (flag.starts_with("-"))
-    return absl::InvalidArgumentError("set: unknown option '" + flag + "'");
+  if (flag.starts_with("-")) {
+    std::vector<std::string_view> set_options(std::begin(kSetOptions), std::end(kSetOptions));
+    for (const PacingFlag& f : kPacingFlags) set_options.push_back(f.flag);
+    return UnknownOption("set: ", flag, set_options);
+  }
   return absl::InvalidArgumentError("set: unexpected argument '" + reader.Current() + "'");
 }
 
@@ -251,6 +274,10 @@ absl::StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args,
       out.command = CtlCommand::kHelp;
       return out;
     }
+    if (flag == "--version") {
+      out.command = CtlCommand::kVersion;
+      return out;
+    }
     if (flag == "--socket") {
       absl::StatusOr<std::string> v = reader.TakeValue();
       if (!v.ok()) return v.status();
@@ -265,7 +292,7 @@ absl::StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args,
     }
     if (!have_command) {
       const std::string& word = reader.Current();
-      if (word.starts_with("-")) return absl::InvalidArgumentError("unknown option '" + flag + "'");
+      if (word.starts_with("-")) return UnknownOption("", flag);
       if (word == "status") {
         out.command = CtlCommand::kStatus;
       } else if (word == "tenants") {
@@ -276,8 +303,12 @@ absl::StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args,
         out.command = CtlCommand::kHelp;
         return out;
       } else {
-        return absl::InvalidArgumentError("unknown command '" + word +
-                                          "' (status, tenants or set; try --help)");
+        std::string suggestion = DidYouMean(
+            word, std::vector<std::string_view>(std::begin(kCommands), std::end(kCommands)));
+        return absl::InvalidArgumentError(
+            "unknown command '" + word + "'" +
+            (suggestion.empty() ? std::string(" (status, tenants or set; try --help)")
+                                : suggestion));
       }
       reader.TakePositional();
       have_command = true;
@@ -288,6 +319,7 @@ absl::StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args,
       continue;
     }
     std::string command = out.command == CtlCommand::kStatus ? "status" : "tenants";
+    if (reader.Current().starts_with("-")) return UnknownOption(command + ": ", flag);
     return absl::InvalidArgumentError(command + " takes no arguments, got '" + reader.Current() +
                                       "'");
   }

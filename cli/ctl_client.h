@@ -1,7 +1,9 @@
 // Runs one missilectl command against missiled's Admin service and renders the answer.
 //
 // Errors come back as one line, ready for "missilectl: <line>": an unreachable daemon as
-// "cannot reach missiled at PATH: ...", any other gRPC failure as "CODE_NAME: message".
+// "cannot reach missiled at PATH: <what an operator does about it>" (no socket or nothing
+// listening: check the service; no permission: the group to join, looked up on the socket),
+// any other gRPC failure as "CODE_NAME: message".
 // Each call has a 5 s deadline. Thread-safe (no shared state); blocks for the call.
 #ifndef MISSILE_CLI_CTL_CLIENT_H_
 #define MISSILE_CLI_CTL_CLIENT_H_
@@ -19,7 +21,8 @@ namespace missile::cli {
 
 inline constexpr std::chrono::seconds kCallDeadline{5};
 
-// OK when `path` exists and is a socket, so a missing daemon fails at once, not after a dial.
+// OK when `path` exists, is a socket and the caller may connect to it, so a missing daemon or a
+// missing permission fails at once, not after a dial.
 absl::Status CheckSocket(const std::string& path);
 
 // The one-line reason for a failed call to the daemon at `socket`.

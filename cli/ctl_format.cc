@@ -2,13 +2,18 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <cmath>
+#include <string_view>
+#include <system_error>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "flags.h"
-#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/descriptor.h"
 #include "missile/common/size.h"
 
 namespace missile::cli {
@@ -122,45 +127,108 @@ std::string FormatTenants(const v1::ListTenantsResponse& response) {
   std::stable_sort(
       tenants.begin(), tenants.end(),
       [](const v1::TenantInfo* a, const v1::TenantInfo* b) { return a->pid() < b->pid(); });
-  std::vector<std::vector<std::string>> rows = {{"PID", "NAME", "CLASS", "PRIO", "WEIGHT",
+  std::vector<std::vector<std::string>> rows = {{"PID", "NAME", "CLASS", "PRIO", "WEIGHT", "GPU",
                                                  "USED/QUOTA", "PCIE H2D / D2H (SHARE)", "HELD",
                                                  "IN FLIGHT", "LS BUSY", "AGE"}};
   for (const v1::TenantInfo* t : tenants) {
-    std::vector<std::string> use;
-    for (const v1::Usage& u : t->usage()) {
-      use.push_back(absl::StrCat(u.gpu_index(), ": ", FormatSize(u.used_bytes()), " / ",
-                                 FormatSize(u.quota_bytes())));
-    }
-    std::vector<std::string> pcie;
-    for (const v1::PcieUse& p : t->pcie()) {
-      pcie.push_back(absl::StrCat(p.gpu_index(), ": ", FormatSize(p.h2d_bytes()), " (",
-                                  static_cast<int>(p.h2d_share() * 100 + 0.5), "%) / ",
-                                  FormatSize(p.d2h_bytes()), " (",
-                                  static_cast<int>(p.d2h_share() * 100 + 0.5), "%)"));
-    }
+    // The GPUs the tenant appears on, in index order; one row each.
+    std::vector<uint32_t> gpus;
+    for (const v1::Usage& u : t->usage()) gpus.push_back(u.gpu_index());
+    for (const v1::PcieUse& p : t->pcie()) gpus.push_back(p.gpu_index());
+    for (const v1::ComputeUse& c : t->compute()) gpus.push_back(c.gpu_index());
+    std::sort(gpus.begin(), gpus.end());
+    gpus.erase(std::unique(gpus.begin(), gpus.end()), gpus.end());
     const bool ls = t->tenant_class() == v1::LATENCY_SENSITIVE;
-    std::vector<std::string> held, inflight, busy;
-    for (const v1::ComputeUse& c : t->compute()) {
-      if (ls) {
-        busy.push_back(absl::StrCat(c.gpu_index(), ": ", Percent(c.ls_busy_share()), "%"));
-      } else {
-        held.push_back(absl::StrCat(c.gpu_index(), ": ", FormatHeld(c.held_ms()), " (",
-                                    Percent(c.held_share()), "%)"));
-        inflight.push_back(absl::StrCat(c.gpu_index(), ": ", c.inflight()));
-      }
-    }
-    auto cell = [](const std::vector<std::string>& parts) {
-      return parts.empty() ? std::string("-") : absl::StrJoin(parts, ", ");
+    auto row = [&](std::string gpu) {
+      return std::vector<std::string>{absl::StrCat(t->pid()),      Printable(t->name()),
+                                      ClassName(t->tenant_class()), absl::StrCat(t->priority()),
+                                      absl::StrCat(t->weight()),   std::move(gpu),
+                                      "-",                          "-",
+                                      "-",                          "-",
+                                      "-",                          FormatDuration(t->connected_s())};
     };
-    rows.push_back({absl::StrCat(t->pid()), Printable(t->name()), ClassName(t->tenant_class()),
-                    absl::StrCat(t->priority()), absl::StrCat(t->weight()), cell(use), cell(pcie),
-                    cell(held), cell(inflight), cell(busy), FormatDuration(t->connected_s())});
+    enum Column { kUse = 6, kPcie, kHeld, kInflight, kBusy };
+    if (gpus.empty()) rows.push_back(row("-"));
+    for (uint32_t g : gpus) {
+      std::vector<std::string> r = row(absl::StrCat(g));
+      for (const v1::Usage& u : t->usage()) {
+        if (u.gpu_index() != g) continue;
+        r[kUse] = absl::StrCat(FormatSize(u.used_bytes()), " / ", FormatSize(u.quota_bytes()));
+      }
+      for (const v1::PcieUse& p : t->pcie()) {
+        if (p.gpu_index() != g) continue;
+        r[kPcie] = absl::StrCat(FormatSize(p.h2d_bytes()), " (", Percent(p.h2d_share()), "%) / ",
+                                FormatSize(p.d2h_bytes()), " (", Percent(p.d2h_share()), "%)");
+      }
+      for (const v1::ComputeUse& c : t->compute()) {
+        if (c.gpu_index() != g) continue;
+        if (ls) {
+          r[kBusy] = absl::StrCat(Percent(c.ls_busy_share()), "%");
+        } else {
+          r[kHeld] = absl::StrCat(FormatHeld(c.held_ms()), " (", Percent(c.held_share()), "%)");
+          r[kInflight] = absl::StrCat(c.inflight());
+        }
+      }
+      rows.push_back(std::move(r));
+    }
   }
   return FormatTable(rows);
 }
 
 std::string FormatSetPolicy(const v1::SetPolicyResponse& response) {
   return absl::StrCat("changed ", response.tenants_changed(), " tenant(s)\n");
+}
+
+std::string FormatSetPolicy(const v1::SetPolicyResponse& response,
+                            const v1::SetPolicyRequest& request,
+                            const v1::ListTenantsResponse& before,
+                            const v1::ListTenantsResponse& after) {
+  std::string out = FormatSetPolicy(response);
+  auto targeted = [&request](const v1::TenantInfo& t) {
+    switch (request.target_case()) {
+      case v1::SetPolicyRequest::kPid: return t.pid() == request.pid();
+      case v1::SetPolicyRequest::kName: return t.name() == request.name();
+      case v1::SetPolicyRequest::kTenantClass: return t.tenant_class() == request.tenant_class();
+      default: return false;
+    }
+  };
+  std::vector<const v1::TenantInfo*> now;
+  for (const v1::TenantInfo& t : after.tenants()) {
+    if (targeted(t)) now.push_back(&t);
+  }
+  std::stable_sort(now.begin(), now.end(), [](const v1::TenantInfo* a, const v1::TenantInfo* b) {
+    return a->pid() < b->pid();
+  });
+  for (const v1::TenantInfo* t : now) {
+    const v1::TenantInfo* was = nullptr;
+    for (const v1::TenantInfo& b : before.tenants()) {
+      if (b.session_id() == t->session_id()) was = &b;
+    }
+    std::vector<std::string> changes;
+    auto change = [&changes](const std::string& what, const std::string& from,
+                             const std::string& to) {
+      if (from != to) changes.push_back(absl::StrCat(what, " ", from, " -> ", to));
+    };
+    if (was == nullptr) {
+      changes.push_back(absl::StrCat("class ", ClassName(t->tenant_class()), ", priority ",
+                                     t->priority(), ", weight ", t->weight()));
+    } else {
+      change("class", ClassName(was->tenant_class()), ClassName(t->tenant_class()));
+      change("priority", absl::StrCat(was->priority()), absl::StrCat(t->priority()));
+      change("weight", absl::StrCat(was->weight()), absl::StrCat(t->weight()));
+      for (const v1::Usage& u : t->usage()) {
+        for (const v1::Usage& w : was->usage()) {
+          if (w.gpu_index() != u.gpu_index()) continue;
+          change(absl::StrCat("quota ", u.gpu_index(), ":"), FormatSize(w.quota_bytes()),
+                 FormatSize(u.quota_bytes()));
+        }
+      }
+    }
+    absl::StrAppend(&out, t->pid(), " ", Printable(t->name()), ": ",
+                    changes.empty() ? std::string("unchanged") : absl::StrJoin(changes, ", "),
+                    "\n");
+  }
+  return out;
 }
 
 std::string FormatSetPacing(const v1::SetPacingResponse& response) {
@@ -187,13 +255,131 @@ std::string FormatSetPacing(const v1::SetPacingResponse& response) {
   return out;
 }
 
+namespace {
+
+using google::protobuf::EnumValueDescriptor;
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
+
+void AppendJsonString(std::string& out, std::string_view text) {
+  out += '"';
+  for (char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          absl::StrAppendFormat(&out, "\\u%04x", c);
+        } else {
+          out += ch;
+        }
+    }
+  }
+  out += '"';
+}
+
+void AppendJsonDouble(std::string& out, double v) {
+  if (!std::isfinite(v)) {
+    out += "null";
+    return;
+  }
+  // The shortest text that reads back as the same double.
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  out.append(buf, ec == std::errc() ? end : buf);
+}
+
+void AppendJsonEnum(std::string& out, const EnumValueDescriptor* value) {
+  if (value->type() == v1::TenantClass_descriptor()) {
+    AppendJsonString(out, ClassName(static_cast<v1::TenantClass>(value->number())));
+  } else {
+    AppendJsonString(out, value->name());
+  }
+}
+
+void AppendJsonMessage(std::string& out, const Message& message);
+
+// Element `index` of a repeated field, or the singular field when index < 0.
+void AppendJsonValue(std::string& out, const Message& m, const FieldDescriptor* f, int index) {
+  const Reflection* r = m.GetReflection();
+  const bool rep = index >= 0;
+  switch (f->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32:
+      absl::StrAppend(&out, rep ? r->GetRepeatedInt32(m, f, index) : r->GetInt32(m, f));
+      break;
+    case FieldDescriptor::CPPTYPE_INT64:
+      absl::StrAppend(&out, rep ? r->GetRepeatedInt64(m, f, index) : r->GetInt64(m, f));
+      break;
+    case FieldDescriptor::CPPTYPE_UINT32:
+      absl::StrAppend(&out, rep ? r->GetRepeatedUInt32(m, f, index) : r->GetUInt32(m, f));
+      break;
+    case FieldDescriptor::CPPTYPE_UINT64:
+      absl::StrAppend(&out, rep ? r->GetRepeatedUInt64(m, f, index) : r->GetUInt64(m, f));
+      break;
+    case FieldDescriptor::CPPTYPE_DOUBLE:
+      AppendJsonDouble(out, rep ? r->GetRepeatedDouble(m, f, index) : r->GetDouble(m, f));
+      break;
+    case FieldDescriptor::CPPTYPE_FLOAT:
+      AppendJsonDouble(out, rep ? r->GetRepeatedFloat(m, f, index) : r->GetFloat(m, f));
+      break;
+    case FieldDescriptor::CPPTYPE_BOOL:
+      out += (rep ? r->GetRepeatedBool(m, f, index) : r->GetBool(m, f)) ? "true" : "false";
+      break;
+    case FieldDescriptor::CPPTYPE_ENUM:
+      AppendJsonEnum(out, rep ? r->GetRepeatedEnum(m, f, index) : r->GetEnum(m, f));
+      break;
+    case FieldDescriptor::CPPTYPE_STRING: {
+      const std::string s = rep ? r->GetRepeatedString(m, f, index) : r->GetString(m, f);
+      AppendJsonString(out, f->type() == FieldDescriptor::TYPE_BYTES ? absl::Base64Escape(s) : s);
+      break;
+    }
+    case FieldDescriptor::CPPTYPE_MESSAGE:
+      AppendJsonMessage(out, rep ? r->GetRepeatedMessage(m, f, index) : r->GetMessage(m, f));
+      break;
+  }
+}
+
+void AppendJsonMessage(std::string& out, const Message& m) {
+  const Reflection* r = m.GetReflection();
+  const google::protobuf::Descriptor* d = m.GetDescriptor();
+  out += '{';
+  bool first = true;
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* f = d->field(i);
+    // Every scalar is printed, zeros too (scripts need not guess defaults); a message field or
+    // a member of a oneof only when it is set, so an absent policy stays absent.
+    if (!f->is_repeated() && (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE ||
+                              f->containing_oneof() != nullptr) &&
+        !r->HasField(m, f)) {
+      continue;
+    }
+    if (!first) out += ',';
+    first = false;
+    AppendJsonString(out, f->name());
+    out += ':';
+    if (f->is_repeated()) {
+      out += '[';
+      for (int k = 0; k < r->FieldSize(m, f); ++k) {
+        if (k > 0) out += ',';
+        AppendJsonValue(out, m, f, k);
+      }
+      out += ']';
+    } else {
+      AppendJsonValue(out, m, f, -1);
+    }
+  }
+  out += '}';
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  options.always_print_primitive_fields = true;
   std::string json;
-  auto status = google::protobuf::util::MessageToJsonString(message, &json, options);
-  if (!status.ok()) return absl::InternalError("cannot print JSON: " + status.ToString());
+  AppendJsonMessage(json, message);
   json += '\n';
   return json;
 }

@@ -42,6 +42,16 @@ std::string FormatHeld(double ms);
 // `missilectl set`: "changed N tenant(s)".
 std::string FormatSetPolicy(const v1::SetPolicyResponse& response);
 
+// `missilectl set` with the tenant lists read just before and after the change: the count, then
+// one line per tenant the request targets (by pid, name or class, matched in `after`), sorted by
+// pid, with each value that changed, before -> after: "4242 web: class be -> ls, priority 10 ->
+// -10, weight 110 -> 9548, quota 0: 8.0 GiB -> 16.0 GiB", or "4242 web: unchanged". A tenant
+// missing from `before` is listed with its values now.
+std::string FormatSetPolicy(const v1::SetPolicyResponse& response,
+                            const v1::SetPolicyRequest& request,
+                            const v1::ListTenantsResponse& before,
+                            const v1::ListTenantsResponse& after);
+
 // `missilectl set` with pacing options: one line per field that changed, "window_us: 100 ->
 // 300", or "pacing unchanged" when none did; then the policy now in force (FormatPacingPolicy).
 std::string FormatSetPacing(const v1::SetPacingResponse& response);

@@ -166,15 +166,17 @@ v1::ListTenantsResponse Tenants() {
   return r;
 }
 
-TEST(FormatTenantsTest, OneRowPerTenantSortedByPid) {
-  EXPECT_EQ(
-      FormatTenants(Tenants()),
-      "PID   NAME         CLASS  PRIO  WEIGHT  USED/QUOTA                              "
-      "PCIE H2D / D2H (SHARE)              HELD            IN FLIGHT  LS BUSY  AGE\n"
-      "77    infer        ls     -5    3121    0: 512.0 MiB / 16.0 GiB                 "
-      "0: 3.0 GiB (25%) / 64.0 MiB (100%)  -               -          0: 40%   1m05s\n"
-      "4321  batch-train  be     10    110     0: 1.2 GiB / 8.0 GiB, 1: 0 B / 8.0 GiB  "
-      "-                                   0: 1.2 s (35%)  0: 3       -        2d01h\n");
+// A tenant on two GPUs gets two rows, each complete, so that grep and awk see every column.
+TEST(FormatTenantsTest, OneRowPerTenantAndGpuSortedByPid) {
+  EXPECT_EQ(FormatTenants(Tenants()),
+            "PID   NAME         CLASS  PRIO  WEIGHT  GPU  USED/QUOTA            "
+            "PCIE H2D / D2H (SHARE)           HELD         IN FLIGHT  LS BUSY  AGE\n"
+            "77    infer        ls     -5    3121    0    512.0 MiB / 16.0 GiB  "
+            "3.0 GiB (25%) / 64.0 MiB (100%)  -            -          40%      1m05s\n"
+            "4321  batch-train  be     10    110     0    1.2 GiB / 8.0 GiB     "
+            "-                                1.2 s (35%)  3          -        2d01h\n"
+            "4321  batch-train  be     10    110     1    0 B / 8.0 GiB         "
+            "-                                -            -          -        2d01h\n");
 }
 
 TEST(FormatTenantsTest, GpuWorkPerGpu) {
@@ -191,7 +193,10 @@ TEST(FormatTenantsTest, GpuWorkPerGpu) {
     c->set_ls_busy_share(0.9);  // not an LS: not shown
   }
   std::string out = FormatTenants(r);
-  EXPECT_THAT(out, HasSubstr("  0: 0 ms (0%), 1: 35 ms (2%)  0: 1, 1: 2  -  "));
+  EXPECT_THAT(out, HasSubstr("\n1          be     0     0       0    -           -  "
+                             "                     0 ms (0%)   1          -        0s\n"
+                             "1          be     0     0       1    -           -  "
+                             "                     35 ms (2%)  2          -        0s\n"));
   EXPECT_THAT(out, Not(HasSubstr("90%")));
 }
 
@@ -210,7 +215,7 @@ TEST(FormatTenantsTest, NoTenantsAndNoUsage) {
   v1::ListTenantsResponse r;
   r.add_tenants()->set_pid(5);
   EXPECT_THAT(FormatTenants(r),
-              HasSubstr("\n5          ?      0     0       -           -                       "
+              HasSubstr("\n5          ?      0     0       -    -           -                       "
                         "-     -          -        0s\n"));
 }
 
@@ -270,6 +275,37 @@ TEST(FormatSetPolicyTest, Count) {
   EXPECT_EQ(FormatSetPolicy(r), "changed 3 tenant(s)\n");
 }
 
+TEST(FormatSetPolicyTest, BeforeAndAfterOfTheTargetedTenants) {
+  v1::ListTenantsResponse before = Tenants(), after = Tenants();
+  for (v1::ListTenantsResponse* list : {&before, &after}) {
+    for (int i = 0; i < list->tenants_size(); ++i) list->mutable_tenants(i)->set_session_id(i + 1);
+  }
+  v1::TenantInfo* batch = after.mutable_tenants(0);
+  batch->set_tenant_class(v1::LATENCY_SENSITIVE);
+  batch->set_priority(-10);
+  batch->set_weight(9548);
+  batch->mutable_usage(1)->set_quota_bytes(16 * kGiB);
+  v1::SetPolicyResponse r;
+  r.set_tenants_changed(1);
+  v1::SetPolicyRequest by_pid;
+  by_pid.set_pid(4321);
+  EXPECT_EQ(FormatSetPolicy(r, by_pid, before, after),
+            "changed 1 tenant(s)\n"
+            "4321 batch-train: class be -> ls, priority 10 -> -10, weight 110 -> 9548, "
+            "quota 1: 8.0 GiB -> 16.0 GiB\n");
+  v1::SetPolicyRequest by_class;
+  by_class.set_tenant_class(v1::LATENCY_SENSITIVE);
+  r.set_tenants_changed(2);
+  EXPECT_EQ(FormatSetPolicy(r, by_class, before, after),
+            "changed 2 tenant(s)\n"
+            "77 infer: unchanged\n"
+            "4321 batch-train: class be -> ls, priority 10 -> -10, weight 110 -> 9548, "
+            "quota 1: 8.0 GiB -> 16.0 GiB\n");
+  v1::SetPolicyRequest by_name;
+  by_name.set_name("nobody");
+  EXPECT_EQ(FormatSetPolicy(r, by_name, before, after), "changed 2 tenant(s)\n");
+}
+
 TEST(ToJsonTest, StatusKeepsProtoFieldNames) {
   absl::StatusOr<std::string> json = ToJson(TwoGpuStatus());
   ASSERT_TRUE(json.ok()) << json.status();
@@ -277,10 +313,13 @@ TEST(ToJsonTest, StatusKeepsProtoFieldNames) {
        {"\"version\"", "\"uptime_s\"", "\"pools\"", "\"capacity_bytes\"", "\"created_bytes\"",
         "\"leased_bytes\"", "\"cached_bytes\"", "\"colour_note\"", "\"reserved_for\"",
         "\"granularity_bytes\"", "\"tenant_quota_bytes\"", "\"class_quota_bytes\"",
-        "\"tenant_class\":\"LATENCY_SENSITIVE\""}) {
+        "\"tenant_class\":\"ls\"", "\"tenant_class\":\"be\"", "\"uptime_s\":11045",
+        "\"total_bytes\":150323855360", "\"colours\":[{\"colour\":0,"}) {
     EXPECT_THAT(*json, HasSubstr(field));
   }
   EXPECT_THAT(*json, Not(HasSubstr("uptimeS")));
+  EXPECT_THAT(*json, Not(HasSubstr("LATENCY_SENSITIVE")));
+  EXPECT_THAT(*json, Not(HasSubstr("\"pacing\"")));  // an absent message stays absent
   EXPECT_EQ(json->back(), '\n');
   EXPECT_EQ(json->find('\n'), json->size() - 1);  // one line
 }
@@ -291,13 +330,26 @@ TEST(ToJsonTest, TenantsAndZeroFields) {
   for (const char* field :
        {"\"tenants\"", "\"pid\":4321", "\"name\":\"batch-train\"", "\"used_bytes\"",
         "\"quota_bytes\"", "\"connected_s\"", "\"gpu_index\":0", "\"compute\"",
-        "\"held_ms\":1234.5", "\"held_share\":0.35", "\"inflight\":\"3\"",
-        "\"ls_busy_share\":0.404", "\"submissions\":\"120000\""}) {
+        "\"held_ms\":1234.5", "\"held_share\":0.35", "\"inflight\":3",
+        "\"ls_busy_share\":0.404", "\"submissions\":120000", "\"h2d_bytes\":3221225472",
+        "\"priority\":-5"}) {
     EXPECT_THAT(*json, HasSubstr(field));
   }
   json = ToJson(v1::SetPolicyResponse());
   ASSERT_TRUE(json.ok());
   EXPECT_EQ(*json, "{\"tenants_changed\":0}\n");
+}
+
+TEST(ToJsonTest, StringsAreEscapedAndUint64KeepsEveryDigit) {
+  v1::ListTenantsResponse r;
+  v1::TenantInfo* t = r.add_tenants();
+  t->set_name("a\"b\\c\n\x01");
+  t->set_session_id(UINT64_MAX);
+  absl::StatusOr<std::string> json = ToJson(r);
+  ASSERT_TRUE(json.ok());
+  EXPECT_THAT(*json, HasSubstr("\"name\":\"a\\\"b\\\\c\\n\\u0001\""));
+  EXPECT_THAT(*json, HasSubstr("\"session_id\":18446744073709551615"));
+  EXPECT_THAT(*json, HasSubstr("\"tenant_class\":\"?\""));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "missile/version.h"
 #include "run_args.h"
 
 namespace {
@@ -34,6 +35,10 @@ int main(int argc, char** argv) {
   }
   if (parsed->help) {
     std::fputs(missile::cli::kRunUsage, stdout);
+    return 0;
+  }
+  if (parsed->version) {
+    std::printf("missile-run %s\n", missile::kVersion);
     return 0;
   }
   absl::StatusOr<std::string> shim =

@@ -8,6 +8,7 @@
 #include "ctl_args.h"
 #include "ctl_client.h"
 #include "grpc/support/log.h"
+#include "missile/version.h"
 
 namespace {
 
@@ -30,6 +31,10 @@ int main(int argc, char** argv) {
   }
   if (parsed->command == missile::cli::CtlCommand::kHelp) {
     std::fputs(missile::cli::kCtlUsage, stdout);
+    return 0;
+  }
+  if (parsed->command == missile::cli::CtlCommand::kVersion) {
+    std::printf("missilectl %s\n", missile::kVersion);
     return 0;
   }
   absl::StatusOr<std::string> out = missile::cli::RunCtl(*parsed);

@@ -29,6 +29,7 @@ const char kRunUsage[] =
     "  --report DEST      at exit, write call counts to DEST (\"stderr\" or a file; %p = pid)\n"
     "  --be-sm-percent N  class be: let PROGRAM use at most N% (1-100) of the GPU's SMs\n"
     "                     (sets CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; only meaningful under MPS)\n"
+    "  --version          print missile-run's version and exit\n"
     "  -h, --help         this text\n"
     "\n"
     "With --class be and an MPS control daemon running (a 'control' socket in\n"
@@ -102,6 +103,9 @@ absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
     absl::Status s;
     if (flag == "-h" || flag == "--help") {
       out.help = true;
+      return out;
+    } else if (flag == "--version") {
+      out.version = true;
       return out;
     } else if (flag == "--name") {
       s = TakeOnce(reader, name);

@@ -28,6 +28,7 @@ extern const char kRunUsage[];
 
 struct RunArgs {
   bool help = false;
+  bool version = false;  // --version: print the version, run nothing
   std::string name;
   std::string tenant_class;             // "ls" or "be"
   std::optional<uint64_t> quota_bytes;  // validated with ParseSize

@@ -77,6 +77,13 @@ TEST(RunArgsTest, Help) {
   EXPECT_THAT(kRunUsage, HasSubstr("usage: missile-run"));
 }
 
+TEST(RunArgsTest, Version) {
+  absl::StatusOr<RunArgs> a = ParseRunArgs({"--version"});
+  ASSERT_TRUE(a.ok());
+  EXPECT_TRUE(a->version);
+  EXPECT_THAT(kRunUsage, HasSubstr("--version"));
+}
+
 TEST(RunArgsTest, Errors) {
   EXPECT_THAT(Error({"--class", "be", "--", "p"}), HasSubstr("--name NAME is required"));
   EXPECT_THAT(Error({"--name", "j", "--", "p"}), HasSubstr("--class ls|be is required"));

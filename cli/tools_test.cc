@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "missile/v1/missile.grpc.pb.h"
+#include "missile/version.h"
 
 extern char** environ;
 
@@ -63,8 +65,8 @@ std::string ReadFile(const fs::path& p) {
   return ss.str();
 }
 
-// Runs argv with the test's environment minus LD_PRELOAD and MISSILE_* (plus `extra_env`),
-// capturing stdout and stderr.
+// Runs argv with the test's environment minus LD_PRELOAD and MISSILE_* (plus `extra_env`, which
+// replaces a variable of the same name), capturing stdout and stderr.
 Result Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {}) {
   TempDir dir;
   fs::path out = dir.path() / "out", err = dir.path() / "err";
@@ -76,6 +78,11 @@ Result Spawn(const std::vector<std::string>& argv, const std::vector<std::string
   for (char** e = environ; *e != nullptr; ++e) {
     std::string_view entry(*e);
     if (entry.starts_with("LD_PRELOAD=") || entry.starts_with("MISSILE_")) continue;
+    const std::string_view name = entry.substr(0, entry.find('=') + 1);
+    if (std::any_of(extra_env.begin(), extra_env.end(),
+                    [&](const std::string& e) { return e.starts_with(name); })) {
+      continue;
+    }
     env_strings.emplace_back(entry);
   }
   env_strings.insert(env_strings.end(), extra_env.begin(), extra_env.end());
@@ -192,11 +199,71 @@ TEST(MissileRunBinaryTest, Failures) {
   EXPECT_THAT(r.out, StartsWith("usage: missile-run"));
 }
 
+// Every tool prints the same version line and exits 0, without a daemon.
+TEST(ToolsTest, VersionOnEveryTool) {
+  const std::string version = std::string(" ") + kVersion + "\n";
+  std::vector<std::pair<std::string, std::string>> tools = {
+      {MISSILECTL_BIN, "missilectl"}, {MISSILE_RUN_BIN, "missile-run"}, {MISSILED_BIN, "missiled"}};
+#ifdef MISSILE_CALIBRATE_BIN
+  tools.emplace_back(MISSILE_CALIBRATE_BIN, "missile-calibrate");
+#endif
+  for (const auto& [bin, name] : tools) {
+    Result r = Spawn({bin, "--version"}, {std::string("LD_LIBRARY_PATH=") + FAKECUDA_DIR});
+    EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
+    EXPECT_EQ(r.out, name + version);
+    EXPECT_EQ(r.err, "") << name;
+  }
+  // Wherever it appears among the other arguments.
+  Result r = Spawn({MISSILECTL_BIN, "--socket", "/nonexistent", "--version"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "missilectl" + version);
+}
+
+// missiled loads the driver only to serve: on a machine without libcuda.so.1 it still prints
+// its help and version and checks a configuration, and serving fails with a clear error.
+TEST(MissiledBinaryTest, RunsWithoutTheDriver) {
+  if (access("/usr/bin/readelf", X_OK) == 0) {
+    Result elf = Spawn({"/usr/bin/readelf", "-d", MISSILED_BIN});
+    ASSERT_EQ(elf.exit_code, 0) << elf.err;
+    EXPECT_THAT(elf.out, HasSubstr("(NEEDED)"));
+    EXPECT_THAT(elf.out, Not(HasSubstr("libcuda"))) << "missiled must not link the driver";
+  }
+  // An empty search path: the driver test double is out of reach, and so is any libcuda.so.1
+  // outside the ld.so cache.
+  const std::vector<std::string> no_driver = {"LD_LIBRARY_PATH="};
+  Result r = Spawn({MISSILED_BIN, "--version"}, no_driver);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, std::string("missiled ") + kVersion + "\n");
+  r = Spawn({MISSILED_BIN, "--help"}, no_driver);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, StartsWith("usage: missiled"));
+  r = Spawn({MISSILED_BIN, "--check-config", "--config", MISSILE_EXAMPLE_CONFIG}, no_driver);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("gpu.pool_limit = \"95%\""));
+  r = Spawn({MISSILED_BIN, "--check-config", "--log-level", "loud"}, no_driver);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+
+  // Serving needs the driver: one clear error, exit status 1, no socket left behind. (Where a
+  // libcuda.so.1 is in the ld.so cache, a GPU machine, the daemon would start: not tested here.)
+  if (access("/dev/nvidiactl", F_OK) == 0) return;
+  TempDir dir;
+  const std::string socket = (dir.path() / "missiled.sock").string();
+  const fs::path config = dir.path() / "missiled.toml";
+  std::ofstream(config) << "[daemon]\nsocket = \"" << socket << "\"\n";
+  chmod(config.c_str(), 0644);
+  r = Spawn({MISSILED_BIN, "--config", config.string()}, no_driver);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("cannot load the CUDA driver (libcuda.so.1: "));
+  EXPECT_THAT(r.err, HasSubstr("missiled needs the NVIDIA driver to serve"));
+  EXPECT_FALSE(fs::exists(socket));
+}
+
 TEST(MissilectlBinaryTest, MissingSocketFailsFastInOneLine) {
   Result r = Spawn({MISSILECTL_BIN, "--socket", "/nonexistent", "status"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err,
-            "missilectl: cannot reach missiled at /nonexistent: No such file or directory\n");
+            "missilectl: cannot reach missiled at /nonexistent: no such socket; is missiled "
+            "running? check 'systemctl status missiled' (or give --socket PATH)\n");
   EXPECT_EQ(r.out, "");
 
   // $MISSILE_SOCKET is the default.
@@ -218,7 +285,9 @@ TEST(MissilectlBinaryTest, NobodyListeningFailsInOneLine) {
   Result r = Spawn({MISSILECTL_BIN, "--socket", path, "status"});
   close(fd);
   EXPECT_EQ(r.exit_code, 1);
-  ExpectOneLine(r.err, "missilectl: cannot reach missiled at " + path + ": ");
+  EXPECT_EQ(r.err, "missilectl: cannot reach missiled at " + path +
+                       ": nothing listens on the socket; is missiled running? check 'systemctl "
+                       "status missiled'\n");
 
   std::ofstream(dir.path() / "plain") << "x";
   r = Spawn({MISSILECTL_BIN, "--socket", (dir.path() / "plain").string(), "status"});
@@ -230,6 +299,14 @@ TEST(MissilectlBinaryTest, UsageErrorsAndHelp) {
   Result r = Spawn({MISSILECTL_BIN, "frobnicate"});
   EXPECT_EQ(r.exit_code, 2);
   ExpectOneLine(r.err, "missilectl: unknown command 'frobnicate'");
+
+  r = Spawn({MISSILECTL_BIN, "stauts"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "missilectl: unknown command 'stauts'; did you mean 'status'?\n");
+
+  r = Spawn({MISSILECTL_BIN, "status", "--jsn"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "missilectl: status: unknown option '--jsn'; did you mean '--json'?\n");
 
   r = Spawn({MISSILECTL_BIN, "set", "--pid", "1"});
   EXPECT_EQ(r.exit_code, 2);
@@ -341,7 +418,7 @@ TEST_F(FakeDaemonTest, Status) {
 TEST_F(FakeDaemonTest, TenantsAsJson) {
   absl::StatusOr<std::string> out = Ctl({"tenants", "--json"});
   ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_THAT(*out, HasSubstr("\"tenant_class\":\"BEST_EFFORT\""));
+  EXPECT_THAT(*out, HasSubstr("\"tenant_class\":\"be\""));
   EXPECT_THAT(*out, HasSubstr("\"pid\":42"));
 }
 
@@ -372,7 +449,7 @@ TEST_F(FakeDaemonTest, SetPacingSendsOnlyWhatWasGivenAndPrintsTheChange) {
   out = Ctl({"--json", "set", "--window-us", "100"});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_THAT(*out, HasSubstr("\"previous\":{"));
-  EXPECT_THAT(*out, HasSubstr("\"window_us\":\"100\""));
+  EXPECT_THAT(*out, HasSubstr("\"window_us\":100,"));
 
   out = Ctl({"set", "--max-hold-ms", "5"});
   ASSERT_FALSE(out.ok());
@@ -399,9 +476,51 @@ TEST_F(FakeDaemonTest, BinaryAgainstTheFake) {
   EXPECT_THAT(r.out, HasSubstr("42   fake  be"));
 }
 
+// A user outside the socket's group is told which group to join. Needs root (to run missilectl
+// as nobody through setpriv).
+TEST_F(FakeDaemonTest, PermissionDeniedNamesTheGroupToJoin) {
+  if (geteuid() != 0 || access("/usr/bin/setpriv", X_OK) != 0) {
+    GTEST_SKIP() << "needs root and /usr/bin/setpriv";
+  }
+  const std::string group = "root";  // gid 0: the group the test's files get
+  ASSERT_EQ(chown(socket_.c_str(), 0, 0), 0);
+  ASSERT_EQ(chmod(socket_.c_str(), 0660), 0);
+  ASSERT_EQ(chmod(dir_.path().c_str(), 0755), 0);
+  const std::vector<std::string> as_nobody = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
+                                              "--clear-groups", MISSILECTL_BIN, "--socket",
+                                              socket_, "status"};
+  Result r = Spawn(as_nobody);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "missilectl: cannot reach missiled at " + socket_ + ": permission denied (" +
+                       socket_ + " is group '" + group + "', mode 0660); join the group '" +
+                       group + "' (usermod -aG " + group +
+                       " USER, then log in again) or run as root\n");
+  // A mode without group write: joining the group would not help.
+  ASSERT_EQ(chmod(socket_.c_str(), 0600), 0);
+  r = Spawn(as_nobody);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("mode 0600); only its owner (uid 0) or root may connect\n"));
+  // The directory above the socket is closed to the caller.
+  ASSERT_EQ(chmod(dir_.path().c_str(), 0750), 0);
+  r = Spawn(as_nobody);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "missilectl: cannot reach missiled at " + socket_ + ": permission denied (" +
+                       dir_.path().string() + " is group '" + group +
+                       "', mode 0750); join the group '" + group + "' (usermod -aG " + group +
+                       " USER, then log in again) or run as root\n");
+  ASSERT_EQ(chmod(dir_.path().c_str(), 0700), 0);
+}
+
 TEST(RpcErrorMessageTest, Codes) {
-  EXPECT_EQ(RpcErrorMessage(grpc::Status(grpc::StatusCode::UNAVAILABLE, "refused\nretry"), "/s"),
-            "cannot reach missiled at /s: refused retry");
+  EXPECT_EQ(RpcErrorMessage(grpc::Status(grpc::StatusCode::UNAVAILABLE, "broken\npipe"), "/s"),
+            "cannot reach missiled at /s: broken pipe; is missiled running? check 'systemctl "
+            "status missiled'");
+  EXPECT_EQ(RpcErrorMessage(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                         "failed to connect to all addresses; last error: "
+                                         "UNKNOWN: unix:/s: Connection refused"),
+                            "/s"),
+            "cannot reach missiled at /s: nothing listens on the socket; is missiled running? "
+            "check 'systemctl status missiled'");
   EXPECT_EQ(RpcErrorMessage(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "x"), "/s"),
             "cannot reach missiled at /s: no answer within 5 s");
   EXPECT_EQ(RpcErrorMessage(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "bad"), "/s"),

@@ -394,6 +394,11 @@ absl::StatusOr<uint32_t> DaemonCore::SetPolicy(const PeerCredentials& creds,
       }
     }
     if (change.cls) info.cls = *change.cls;
+    // A tenant moved to another class takes that class's priority (and so its weight), as if
+    // it had registered there, unless the same change names a priority or weight of its own.
+    if (change.cls && !change.priority) {
+      info.priority = (*change.cls == TenantClass::kLatencySensitive ? ls_ : be_).priority;
+    }
     if (change.priority) info.priority = *change.priority;
     if (change.priority || change.cls) info.weight = WeightOf(info.priority);
     if (change.weight) info.weight = *change.weight;

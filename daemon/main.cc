@@ -2,7 +2,7 @@
 // the missile.v1 Tenant and Admin services on a Unix socket. Runs under systemd (Type=notify) or
 // in the foreground.
 //
-//   missiled [--config PATH] [--socket PATH] [--log-level LEVEL] [--check-config]
+//   missiled [--config PATH] [--socket PATH] [--log-level LEVEL] [--check-config] [--version]
 #include <grp.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -21,8 +21,10 @@
 
 #include "config.h"
 #include "core.h"
+#include "cuda_loader.h"
 #include "gpu_open.h"
 #include "logger.h"
+#include "missile/version.h"
 #include "mps.h"
 #include "rpc_server.h"
 #include "sd_notify.h"
@@ -42,10 +44,12 @@ struct Flags {
 void Usage(FILE* out) {
   fprintf(out,
           "usage: missiled [--config PATH] [--socket PATH] [--log-level LEVEL] [--check-config]\n"
+          "                [--version]\n"
           "  --config PATH     configuration file (default %s; missing default = built-in defaults)\n"
           "  --socket PATH     override daemon.socket\n"
           "  --log-level L     override daemon.log_level (trace|debug|info|warn|error|off)\n"
-          "  --check-config    validate the configuration, print the effective values, exit\n",
+          "  --check-config    validate the configuration, print the effective values, exit\n"
+          "  --version         print the version and exit\n",
           kDefaultConfigPath);
 }
 
@@ -74,6 +78,9 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
       f.check_only = true;
     } else if (a == "--help" || a == "-h") {
       Usage(stdout);
+      exit(0);
+    } else if (a == "--version") {
+      printf("missiled %s\n", missile::kVersion);
       exit(0);
     } else {
       return absl::InvalidArgumentError("unknown argument '" + a + "'");
@@ -134,6 +141,11 @@ std::thread StartWatchdog(const std::atomic<bool>& done) {
 int RunServer(const DaemonConfig& config, std::optional<unsigned> socket_gid,
               std::optional<unsigned> admin_gid, const sigset_t& signals) {
   auto log = GetLogger(kCoreLog);
+  // Before anything else starts (MPS included): without a driver there is nothing to serve.
+  if (absl::Status s = LoadCudaDriver(); !s.ok()) {
+    log->error("{}", std::string(s.message()));
+    return 1;
+  }
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(config.daemon.socket).parent_path(), ec);
   // MPS first: missiled and the tenants started after it must all be its clients.
@@ -225,7 +237,7 @@ int Run(int argc, char** argv) {
     printf("%s\n", DescribeConfig(*config).c_str());
     return 0;
   }
-  GetLogger(kCoreLog)->info("missiled {} starting; configuration:\n{}", MISSILE_VERSION,
+  GetLogger(kCoreLog)->info("missiled {} starting; configuration:\n{}", missile::kVersion,
                             DescribeConfig(*config));
   auto socket_gid = GroupId("daemon.socket_group", config->daemon.socket_group);
   auto admin_gid = GroupId("daemon.admin_group", config->daemon.admin_group);

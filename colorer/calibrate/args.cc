@@ -42,7 +42,8 @@ std::string Usage() {
       "  --quick          small sizes and few repeats: a smoke run\n"
       "  --device ORDINAL CUDA device (default 0)\n"
       "  --json           print a JSON summary on stdout (the table goes to stderr)\n"
-      "  -h, --help       this text\n");
+      "  -h, --help       this text\n"
+      "  --version        print the version and exit\n");
 }
 
 absl::StatusOr<CalibrateArgs> ParseArgs(const std::vector<std::string>& args) {
@@ -67,6 +68,9 @@ absl::StatusOr<CalibrateArgs> ParseArgs(const std::vector<std::string>& args) {
     };
     if (flag == "-h" || flag == "--help") {
       out.help = true;
+    } else if (flag == "--version") {
+      if (absl::Status s = no_value(); !s.ok()) return s;
+      out.version = true;
     } else if (flag == "--quick" || flag == "--json") {
       if (absl::Status s = no_value(); !s.ok()) return s;
       (flag == "--quick" ? out.quick : out.json) = true;

@@ -30,6 +30,7 @@ struct CalibrateArgs {
   int device = 0;
   bool json = false;
   bool help = false;
+  bool version = false;
 };
 
 inline constexpr uint32_t kMinChunks = 16;

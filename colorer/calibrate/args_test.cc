@@ -74,5 +74,12 @@ TEST(MakePlan, QuickIsSmaller) {
   EXPECT_FALSE(Usage().empty());
 }
 
+TEST(ParseArgs, Version) {
+  absl::StatusOr<CalibrateArgs> a = ParseArgs({"--version"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->version);
+  EXPECT_FALSE(ParseArgs({"--version=1"}).ok());
+}
+
 }  // namespace
 }  // namespace missile::calibrate

@@ -23,13 +23,10 @@
 #include "kernels_ptx.h"
 #include "measure.h"
 #include "missile/colorer/profile.h"
+#include "missile/version.h"
 #include "report.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
-
-#ifndef MISSILE_VERSION
-#define MISSILE_VERSION "0.0.0"
-#endif
 
 namespace missile::calibrate {
 namespace {
@@ -73,7 +70,7 @@ absl::Status Calibrate(const CalibrateArgs& args, spdlog::logger& log) {
 
   absl::StatusOr<colorer::GpuColourProfile> profile =
       BuildProfile(info.identity, *verdict, evidence, IsoDateUtc(std::time(nullptr)),
-                   absl::StrCat(kToolName, " ", MISSILE_VERSION));
+                   absl::StrCat(kToolName, " ", missile::kVersion));
   if (!profile.ok()) return profile.status();
   const std::string path = ProfilePath(args.out_dir, info.identity.uuid);
   if (absl::Status s = colorer::SaveProfile(*profile, path); !s.ok()) return s;
@@ -105,6 +102,10 @@ int main(int argc, char** argv) {
   }
   if (args->help) {
     std::printf("%s", missile::calibrate::Usage().c_str());
+    return 0;
+  }
+  if (args->version) {
+    std::printf("missile-calibrate %s\n", missile::kVersion);
     return 0;
   }
   auto log = std::make_shared<spdlog::logger>("calibrate",

@@ -1,0 +1,129 @@
+// missilectl against the real missiled on the driver test double (tests/fakecuda): what `set`
+// reports and what a class change does to a running tenant's priority and weight.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "subprocess.h"
+
+namespace missile {
+namespace {
+
+using testing::Child;
+using testing::ProcessResult;
+using testing::TempDir;
+
+class CtlProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    shm_ = "/fakecuda-ctltest-" + std::to_string(getpid()) + "-" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    socket_ = dir_.path() + "/missiled.sock";
+  }
+  void TearDown() override {
+    if (daemon_.running()) {
+      daemon_.Kill(SIGTERM);
+      daemon_.Wait(10);
+    }
+    unlink(("/dev/shm" + shm_).c_str());
+  }
+
+  std::map<std::string, std::string> FakeEnv() const {
+    return {{"FAKECUDA_SHM", shm_}, {"FAKECUDA_TOTAL_MEM", "1G"}, {"LD_PRELOAD", "<unset>"}};
+  }
+
+  void StartDaemon() {
+    const std::string config = dir_.path() + "/missiled.toml";
+    std::ofstream(config) << "[daemon]\nsocket = \"" << socket_ << "\"\n"
+                          << "[gpu]\nprofile_dir = \"" << dir_.path() << "/profiles\"\n";
+    chmod(config.c_str(), 0644);
+    auto env = FakeEnv();
+    env["LD_LIBRARY_PATH"] = FAKECUDA_DIR;
+    ASSERT_TRUE(daemon_.Start({MISSILED, "--config", config}, env, dir_.path() + "/missiled.log"));
+    for (int i = 0; i < 500 && access(socket_.c_str(), F_OK) != 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_EQ(access(socket_.c_str(), F_OK), 0) << "missiled did not create " << socket_;
+  }
+
+  std::map<std::string, std::string> TenantEnv(const std::string& cls,
+                                               const std::string& name) const {
+    auto env = FakeEnv();
+    env["LD_PRELOAD"] = MISSILE_SHIM;
+    env["MISSILE_REAL_LIBCUDA"] = FAKECUDA_LIB;
+    env["MISSILE_SOCKET"] = socket_;
+    env["MISSILE_TENANT_CLASS"] = cls;
+    env["MISSILE_TENANT_NAME"] = name;
+    return env;
+  }
+
+  ProcessResult Ctl(std::vector<std::string> args) {
+    args.insert(args.begin(), {MISSILECTL, "--socket", socket_});
+    return testing::Run(args);
+  }
+
+  TempDir dir_;
+  std::string shm_;
+  std::string socket_;
+  Child daemon_;
+};
+
+TEST_F(CtlProcessTest, ClassChangeTakesTheClassDefaultsAndSetSaysWhatChanged) {
+  StartDaemon();
+  Child tenant;
+  ASSERT_TRUE(tenant.Start({TENANT_PROBE, "alloc:2", "hold"}, TenantEnv("be", "web")));
+  ASSERT_EQ(tenant.WaitForLine("ready"), "ready");
+  const std::string pid = std::to_string(tenant.pid());
+
+  // BE defaults (priority 10, weight 110) -> LS defaults (priority -10, weight 9548).
+  ProcessResult set = Ctl({"set", "--pid", pid, "--class-to", "ls"});
+  ASSERT_EQ(set.exit_code, 0) << set.err;
+  EXPECT_EQ(set.out, "changed 1 tenant(s)\n" + pid +
+                         " web: class be -> ls, priority 10 -> -10, weight 110 -> 9548\n");
+
+  // A weight given with the class is kept; the priority is still the class's.
+  set = Ctl({"set", "--pid", pid, "--class-to", "be", "--weight", "500"});
+  ASSERT_EQ(set.exit_code, 0) << set.err;
+  EXPECT_EQ(set.out, "changed 1 tenant(s)\n" + pid +
+                         " web: class ls -> be, priority -10 -> 10, weight 9548 -> 500\n");
+
+  // A priority given with the class wins over the class's.
+  set = Ctl({"set", "--pid", pid, "--class-to", "ls", "--priority", "0"});
+  ASSERT_EQ(set.exit_code, 0) << set.err;
+  EXPECT_EQ(set.out, "changed 1 tenant(s)\n" + pid +
+                         " web: class be -> ls, priority 10 -> 0, weight 500 -> 1024\n");
+
+  set = Ctl({"set", "--name", "web", "--quota", "256MiB"});
+  ASSERT_EQ(set.exit_code, 0) << set.err;
+  EXPECT_NE(set.out.find(pid + " web: quota 0: "), std::string::npos) << set.out;
+  EXPECT_NE(set.out.find(" -> 256.0 MiB\n"), std::string::npos) << set.out;
+
+  set = Ctl({"set", "--name", "web", "--quota", "256MiB"});
+  ASSERT_EQ(set.exit_code, 0) << set.err;
+  EXPECT_EQ(set.out, "changed 1 tenant(s)\n" + pid + " web: unchanged\n");
+
+  ProcessResult json = Ctl({"--json", "tenants"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_NE(json.out.find("\"tenant_class\":\"ls\",\"priority\":0,\"weight\":1024,"),
+            std::string::npos)
+      << json.out;
+  EXPECT_NE(json.out.find("\"quota_bytes\":268435456,"), std::string::npos) << json.out;
+
+  ProcessResult table = Ctl({"tenants"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("  GPU  USED/QUOTA  "), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find(" web   ls     0     1024    0    "), std::string::npos) << table.out;
+
+  tenant.CloseStdin();
+  EXPECT_EQ(tenant.Wait(), 0);
+}
+
+}  // namespace
+}  // namespace missile
