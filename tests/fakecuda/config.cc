@@ -110,10 +110,10 @@ bool ParseErrorCode(std::string_view text, CUresult* code) {
   return ErrorByName(text, code);
 }
 
-Config Config::FromEnvironment() {
-  Config c;
-  c.shm_name = "/fakecuda-" + std::to_string(getuid());
+namespace {
 
+// The devices, the links, the engine and the state's name.
+void ReadMachine(Config& c) {
   if (const char* v = Env("FAKECUDA_DEVICES")) {
     uint64_t n = 0;
     if (!ParseUint(v, 10, &n) || n > kMaxDevices) {
@@ -163,6 +163,10 @@ Config Config::FromEnvironment() {
       c.shm_name = v;
     }
   }
+}
+
+// How physical frames are handed out and mapped to channels.
+void ReadPhysical(Config& c) {
   if (const char* v = Env("FAKECUDA_PHYS_SHUFFLE")) {
     uint64_t seed = 0;
     if (!ParseUint(v, 10, &seed)) {
@@ -184,6 +188,10 @@ Config Config::FromEnvironment() {
       c.channel_masks.push_back(mask);
     }
   }
+}
+
+// Injected failures.
+void ReadFailures(Config& c) {
   if (const char* v = Env("FAKECUDA_FAIL")) {
     for (std::string_view rule : Split(v, ',')) {
       if (rule.empty()) continue;
@@ -203,6 +211,16 @@ Config Config::FromEnvironment() {
       c.fail_rules.push_back(std::move(r));
     }
   }
+}
+
+}  // namespace
+
+Config Config::FromEnvironment() {
+  Config c;
+  c.shm_name = "/fakecuda-" + std::to_string(getuid());
+  ReadMachine(c);
+  ReadPhysical(c);
+  ReadFailures(c);
   if (const char* v = Env("FAKECUDA_ALLOW_WITH_GPU")) c.allow_with_gpu = std::string_view(v) == "1";
   return c;
 }
