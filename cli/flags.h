@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "missile/common/tenant_class.h"
 #include "missile/v1/missile.pb.h"
 
 namespace missile::cli {
@@ -60,21 +61,23 @@ class ArgReader {
   size_t pos_ = 0;
 };
 
-// "ls" -> LATENCY_SENSITIVE, "be" -> BEST_EFFORT; anything else is InvalidArgument naming `flag`.
+// The class a flag names ("ls", "be": common's ParseTenantClass), as the proto enum; anything
+// else is InvalidArgument naming `flag`.
 inline absl::StatusOr<v1::TenantClass> ParseClass(std::string_view flag, std::string_view text) {
-  if (text == "ls") return v1::LATENCY_SENSITIVE;
-  if (text == "be") return v1::BEST_EFFORT;
-  return absl::InvalidArgumentError(std::string(flag) + ": '" + std::string(text) +
-                                    "' is not ls or be");
+  absl::StatusOr<TenantClass> cls = ParseTenantClass(text);
+  if (!cls.ok()) return absl::InvalidArgumentError(std::string(flag) + ": " +
+                                                   std::string(cls.status().message()));
+  return *cls == TenantClass::kLatencySensitive ? v1::LATENCY_SENSITIVE : v1::BEST_EFFORT;
 }
 
-// The short name people type: "ls", "be"; "?" for an unspecified or unknown class.
+// The short name people type (common's TenantClassName); "?" for an unspecified or unknown
+// class.
 inline std::string ClassName(v1::TenantClass cls) {
   switch (cls) {
     case v1::LATENCY_SENSITIVE:
-      return "ls";
+      return TenantClassName(TenantClass::kLatencySensitive);
     case v1::BEST_EFFORT:
-      return "be";
+      return TenantClassName(TenantClass::kBestEffort);
     default:
       return "?";
   }

@@ -2,21 +2,22 @@
 
 #include <errno.h>
 
-#include <cstdio>
+#include <array>
+#include <cstdint>
+#include <cstring>
 #include <string>
 
+#include "missile/common/gpu_uuid.h"
 #include "session_policy.h"
 
 namespace missile::shim {
 namespace {
 
+// The daemon names its GPUs by UUID, spelled as common's FormatGpuUuid spells it.
 std::string Uuid(const CUuuid& u) {
-  const unsigned char* b = reinterpret_cast<const unsigned char*>(u.bytes);
-  char buf[64];
-  snprintf(buf, sizeof(buf),
-           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
-  return buf;
+  std::array<uint8_t, 16> bytes;
+  std::memcpy(bytes.data(), u.bytes, bytes.size());
+  return FormatGpuUuid(bytes);
 }
 
 }  // namespace
