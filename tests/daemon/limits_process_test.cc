@@ -222,6 +222,55 @@ TEST_F(LimitsTest, SideChannelServesAgainAfterDescriptorExhaustion) {
       << "the flood did not exhaust the daemon's descriptors";
 }
 
+// A stopped daemon (SIGSTOP: hung, not gone) holds no tenant longer than the shim's timeout: a
+// running tenant's next allocation, and a new tenant's first, follow MISSILE_NO_DAEMON.
+TEST_F(LimitsTest, TenantsOfAStoppedDaemonFallBackWithinTheTimeout) {
+  StartDaemon();
+  auto pass_env = TenantEnv();
+  pass_env["MISSILE_NO_DAEMON"] = "passthrough";
+  pass_env["MISSILE_DAEMON_TIMEOUT_MS"] = "1000";
+  auto refuse_env = TenantEnv();
+  refuse_env["MISSILE_DAEMON_TIMEOUT_MS"] = "1000";
+  const std::string pass_log = dir_.path() + "/pass.err";
+  Child pass, refuse;
+  ASSERT_TRUE(pass.Start({TENANT_PROBE, "alloc:4", "hold", "alloc:4", "check"}, pass_env, pass_log));
+  ASSERT_TRUE(refuse.Start({TENANT_PROBE, "alloc:4", "hold", "alloc:4", "check"}, refuse_env));
+  ASSERT_EQ(pass.WaitForLine("ready"), "ready");
+  ASSERT_EQ(refuse.WaitForLine("ready"), "ready");
+  ASSERT_NE(pass.out().find("alloc 4 ok"), std::string::npos) << pass.out();
+  ASSERT_NE(refuse.out().find("alloc 4 ok"), std::string::npos) << refuse.out();
+
+  ASSERT_EQ(kill(daemon_.pid(), SIGSTOP), 0);
+  auto stopped = Clock::now();
+  pass.CloseStdin();
+  refuse.CloseStdin();
+  EXPECT_EQ(pass.Wait(15), 0) << pass.out() << testing::ReadFile(pass_log);
+  double pass_s = std::chrono::duration<double>(Clock::now() - stopped).count();
+  EXPECT_EQ(refuse.Wait(15), 0) << refuse.out();
+  double refuse_s = std::chrono::duration<double>(Clock::now() - stopped).count();
+  RecordProperty("running_tenant_wait_s", std::to_string(std::max(pass_s, refuse_s)));
+  // The timeout (1 s), a moment for the session end to settle, and process exit.
+  EXPECT_LT(pass_s, 3.5);
+  EXPECT_LT(refuse_s, 3.5);
+  EXPECT_NE(pass.out().find("check ok"), std::string::npos) << pass.out();
+  // The second allocation: from the driver, or refused.
+  EXPECT_EQ(pass.out().find("alloc 4 err"), std::string::npos) << pass.out();
+  EXPECT_NE(refuse.out().find("alloc 4 err 2"), std::string::npos) << refuse.out();
+  EXPECT_NE(testing::ReadFile(pass_log).find("the session with missiled has ended"),
+            std::string::npos)
+      << testing::ReadFile(pass_log);
+
+  // A tenant that starts while the daemon is stopped is not held either.
+  auto start = Clock::now();
+  ProcessResult fresh = testing::Run({TENANT_PROBE, "alloc:4", "check"}, pass_env, 20);
+  double fresh_s = std::chrono::duration<double>(Clock::now() - start).count();
+  RecordProperty("new_tenant_wait_s", std::to_string(fresh_s));
+  EXPECT_FALSE(fresh.timed_out);
+  EXPECT_NE(fresh.out.find("alloc 4 ok"), std::string::npos) << fresh.out << fresh.err;
+  EXPECT_LT(fresh_s, 4.5);  // connect (at most 1 s here) and register (1 s), then the driver
+  EXPECT_NE(fresh.err.find("cannot reach missiled"), std::string::npos) << fresh.err;
+}
+
 // Watch streams hold no daemon thread each, and one session may open only a few.
 TEST_F(LimitsTest, WatchStreamsAreBoundedPerSessionAndHoldNoThread) {
   StartDaemon();
