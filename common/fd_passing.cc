@@ -53,6 +53,9 @@ absl::Status SendMessage(int sock, const void* data, size_t len, const std::vect
     ssize_t n = sendmsg(sock, &msg, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        return absl::DeadlineExceededError("sendmsg: the peer does not read");
+      }
       return Errno("sendmsg");
     }
     fds_sent = true;
@@ -75,6 +78,9 @@ absl::Status ReceiveMessage(int sock, void* data, size_t len, std::vector<int>* 
     ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        return absl::DeadlineExceededError("recvmsg: no reply in time");
+      }
       return Errno("recvmsg");
     }
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
@@ -102,11 +108,17 @@ absl::Status ReceiveMessage(int sock, void* data, size_t len, std::vector<int>* 
   return absl::OkStatus();
 }
 
-absl::Status ConnectUnix(const std::string& path, int* sock) {
+absl::Status ConnectUnix(const std::string& path, int* sock, int timeout_ms) {
   sockaddr_un addr;
   if (absl::Status s = MakeAddress(path, &addr); !s.ok()) return s;
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Errno("socket");
+  if (timeout_ms > 0) {
+    if (absl::Status s = SetIoTimeout(fd, timeout_ms); !s.ok()) {
+      close(fd);
+      return s;
+    }
+  }
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     absl::Status s = Errno("connect " + path);
     close(fd);
@@ -140,6 +152,32 @@ absl::Status ListenUnix(const std::string& path, unsigned mode, int* sock) {
   }
   *sock = fd;
   return absl::OkStatus();
+}
+
+absl::Status SetIoTimeout(int sock, int ms) {
+  timeval tv{ms / 1000, (ms % 1000) * 1000};
+  if (setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
+      setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0) {
+    return Errno("setsockopt(SO_RCVTIMEO/SO_SNDTIMEO)");
+  }
+  return absl::OkStatus();
+}
+
+bool IsTransientAcceptError(int err) {
+  switch (err) {
+    case EINTR:
+    case EAGAIN:
+    case ECONNABORTED:
+    case EPROTO:
+    case EMFILE:
+    case ENFILE:
+    case ENOBUFS:
+    case ENOMEM:
+    case EPERM:  // a security module refused this one connection
+      return true;
+    default:
+      return false;
+  }
 }
 
 absl::Status GetPeerCredentials(int sock, PeerCredentials* creds) {

@@ -258,6 +258,7 @@ void DaemonCore::EndSession(uint64_t session, const std::string& reason) {
     }
     changed_.SignalAll();
   }
+  NotifyWatchers(session, /*ended=*/true);
   size_t returned = 0;
   for (Gpu& gpu : gpus_) {
     if (gpu.arbiter) gpu.arbiter->CloseChannel(session);
@@ -266,6 +267,44 @@ void DaemonCore::EndSession(uint64_t session, const std::string& reason) {
   }
   Log()->info("session {} ('{}', pid {}) ended: {}; {} blocks returned to the pools", session,
               s->info.name, s->info.creds.pid, reason, returned);
+}
+
+absl::StatusOr<SessionInfo> DaemonCore::GetSession(const PeerCredentials& creds,
+                                                   uint64_t session) const {
+  auto s = Authenticate(creds, session);
+  if (!s.ok()) return s.status();
+  return SnapshotOf(**s);
+}
+
+absl::StatusOr<uint64_t> DaemonCore::AddWatcher(const PeerCredentials& creds, uint64_t session,
+                                                size_t max_watchers,
+                                                std::function<void()> on_change) {
+  absl::MutexLock lock(&watchers_mu_);
+  if (auto s = Authenticate(creds, session); !s.ok()) return s.status();
+  auto& of_session = watchers_[session];
+  if (of_session.size() >= max_watchers) {
+    return absl::ResourceExhaustedError("session " + std::to_string(session) + " already has " +
+                                        std::to_string(of_session.size()) + " watch streams");
+  }
+  uint64_t id = next_watcher_++;
+  of_session.emplace(id, std::move(on_change));
+  return id;
+}
+
+void DaemonCore::RemoveWatcher(uint64_t session, uint64_t watcher) {
+  absl::MutexLock lock(&watchers_mu_);
+  auto it = watchers_.find(session);
+  if (it == watchers_.end()) return;
+  it->second.erase(watcher);
+  if (it->second.empty()) watchers_.erase(it);
+}
+
+void DaemonCore::NotifyWatchers(uint64_t session, bool ended) {
+  absl::MutexLock lock(&watchers_mu_);
+  auto it = watchers_.find(session);
+  if (it == watchers_.end()) return;
+  for (auto& [id, fn] : it->second) fn();
+  if (ended) watchers_.erase(session);
 }
 
 std::vector<SessionInfo> DaemonCore::ListSessions() const {
@@ -361,6 +400,16 @@ absl::Status DaemonCore::SetClassPolicyLocked(TenantClass cls, const PolicyChang
 absl::StatusOr<uint32_t> DaemonCore::SetPolicy(const PeerCredentials& creds,
                                                const PolicyTarget& target,
                                                const PolicyChange& change) {
+  std::vector<uint64_t> changed;
+  absl::StatusOr<uint32_t> n = ApplyPolicy(creds, target, change, &changed);
+  for (uint64_t id : changed) NotifyWatchers(id, /*ended=*/false);
+  return n;
+}
+
+absl::StatusOr<uint32_t> DaemonCore::ApplyPolicy(const PeerCredentials& creds,
+                                                 const PolicyTarget& target,
+                                                 const PolicyChange& change,
+                                                 std::vector<uint64_t>* changed) {
   if (!IsAdmin(creds)) {
     return absl::PermissionDeniedError("uid " + std::to_string(creds.uid) +
                                        " may not change policy: root or the admin group only");
@@ -383,6 +432,7 @@ absl::StatusOr<uint32_t> DaemonCore::SetPolicy(const PeerCredentials& creds,
   }
   for (auto& s : matched) {
     SessionInfo& info = s->info;
+    changed->push_back(info.id);
     for (Gpu& gpu : gpus_) {
       if (change.cls) {
         if (absl::Status st = gpu.pool->SetTenantClass(info.id, *change.cls); !st.ok()) return st;
@@ -411,6 +461,7 @@ absl::StatusOr<uint32_t> DaemonCore::SetPolicy(const PeerCredentials& creds,
       }
     }
     ++info.generation;
+    changed->push_back(info.id);
     Log()->info("session {} ('{}'): policy now {}, priority {}, weight {}", info.id, info.name,
                 TenantClassName(info.cls), info.priority, info.weight);
   }

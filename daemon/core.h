@@ -117,6 +117,17 @@ class DaemonCore {
   absl::StatusOr<SessionInfo> WaitForChange(const PeerCredentials& creds, uint64_t session,
                                             uint64_t seen, const std::function<bool()>& cancelled);
   void EndSession(uint64_t session, const std::string& reason);
+  // The session as it is now; NOT_FOUND once it has ended.
+  absl::StatusOr<SessionInfo> GetSession(const PeerCredentials& creds, uint64_t session) const;
+  // Watchers, for Watch streams served without a thread each. `on_change` is called after each
+  // policy change of the session and once when it ends (then the watcher is dropped), from the
+  // thread that made the change, with no DaemonCore lock held except the watchers' own:
+  // `on_change` must be quick and must not call AddWatcher or RemoveWatcher.
+  // RESOURCE_EXHAUSTED when the session already has `max_watchers`.
+  absl::StatusOr<uint64_t> AddWatcher(const PeerCredentials& creds, uint64_t session,
+                                      size_t max_watchers, std::function<void()> on_change);
+  // Once this returns, the watcher's `on_change` is not running and is never called again.
+  void RemoveWatcher(uint64_t session, uint64_t watcher);
   // INVALID_ARGUMENT for a GPU index the daemon does not manage.
   absl::Status CheckGpu(uint32_t gpu) const;
 
@@ -159,12 +170,25 @@ class DaemonCore {
   // The quota and priority parts of a policy change aimed at a whole class.
   absl::Status SetClassPolicyLocked(TenantClass cls, const PolicyChange& change)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SetPolicy without telling the watchers; the ids of the sessions it changed go to `changed`.
+  absl::StatusOr<uint32_t> ApplyPolicy(const PeerCredentials& creds, const PolicyTarget& target,
+                                       const PolicyChange& change, std::vector<uint64_t>* changed);
   void WatchProcesses();
+  // Calls the session's watchers (see AddWatcher); `ended` drops them afterwards. Call with no
+  // lock held.
+  void NotifyWatchers(uint64_t session, bool ended);
 
   const CoreOptions options_;
   const std::string instance_;
   std::vector<Gpu> gpus_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+
+  // Taken before mu_ where both are held (AddWatcher), so that a session cannot end between
+  // its check and the watcher's registration unnoticed.
+  absl::Mutex watchers_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  absl::flat_hash_map<uint64_t, absl::flat_hash_map<uint64_t, std::function<void()>>> watchers_
+      ABSL_GUARDED_BY(watchers_mu_);
+  uint64_t next_watcher_ ABSL_GUARDED_BY(watchers_mu_) = 1;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);

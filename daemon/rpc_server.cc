@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "daemon_limits.h"
+#include "logger.h"
 #include "missile/pcie_sched/fair_scheduler.h"
 #include "spdlog/spdlog.h"
 
@@ -77,7 +79,133 @@ void FillCompute(uint32_t gpu, const PacingStats& st, v1::ComputeUse* out) {
 
 constexpr uint32_t kProtocolVersion = 1;
 
-class TenantService final : public v1::Tenant::Service {
+// One Watch stream, served without a thread: DaemonCore calls OnChange when the session's policy
+// changes or it ends, and the reactor writes the session's state (one write in flight at a
+// time; changes during a write are folded into the next one). A stream that breaks or is
+// cancelled ends the session, as the shim's end of it is gone.
+// Thread-safety: OnChange runs on the thread that changed the session, the reactions on gRPC's
+// threads; mu_ orders them. Finish is the last thing any path does with the reactor, since OnDone
+// (which deletes it) may follow at once on another thread.
+class WatchReactor final : public grpc::ServerWriteReactor<v1::SessionEvent> {
+ public:
+  WatchReactor(DaemonCore* core, std::optional<PeerCredentials> creds, uint64_t session,
+               grpc::Status refused)
+      : core_(core), session_(session) {
+    if (!refused.ok()) {
+      Finish(refused);
+      return;
+    }
+    creds_ = *creds;
+    absl::StatusOr<uint64_t> id = core_->AddWatcher(creds_, session_,
+                                                    limits::kMaxWatchStreamsPerSession,
+                                                    [this] { OnChange(); });
+    if (!id.ok()) {
+      Finish(ToGrpc(id.status()));
+      return;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      watcher_ = *id;
+    }
+    OnChange();  // the first event: the session as it is
+  }
+
+  void OnWriteDone(bool ok) override {
+    mu_.Lock();
+    writing_ = false;
+    if (finished_) {
+      mu_.Unlock();
+      return;
+    }
+    if (ok && dirty_) {
+      dirty_ = false;
+      std::optional<grpc::Status> finish = WriteLocked();
+      mu_.Unlock();
+      if (finish) Finish(*finish);
+      return;
+    }
+    if (ok) {
+      mu_.Unlock();
+      return;
+    }
+    finished_ = true;
+    uint64_t watcher = watcher_;
+    mu_.Unlock();
+    Stop(watcher, "watch stream closed");
+    Finish(grpc::Status::CANCELLED);
+  }
+
+  void OnCancel() override {
+    mu_.Lock();
+    if (finished_) {
+      mu_.Unlock();
+      return;
+    }
+    finished_ = true;
+    uint64_t watcher = watcher_;
+    mu_.Unlock();
+    Stop(watcher, "watch stream closed");
+    Finish(grpc::Status::CANCELLED);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void OnChange() {
+    mu_.Lock();
+    if (finished_) {
+      mu_.Unlock();
+      return;
+    }
+    if (writing_) {
+      dirty_ = true;
+      mu_.Unlock();
+      return;
+    }
+    std::optional<grpc::Status> finish = WriteLocked();
+    mu_.Unlock();
+    if (finish) Finish(*finish);
+  }
+
+  // Starts a write of the session's state; the status to finish with instead once it ended.
+  std::optional<grpc::Status> WriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    absl::StatusOr<SessionInfo> info = core_->GetSession(creds_, session_);
+    if (!info.ok() || info->ended) {
+      // Ended: DaemonCore drops the watcher itself after the end call.
+      finished_ = true;
+      return grpc::Status::OK;
+    }
+    event_.Clear();
+    event_.set_tenant_class(ToProto(info->cls));
+    event_.set_priority(info->priority);
+    event_.set_weight(info->weight);
+    for (size_t g = 0; g < core_->gpus().size(); ++g) {
+      auto usage = core_->GetUsage(creds_, session_, static_cast<uint32_t>(g));
+      if (usage.ok()) FillUsage(static_cast<uint32_t>(g), *usage, event_.add_usage());
+    }
+    writing_ = true;
+    StartWrite(&event_);
+    return std::nullopt;
+  }
+
+  // Unregisters (so OnChange is not running and never runs again) and ends the session.
+  void Stop(uint64_t watcher, const char* reason) {
+    if (watcher != 0) core_->RemoveWatcher(session_, watcher);
+    core_->EndSession(session_, reason);
+  }
+
+  DaemonCore* const core_;
+  const uint64_t session_;
+  PeerCredentials creds_;
+  absl::Mutex mu_;
+  uint64_t watcher_ ABSL_GUARDED_BY(mu_) = 0;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool dirty_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  v1::SessionEvent event_ ABSL_GUARDED_BY(mu_);
+};
+
+class TenantService final : public v1::Tenant::WithCallbackMethod_Watch<v1::Tenant::Service> {
  public:
   TenantService(DaemonCore* core, const PeerRegistry* peers) : core_(core), peers_(peers) {}
 
@@ -145,42 +273,14 @@ class TenantService final : public v1::Tenant::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Watch(grpc::ServerContext* ctx, const v1::WatchRequest* req,
-                     grpc::ServerWriter<v1::SessionEvent>* writer) override {
+  grpc::ServerWriteReactor<v1::SessionEvent>* Watch(grpc::CallbackServerContext* ctx,
+                                                     const v1::WatchRequest* req) override {
     auto creds = peers_->Lookup(ctx->peer());
-    if (!creds) return Unknown(ctx);
-    uint64_t seen = 0;
-    bool first = true;
-    while (true) {
-      auto info = core_->WaitForChange(*creds, req->session_id(), first ? 0 : seen,
-                                       [ctx] { return ctx->IsCancelled(); });
-      if (!info.ok()) return ToGrpc(info.status());
-      if (info->ended) return grpc::Status::OK;
-      if (ctx->IsCancelled()) {
-        core_->EndSession(req->session_id(), "watch stream closed");
-        return grpc::Status::CANCELLED;
-      }
-      if (first || info->generation > seen) {
-        v1::SessionEvent event;
-        event.set_tenant_class(ToProto(info->cls));
-        event.set_priority(info->priority);
-        event.set_weight(info->weight);
-        for (size_t g = 0; g < core_->gpus().size(); ++g) {
-          auto usage = core_->GetUsage(*creds, req->session_id(), static_cast<uint32_t>(g));
-          if (usage.ok()) FillUsage(static_cast<uint32_t>(g), *usage, event.add_usage());
-        }
-        if (!writer->Write(event)) {
-          core_->EndSession(req->session_id(), "watch stream closed");
-          return grpc::Status::CANCELLED;
-        }
-        seen = info->generation;
-        first = false;
-      }
-    }
+    return new WatchReactor(core_, creds, req->session_id(), creds ? grpc::Status::OK : Unknown(ctx));
   }
 
  private:
-  static grpc::Status Unknown(grpc::ServerContext* ctx) {
+  static grpc::Status Unknown(grpc::ServerContextBase* ctx) {
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                         "cannot identify the calling process (peer " + ctx->peer() + ")");
   }
@@ -363,6 +463,8 @@ std::optional<PeerCredentials> PeerRegistry::Lookup(const std::string& peer) con
   return it->second;
 }
 
+RpcServer::RpcServer(DaemonCore* core) : core_(core), accept_log_(limits::kLogInterval) {}
+
 RpcServer::~RpcServer() { Shutdown(); }
 
 absl::Status RpcServer::Start(const std::string& path, unsigned mode, std::optional<unsigned> gid) {
@@ -377,6 +479,16 @@ absl::Status RpcServer::Start(const std::string& path, unsigned mode, std::optio
   builder.RegisterService(tenant_service_.get());
   builder.RegisterService(admin_service_.get());
   builder.SetMaxReceiveMessageSize(4 << 20);
+  // Bounds the threads that serve unary calls; Watch streams hold none (WatchReactor).
+  grpc::ResourceQuota quota("missiled");
+  quota.SetMaxThreads(limits::kMaxRpcThreads);
+  builder.SetResourceQuota(quota);
+  // The shims ping every second on their Watch stream to notice a stopped daemon
+  // (libintercept/daemon_client.cc); without these gRPC would answer such pings with GOAWAY
+  // ("too many pings") and end every session.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   server_ = builder.BuildAndStart();
   if (!server_) return absl::InternalError("gRPC server failed to start");
   acceptor_ = std::thread([this] { AcceptLoop(); });
@@ -391,12 +503,20 @@ void RpcServer::AcceptLoop() {
     // gRPC drives the connection with its event engine: the descriptor must be non-blocking.
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EMFILE || errno == ENFILE) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        continue;
+      int err = errno;
+      if (stopping_) break;
+      if (err == EINTR || err == ECONNABORTED || err == EPROTO) continue;
+      // Whatever failed (descriptors, memory), the loop goes on after a pause: a server that
+      // stopped accepting would leave every later tenant and missilectl without an answer.
+      uint64_t suppressed = 0;
+      if (accept_log_.Allow(&suppressed)) {
+        GetLogger(kRpcLog)->warn("accept failed: {}; retrying in {} ms ({} more since the last "
+                                 "warning)", strerror(err),
+                                 std::chrono::milliseconds(limits::kAcceptBackoff).count(),
+                                 suppressed);
       }
-      break;
+      std::this_thread::sleep_for(limits::kAcceptBackoff);
+      continue;
     }
     PeerCredentials creds;
     if (!fdpass::GetPeerCredentials(fd, &creds).ok()) {

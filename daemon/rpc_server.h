@@ -23,6 +23,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "core.h"
+#include "log_limiter.h"
 #include "missile/v1/missile.grpc.pb.h"
 
 namespace missile::daemon {
@@ -40,7 +41,7 @@ class PeerRegistry {
 
 class RpcServer {
  public:
-  explicit RpcServer(DaemonCore* core) : core_(core) {}
+  explicit RpcServer(DaemonCore* core);
   ~RpcServer();
 
   // Listens on `path` (created with `mode`, group `gid` if given) and serves until Shutdown.
@@ -60,6 +61,7 @@ class RpcServer {
   std::atomic<int> next_fd_{256};
   std::atomic<bool> stopping_{false};
   std::thread acceptor_;
+  LogLimiter accept_log_;
 };
 
 }  // namespace missile::daemon

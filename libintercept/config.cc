@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include <cerrno>
+#include <cstdlib>
 #include <string_view>
 
 #include "missile/common/size.h"
@@ -85,6 +87,18 @@ Config ParseConfig(const GetEnvFn& getenv_fn) {
     } else if (s != "auto") {
       config.warnings.push_back("MISSILE_BLOCKS='" + std::string(s) +
                                 "' is not auto, single or chunks; using auto");
+    }
+  }
+  if (const char* v = getenv_fn("MISSILE_DAEMON_TIMEOUT_MS"); v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    errno = 0;
+    long ms = strtol(v, &end, 10);
+    if (errno != 0 || *end != '\0' || ms < 100 || ms > 600000) {
+      config.warnings.push_back("MISSILE_DAEMON_TIMEOUT_MS='" + std::string(v) +
+                                "' is not a number of milliseconds from 100 to 600000; using " +
+                                std::to_string(config.daemon_timeout_ms));
+    } else {
+      config.daemon_timeout_ms = static_cast<int>(ms);
     }
   }
   if (const char* v = getenv_fn("MISSILE_NO_DAEMON"); v != nullptr && *v != '\0') {

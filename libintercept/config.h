@@ -16,6 +16,10 @@
 //   MISSILE_NO_DAEMON=MODE     when missiled cannot be reached, or its session ends: new
 //                              device allocations go to the driver ("passthrough", default,
 //                              with a warning) or fail with CUDA_ERROR_OUT_OF_MEMORY ("refuse")
+//   MISSILE_DAEMON_TIMEOUT_MS=N the longest a call waits for missiled (every RPC, every
+//                              side-channel read and write, the keepalive answer), 100 to
+//                              600000 (default 5000); a daemon that does not answer in time is
+//                              treated as gone, as by MISSILE_NO_DAEMON
 //
 // Parsing is pure (takes a getenv-like function) and never fails: a bad value is reported as a
 // warning and replaced by its default, because the shim must never stop the host program.
@@ -41,6 +45,7 @@ struct Config {
   bool latency_sensitive = false;
   uint64_t quota_bytes = 0;      // 0: the class default
   bool refuse_without_daemon = false;
+  int daemon_timeout_ms = 5000;
   enum class Blocks { kAuto, kSingle, kChunks };
   Blocks blocks = Blocks::kAuto;
 

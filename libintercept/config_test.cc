@@ -82,6 +82,16 @@ TEST(ConfigTest, BadTenantSettingsWarnAndKeepDefaults) {
   EXPECT_EQ(c.warnings.size(), 4u);
 }
 
+TEST(ConfigTest, DaemonTimeoutIsBoundedMilliseconds) {
+  EXPECT_EQ(Parse({}).daemon_timeout_ms, 5000);
+  EXPECT_EQ(Parse({{"MISSILE_DAEMON_TIMEOUT_MS", "250"}}).daemon_timeout_ms, 250);
+  for (const char* bad : {"0", "99", "600001", "5s", "-1", "x"}) {
+    Config c = Parse({{"MISSILE_DAEMON_TIMEOUT_MS", bad}});
+    EXPECT_EQ(c.daemon_timeout_ms, 5000) << bad;
+    EXPECT_EQ(c.warnings.size(), 1u) << bad;
+  }
+}
+
 TEST(ConfigTest, ReportPathExpandsPid) {
   EXPECT_EQ(ExpandReportPath("/tmp/r-%p.txt", 42), "/tmp/r-42.txt");
   EXPECT_EQ(ExpandReportPath("/tmp/r.txt", 42), "/tmp/r.txt");

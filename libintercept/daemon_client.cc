@@ -17,16 +17,15 @@ namespace {
 
 namespace v1 = ::missile::v1;
 constexpr uint32_t kProtocolVersion = 1;
-constexpr auto kCallTimeout = std::chrono::seconds(30);
+// How often the channel pings the daemon while a session is open: a stopped or wedged daemon is
+// noticed within this plus the timeout even when the program makes no call, so its copies
+// waiting for grants are let through (the copy gate's watcher follows connected()).
+constexpr int kKeepaliveMs = 1000;
 
 absl::Status FromGrpc(const grpc::Status& s, const std::string& what) {
   if (s.ok()) return absl::OkStatus();
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
                       what + ": " + s.error_message());
-}
-
-void SetDeadline(grpc::ClientContext* ctx) {
-  ctx->set_deadline(std::chrono::system_clock::now() + kCallTimeout);
 }
 
 }  // namespace
@@ -37,7 +36,26 @@ struct DaemonClient::Rpc {
   grpc::ClientContext watch_ctx;
 };
 
-DaemonClient::DaemonClient() : rpc_(std::make_unique<Rpc>()) {}
+DaemonClient::DaemonClient(int timeout_ms) : rpc_(std::make_unique<Rpc>()), timeout_ms_(timeout_ms) {}
+
+void DaemonClient::SetDeadline(grpc::ClientContext* ctx) const {
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms_));
+}
+
+absl::Status DaemonClient::Checked(const grpc::Status& s, const std::string& what) {
+  // A daemon that does not answer within the deadline is treated as gone: the caller then
+  // follows MISSILE_NO_DAEMON instead of waiting on it again at every call.
+  if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+      s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    Abandon();
+  }
+  return FromGrpc(s, what);
+}
+
+void DaemonClient::Abandon() {
+  connected_.store(false, std::memory_order_release);
+  rpc_->watch_ctx.TryCancel();
+}
 
 DaemonClient::~DaemonClient() {
   connected_ = false;
@@ -48,14 +66,21 @@ DaemonClient::~DaemonClient() {
 }
 
 absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Connect(const TenantIdentity& who) {
-  std::unique_ptr<DaemonClient> c(new DaemonClient());
+  std::unique_ptr<DaemonClient> c(new DaemonClient(who.timeout_ms));
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+  // Keepalive pings on the open Watch stream, answered by the daemon's transport: one that is
+  // not answered within the timeout closes the connection, which ends the session.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, who.timeout_ms);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   c->rpc_->channel = grpc::CreateCustomChannel("unix:" + who.socket_path,
                                                grpc::InsecureChannelCredentials(), args);
   c->rpc_->stub = v1::Tenant::NewStub(c->rpc_->channel);
+  const int connect_ms = std::min(2000, who.timeout_ms);
   if (!c->rpc_->channel->WaitForConnected(std::chrono::system_clock::now() +
-                                          std::chrono::seconds(2))) {
+                                          std::chrono::milliseconds(connect_ms))) {
     return absl::UnavailableError("missiled is not answering on " + who.socket_path);
   }
   v1::RegisterRequest req;
@@ -65,7 +90,7 @@ absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Connect(const Tenant
   req.set_requested_quota_bytes(who.quota_bytes);
   v1::RegisterResponse resp;
   grpc::ClientContext ctx;
-  SetDeadline(&ctx);
+  c->SetDeadline(&ctx);
   if (absl::Status s = FromGrpc(c->rpc_->stub->Register(&ctx, req, &resp), "register"); !s.ok()) {
     return s;
   }
@@ -79,7 +104,11 @@ absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Connect(const Tenant
     return absl::DataLossError("register: malformed side-channel token");
   }
   int fd = -1;
-  if (absl::Status s = fdpass::ConnectUnix(resp.side_channel_path(), &fd); !s.ok()) return s;
+  // Every read and write on the side channel is bounded by the timeout too.
+  if (absl::Status s = fdpass::ConnectUnix(resp.side_channel_path(), &fd, who.timeout_ms);
+      !s.ok()) {
+    return s;
+  }
   fdpass::Hello hello;
   hello.session_id = c->session_id_;
   memcpy(hello.token, resp.side_channel_token().data(), 16);
@@ -121,9 +150,21 @@ bool DaemonClient::AwaitEnd(absl::Duration limit) const {
   return !connected();
 }
 
+absl::Status DaemonClient::SideFailed(absl::Status s) {
+  // A reply that did not come in time may still come later and would be taken for the answer
+  // to the next request: the channel cannot be used again, and the session is over.
+  if (absl::IsDeadlineExceeded(s) || absl::IsUnavailable(s) || absl::IsDataLoss(s)) {
+    if (side_fd_ >= 0) close(side_fd_);
+    side_fd_ = -1;
+    Abandon();
+  }
+  return s;
+}
+
 absl::Status DaemonClient::FetchDescriptors(uint32_t gpu, std::vector<BlockLease>* leases) {
   absl::MutexLock lock(&side_mu_);
   if (side_fd_ < 0) return absl::UnavailableError("no side channel");
+  if (!connected()) return absl::UnavailableError("the session with missiled ended");
   for (size_t done = 0; done < leases->size();) {
     fdpass::FetchRequest req;
     req.op = fdpass::kFetchBlocks;
@@ -143,7 +184,12 @@ absl::Status DaemonClient::FetchDescriptors(uint32_t gpu, std::vector<BlockLease
     }
     if (!s.ok()) {
       for (int fd : fds) close(fd);
-      return s;
+      // The batches fetched before this one are the caller's no more: it returns the blocks.
+      for (size_t i = 0; i < done; ++i) {
+        close((*leases)[i].fd);
+        (*leases)[i].fd = -1;
+      }
+      return SideFailed(s);
     }
     for (uint32_t i = 0; i < req.count; ++i) (*leases)[done + i].fd = fds[i];
     done += req.count;
@@ -173,7 +219,7 @@ absl::StatusOr<std::vector<int>> DaemonClient::OpenOnSideChannel(uint32_t op, ui
   }
   if (!s.ok()) {
     for (int fd : fds) close(fd);
-    return s;
+    return SideFailed(s);
   }
   return fds;
 }
@@ -203,7 +249,7 @@ absl::StatusOr<std::vector<BlockLease>> DaemonClient::Allocate(uint32_t gpu, boo
   v1::AllocateResponse resp;
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
-  if (absl::Status s = FromGrpc(rpc_->stub->Allocate(&ctx, req, &resp), "allocate"); !s.ok()) {
+  if (absl::Status s = Checked(rpc_->stub->Allocate(&ctx, req, &resp), "allocate"); !s.ok()) {
     return s;
   }
   std::vector<BlockLease> leases;
@@ -226,7 +272,7 @@ absl::Status DaemonClient::Free(uint32_t gpu, const std::vector<uint64_t>& block
   v1::FreeResponse resp;
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
-  return FromGrpc(rpc_->stub->Free(&ctx, req, &resp), "free");
+  return Checked(rpc_->stub->Free(&ctx, req, &resp), "free");
 }
 
 absl::StatusOr<TenantUsage> DaemonClient::Usage(uint32_t gpu) {
@@ -237,7 +283,7 @@ absl::StatusOr<TenantUsage> DaemonClient::Usage(uint32_t gpu) {
   v1::Usage resp;
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
-  if (absl::Status s = FromGrpc(rpc_->stub->GetUsage(&ctx, req, &resp), "usage"); !s.ok()) {
+  if (absl::Status s = Checked(rpc_->stub->GetUsage(&ctx, req, &resp), "usage"); !s.ok()) {
     return s;
   }
   return TenantUsage{resp.quota_bytes(), resp.used_bytes(), resp.available_bytes()};
@@ -255,6 +301,8 @@ bool DaemonConnector::Listening(const std::string& path) {
   memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
+  // A stopped daemon's full backlog would block the connect: bound it.
+  (void)fdpass::SetIoTimeout(fd, 1000);
   bool ok = connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
   close(fd);
   return ok;

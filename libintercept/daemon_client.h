@@ -6,6 +6,10 @@
 // opens the side channel with the session's secret token and starts the watch thread.
 // Allocate leases blocks and fetches their descriptors (the caller imports and closes them).
 // It implements SessionClient (session_client.h), the interface the rest of the shim uses.
+// Every call is bounded by the tenant's timeout (TenantIdentity::timeout_ms): each RPC has that
+// deadline, each side-channel read and write that timeout, and the channel's keepalive pings
+// must be answered within it. A daemon that misses it is treated as gone: the session ends
+// (connected() turns false) and the shim follows MISSILE_NO_DAEMON.
 // Thread-safety: every method may be called from any thread; the side channel is used under a
 // mutex, one request-reply at a time.
 #ifndef MISSILE_LIBINTERCEPT_DAEMON_CLIENT_H_
@@ -23,6 +27,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "session_client.h"
+
+namespace grpc {
+class ClientContext;
+class Status;
+}  // namespace grpc
 
 namespace missile::shim {
 
@@ -53,11 +62,21 @@ class DaemonClient final : public SessionClient {
   absl::StatusOr<std::vector<int>> OpenOnSideChannel(uint32_t op, uint32_t gpu,
                                                      size_t descriptors, const char* what);
   struct Rpc;  // gRPC channel and stub, kept out of this header
-  DaemonClient();
+  explicit DaemonClient(int timeout_ms);
   absl::Status FetchDescriptors(uint32_t gpu, std::vector<BlockLease>* leases);
   void WatchLoop();
+  void SetDeadline(grpc::ClientContext* ctx) const;
+  // The call's status as an absl::Status naming `what`; a deadline missed or a daemon gone
+  // also ends the session (Abandon).
+  absl::Status Checked(const grpc::Status& s, const std::string& what);
+  // `s` from a side-channel exchange; a timeout, a closed or a garbled channel also closes the
+  // channel and ends the session.
+  absl::Status SideFailed(absl::Status s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(side_mu_);
+  // Treats the daemon as gone: connected() turns false and the Watch stream is cancelled.
+  void Abandon();
 
   std::unique_ptr<Rpc> rpc_;
+  const int timeout_ms_;
   uint64_t session_id_ = 0;
   std::string instance_;
   std::vector<GpuLink> gpus_;

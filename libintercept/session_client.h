@@ -46,6 +46,9 @@ struct TenantIdentity {
   std::string name;
   bool latency_sensitive = false;
   uint64_t quota_bytes = 0;  // 0: the class default
+  // The longest any call waits for the daemon (MISSILE_DAEMON_TIMEOUT_MS); a daemon that does
+  // not answer in time is treated as gone and the session ends.
+  int timeout_ms = 5000;
 };
 
 // One registered session. Its GPUs, id and instance are fixed at registration.

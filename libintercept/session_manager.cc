@@ -41,6 +41,7 @@ TenantIdentity SessionManager::Identity() const {
   who.name = config_.tenant_name.empty() ? program_invocation_short_name : config_.tenant_name;
   who.latency_sensitive = config_.latency_sensitive;
   who.quota_bytes = config_.quota_bytes;
+  who.timeout_ms = config_.daemon_timeout_ms;
   return who;
 }
 

@@ -58,15 +58,28 @@ struct Reply {
 absl::Status SendMessage(int sock, const void* data, size_t len, const std::vector<int>& fds = {});
 
 // Receives exactly `len` bytes; descriptors that arrive are appended to `fds` (close-on-exec)
-// and are the caller's to close. End of stream before any byte -> absl::UnavailableError.
+// and are the caller's to close, also when an error is returned. End of stream before any byte
+// -> absl::UnavailableError; a receive timeout (SO_RCVTIMEO) or a non-blocking socket with
+// nothing to read -> absl::DeadlineExceededError.
 absl::Status ReceiveMessage(int sock, void* data, size_t len, std::vector<int>* fds = nullptr);
 
-// A connected Unix stream socket to `path`, close-on-exec.
-absl::Status ConnectUnix(const std::string& path, int* sock);
+// A connected Unix stream socket to `path`, close-on-exec. With `timeout_ms` > 0 the socket's
+// send and receive timeouts (SetIoTimeout) are set first, so the connect itself (which blocks
+// while a stopped server's backlog is full) and every later send and receive on it are bounded.
+absl::Status ConnectUnix(const std::string& path, int* sock, int timeout_ms = 0);
 
 // A listening Unix stream socket at `path` (an existing socket file there is replaced) with
 // the given mode; close-on-exec.
 absl::Status ListenUnix(const std::string& path, unsigned mode, int* sock);
+
+// Sets the socket's send and receive timeouts (SO_SNDTIMEO, SO_RCVTIMEO): a blocking send or
+// receive then fails after `ms` milliseconds instead of waiting for ever.
+absl::Status SetIoTimeout(int sock, int ms);
+
+// Whether accept(2) failing with `err` says something about the moment (descriptors or memory
+// exhausted, a connection aborted before it was accepted) rather than about the listening
+// socket: an accept loop retries these, after a pause where resources ran out.
+bool IsTransientAcceptError(int err);
 
 struct PeerCredentials {
   int pid = 0;
