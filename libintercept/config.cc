@@ -24,6 +24,52 @@ bool ParseLogLevel(std::string_view text, LogLevel* level) {
   return false;
 }
 
+// What the shim asks of missiled and does without it: quota, block layout, how long it waits
+// for the daemon, what it does when there is none.
+void ReadDaemonSettings(const GetEnvFn& getenv_fn, Config* config) {
+  if (const char* v = getenv_fn("MISSILE_QUOTA"); v != nullptr && *v != '\0') {
+    absl::StatusOr<uint64_t> bytes = ParseSize(v);
+    if (bytes.ok()) {
+      config->quota_bytes = *bytes;
+    } else {
+      config->warnings.push_back("MISSILE_QUOTA: " + std::string(bytes.status().message()) +
+                                "; using the class default");
+    }
+  }
+  if (const char* v = getenv_fn("MISSILE_BLOCKS"); v != nullptr && *v != '\0') {
+    std::string_view s(v);
+    if (s == "single") {
+      config->blocks = Config::Blocks::kSingle;
+    } else if (s == "chunks") {
+      config->blocks = Config::Blocks::kChunks;
+    } else if (s != "auto") {
+      config->warnings.push_back("MISSILE_BLOCKS='" + std::string(s) +
+                                "' is not auto, single or chunks; using auto");
+    }
+  }
+  if (const char* v = getenv_fn("MISSILE_DAEMON_TIMEOUT_MS"); v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    errno = 0;
+    long ms = strtol(v, &end, 10);
+    if (errno != 0 || *end != '\0' || ms < 100 || ms > 600000) {
+      config->warnings.push_back("MISSILE_DAEMON_TIMEOUT_MS='" + std::string(v) +
+                                "' is not a number of milliseconds from 100 to 600000; using " +
+                                std::to_string(config->daemon_timeout_ms));
+    } else {
+      config->daemon_timeout_ms = static_cast<int>(ms);
+    }
+  }
+  if (const char* v = getenv_fn("MISSILE_NO_DAEMON"); v != nullptr && *v != '\0') {
+    std::string_view s(v);
+    if (s == "refuse") {
+      config->refuse_without_daemon = true;
+    } else if (s != "passthrough") {
+      config->warnings.push_back("MISSILE_NO_DAEMON='" + std::string(s) +
+                                "' is not passthrough or refuse; using passthrough");
+    }
+  }
+}
+
 }  // namespace
 
 Config ParseConfig(const GetEnvFn& getenv_fn) {
@@ -69,47 +115,7 @@ Config ParseConfig(const GetEnvFn& getenv_fn) {
                                 "' is not ls or be; registering as be");
     }
   }
-  if (const char* v = getenv_fn("MISSILE_QUOTA"); v != nullptr && *v != '\0') {
-    absl::StatusOr<uint64_t> bytes = ParseSize(v);
-    if (bytes.ok()) {
-      config.quota_bytes = *bytes;
-    } else {
-      config.warnings.push_back("MISSILE_QUOTA: " + std::string(bytes.status().message()) +
-                                "; using the class default");
-    }
-  }
-  if (const char* v = getenv_fn("MISSILE_BLOCKS"); v != nullptr && *v != '\0') {
-    std::string_view s(v);
-    if (s == "single") {
-      config.blocks = Config::Blocks::kSingle;
-    } else if (s == "chunks") {
-      config.blocks = Config::Blocks::kChunks;
-    } else if (s != "auto") {
-      config.warnings.push_back("MISSILE_BLOCKS='" + std::string(s) +
-                                "' is not auto, single or chunks; using auto");
-    }
-  }
-  if (const char* v = getenv_fn("MISSILE_DAEMON_TIMEOUT_MS"); v != nullptr && *v != '\0') {
-    char* end = nullptr;
-    errno = 0;
-    long ms = strtol(v, &end, 10);
-    if (errno != 0 || *end != '\0' || ms < 100 || ms > 600000) {
-      config.warnings.push_back("MISSILE_DAEMON_TIMEOUT_MS='" + std::string(v) +
-                                "' is not a number of milliseconds from 100 to 600000; using " +
-                                std::to_string(config.daemon_timeout_ms));
-    } else {
-      config.daemon_timeout_ms = static_cast<int>(ms);
-    }
-  }
-  if (const char* v = getenv_fn("MISSILE_NO_DAEMON"); v != nullptr && *v != '\0') {
-    std::string_view s(v);
-    if (s == "refuse") {
-      config.refuse_without_daemon = true;
-    } else if (s != "passthrough") {
-      config.warnings.push_back("MISSILE_NO_DAEMON='" + std::string(s) +
-                                "' is not passthrough or refuse; using passthrough");
-    }
-  }
+  ReadDaemonSettings(getenv_fn, &config);
   return config;
 }
 
