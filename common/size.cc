@@ -218,7 +218,8 @@ std::string FormatSizeExact(uint64_t bytes) {
     const uint64_t size = uint64_t{1} << (10 * unit);
     if (bytes % size == 0) return absl::StrCat(bytes / size, kUnits[unit]);
   }
-  return absl::StrCat(bytes);
+  // With its unit: a bare number in a size field is refused as ambiguous (bytes or percent?).
+  return absl::StrCat(bytes, "B");
 }
 
 std::string FormatSizeOrPercent(const SizeOrFraction& value) {

@@ -194,7 +194,7 @@ TEST(FormatSizeTest, ParseSizeReadsItBack) {
 
 TEST(FormatSizeExactTest, RoundTrips) {
   EXPECT_EQ(FormatSizeExact(0), "0");
-  EXPECT_EQ(FormatSizeExact(4097), "4097");
+  EXPECT_EQ(FormatSizeExact(4097), "4097B");
   EXPECT_EQ(FormatSizeExact(64 * kKiB), "64KiB");
   EXPECT_EQ(FormatSizeExact(2 * kMiB), "2MiB");
   EXPECT_EQ(FormatSizeExact(kGiB + kGiB / 2), "1536MiB");

@@ -226,7 +226,7 @@ TEST(ConfigTest, SizesAndPercentages) {
   EXPECT_EQ(config.gpu.PreallocBytes(100 * kGiB), 8 * kGiB);
   EXPECT_EQ(config.gpu.PreallocBytes(10 * kGiB), 5 * kGiB);  // capped at the pool
 
-  config = Parse("[gpu]\npool_limit = 1073741824\nprealloc = \"100%\"\ncache_limit = \"1.5G\"");
+  config = Parse("[gpu]\npool_limit = \"1073741824B\"\nprealloc = \"100%\"\ncache_limit = \"1.5G\"");
   EXPECT_EQ(config.gpu.pool_limit, SizeOrFraction::Bytes(kGiB));
   EXPECT_EQ(config.gpu.PoolLimitBytes(80 * kGiB), kGiB);
   EXPECT_EQ(config.gpu.PoolLimitBytes(kMiB), kMiB);  // never more than the GPU has
@@ -251,16 +251,23 @@ TEST(ConfigTest, SizesAndPercentages) {
   EXPECT_THAT(Error("[gpu]\npool_limit = \"0%\""), HasSubstr("gpu.pool_limit: invalid percentage"));
   EXPECT_THAT(Error("[gpu]\npool_limit = \"0\""), HasSubstr("gpu.pool_limit: must not be 0"));
   EXPECT_THAT(Error("[gpu]\npool_limit = 0.95"),
-              HasSubstr("gpu.pool_limit: must be a size such as \"2GiB\", a number of bytes or a "
-                        "percentage such as \"50%\", got float 0.95"));
+              HasSubstr("gpu.pool_limit: must be a size such as \"2GiB\" or a percentage such as "
+                        "\"50%\", got float 0.95"));
+  // A bare number is refused: 95 bytes or 95 %? (`pool_limit = 95` once read as 95 bytes.)
+  EXPECT_THAT(Error("[gpu]\npool_limit = 95"),
+              HasSubstr("gpu.pool_limit: a number without a unit is ambiguous"));
+  EXPECT_THAT(Error("[gpu]\npool_limit = \"95\""),
+              HasSubstr("gpu.pool_limit: a number without a unit is ambiguous"));
+  EXPECT_THAT(Error("[gpu]\ncache_limit = 4096"),
+              HasSubstr("gpu.cache_limit: a number without a unit is ambiguous"));
+  EXPECT_EQ(Parse("[gpu]\ncache_limit = \"4096B\"").gpu.cache_limit, 4096u);
   EXPECT_THAT(Error("[gpu]\npool_limit = -1"), HasSubstr("gpu.pool_limit: must be a size"));
   EXPECT_THAT(Error("[gpu]\ncache_limit = \"10%\""),
               HasSubstr("gpu.cache_limit: invalid size \"10%\": unknown unit \"%\""));
   EXPECT_THAT(Error("[gpu]\ncache_limit = \"2 GB of RAM\""),
               HasSubstr("gpu.cache_limit: invalid size \"2 GB of RAM\""));
   EXPECT_THAT(Error("[gpu]\ncache_limit = true"),
-              HasSubstr("gpu.cache_limit: must be a size such as \"2MiB\" or a number of bytes, "
-                        "got boolean true"));
+              HasSubstr("gpu.cache_limit: must be a size such as \"2MiB\", got boolean true"));
   EXPECT_THAT(Error("[gpu]\nprealloc = \"99999999T\""),
               HasSubstr("gpu.prealloc: invalid size or percentage \"99999999T\": too large"));
 }
@@ -344,7 +351,7 @@ TEST(ConfigTest, EveryErrorNamesItsKey) {
       {"[classes.ls]\ntenant_quota = \"0\"", "classes.ls.tenant_quota: must not be 0"},
       {"[classes.be]\nclass_quota = \"lots\"",
        "classes.be.class_quota: invalid size or percentage"},
-      {"[pcie]\nchunk = \"3000\"",
+      {"[pcie]\nchunk = \"3000B\"",
        "pcie.chunk: must be a multiple of 4KiB in [64KiB, 64MiB], got 3000"},
       {"[pcie]\nchunk = \"32KiB\"",
        "pcie.chunk: must be a multiple of 4KiB in [64KiB, 64MiB], got 32KiB"},
@@ -463,7 +470,7 @@ TEST(ConfigTest, DescribeConfig) {
   odd.gpu.cache_limit = kGiB + 1;
   odd.daemon.socket_group = "it's \"quoted\"";
   EXPECT_THAT(DescribeConfig(odd), HasSubstr("\ngpu.devices = [2, 5]\n"));
-  EXPECT_THAT(DescribeConfig(odd), HasSubstr("\ngpu.cache_limit = \"1073741825\"\n"));
+  EXPECT_THAT(DescribeConfig(odd), HasSubstr("\ngpu.cache_limit = \"1073741825B\"\n"));
   EXPECT_EQ(Parse(DescribeConfig(odd)).daemon.socket_group, odd.daemon.socket_group);
 }
 

@@ -12,6 +12,27 @@
 namespace missile::daemon::config_internal {
 namespace {
 
+// A size written as a bare number other than 0 (95, "95"): bytes or percent? `pool_limit = 95`
+// was once read as 95 bytes. Such a value must carry its unit; 0 means nothing either way.
+bool BareNonZeroNumber(const toml::node& node) {
+  if (const toml::value<int64_t>* value = node.as_integer()) return value->get() > 0;
+  const toml::value<std::string>* text = node.as_string();
+  if (text == nullptr) return false;
+  const std::string& t = text->get();
+  bool digits = false;
+  bool nonzero = false;
+  for (char c : t) {
+    if (c >= '0' && c <= '9') {
+      digits = true;
+      nonzero = nonzero || c != '0';
+    } else if (c != '.' && c != ' ' && c != '\t') {
+      return false;  // a unit, a sign or anything else: the size parser says what it means
+    }
+  }
+  return digits && nonzero;
+}
+
+
 size_t EditDistance(std::string_view a, std::string_view b) {
   std::vector<size_t> row(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
@@ -138,15 +159,18 @@ bool Parser::GetInt(const toml::node& node, const std::string& key, int min, int
 }
 
 bool Parser::GetSize(const toml::node& node, const std::string& key, uint64_t* out) {
-  if (const toml::value<int64_t>* value = node.as_integer();
-      value != nullptr && value->get() >= 0) {
-    *out = static_cast<uint64_t>(value->get());
+  if (BareNonZeroNumber(node)) {
+    Fail(node, key, absl::StrCat("a number without a unit is ambiguous: write it with one, such as "
+                                 "\"2MiB\" or \"2097152B\", got ", Got(node)));
+    return false;
+  }
+  if (const toml::value<int64_t>* value = node.as_integer(); value != nullptr && value->get() == 0) {
+    *out = 0;
     return true;
   }
   const toml::value<std::string>* text = node.as_string();
   if (text == nullptr) {
-    Fail(node, key,
-         absl::StrCat("must be a size such as \"2MiB\" or a number of bytes, got ", Got(node)));
+    Fail(node, key, absl::StrCat("must be a size such as \"2MiB\", got ", Got(node)));
     return false;
   }
   absl::StatusOr<uint64_t> bytes = ParseSize(text->get());
@@ -159,16 +183,19 @@ bool Parser::GetSize(const toml::node& node, const std::string& key, uint64_t* o
 }
 
 bool Parser::GetSizeOrPercent(const toml::node& node, const std::string& key, SizeOrFraction* out) {
-  if (const toml::value<int64_t>* value = node.as_integer();
-      value != nullptr && value->get() >= 0) {
-    *out = SizeOrFraction::Bytes(static_cast<uint64_t>(value->get()));
+  if (BareNonZeroNumber(node)) {
+    Fail(node, key, absl::StrCat("a number without a unit is ambiguous: write it with one, such as "
+                                 "\"95%\", \"95GiB\" or \"95B\", got ", Got(node)));
+    return false;
+  }
+  if (const toml::value<int64_t>* value = node.as_integer(); value != nullptr && value->get() == 0) {
+    *out = SizeOrFraction::Bytes(0);
     return true;
   }
   const toml::value<std::string>* text = node.as_string();
   if (text == nullptr) {
     Fail(node, key,
-         absl::StrCat("must be a size such as \"2GiB\", a number of bytes or a percentage such "
-                      "as \"50%\", got ",
+         absl::StrCat("must be a size such as \"2GiB\" or a percentage such as \"50%\", got ",
                       Got(node)));
     return false;
   }

@@ -53,7 +53,7 @@ absl::StatusOr<SizeOrFraction> ParseSizeOrPercent(std::string_view text);
 // to EiB). ParseSize reads it back, to within the rounding.
 std::string FormatSize(uint64_t bytes);
 
-// Exact and parseable: the largest binary unit that divides `bytes` ("2GiB", "1536MiB", "4097",
+// Exact and parseable: the largest binary unit that divides `bytes` ("2GiB", "1536MiB", "4097B",
 // "0"). ParseSize(FormatSizeExact(n)) == n.
 std::string FormatSizeExact(uint64_t bytes);
 
