@@ -496,6 +496,18 @@ absl::StatusOr<PacingUpdate> DaemonCore::SetPacing(const PeerCredentials& creds,
   return PacingUpdate{*before, *after};
 }
 
+absl::StatusOr<PacingUpdate> DaemonCore::ReplacePacing(const PacingSettings& settings) {
+  absl::MutexLock lock(&pacing_mu_);
+  std::optional<PacingSettings> before = pacing_settings();
+  if (!before) return absl::FailedPreconditionError("no GPU of this daemon is paced");
+  for (Gpu& gpu : gpus_) {
+    if (gpu.pacing) gpu.pacing->Configure(settings);
+  }
+  Log()->info("pacing changed by a configuration re-read: {}",
+              DescribePacingChange(*before, settings));
+  return PacingUpdate{*before, settings};
+}
+
 void DaemonCore::WatchProcesses() {
   epoll_event events[32];
   while (!stopping_) {

@@ -157,6 +157,9 @@ class DaemonCore {
   // INVALID_ARGUMENT naming the field, and an empty change too; either way nothing changes.
   // Logs who (uid, pid) changed what (before -> after). Concurrent calls apply one at a time.
   absl::StatusOr<PacingUpdate> SetPacing(const PeerCredentials& creds, const PacingChange& change);
+  // The whole policy, from missiled itself (a configuration re-read on SIGHUP): every GPU gets
+  // `settings`; returns the policy in force before and after.
+  absl::StatusOr<PacingUpdate> ReplacePacing(const PacingSettings& settings);
   std::chrono::steady_clock::duration uptime() const;
 
  private:

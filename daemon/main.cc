@@ -14,11 +14,13 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "config.h"
 #include "core.h"
 #include "cuda_loader.h"
@@ -26,6 +28,7 @@
 #include "logger.h"
 #include "missile/version.h"
 #include "mps.h"
+#include "reload.h"
 #include "rpc_server.h"
 #include "sd_notify.h"
 #include "side_channel_server.h"
@@ -138,8 +141,50 @@ std::thread StartWatchdog(const std::atomic<bool>& done) {
 
 // Opens the GPUs, starts the core and its two servers, and serves until a termination signal;
 // then shuts down in order. The exit status of missiled.
-int RunServer(const DaemonConfig& config, std::optional<unsigned> socket_gid,
-              std::optional<unsigned> admin_gid, const sigset_t& signals) {
+// Re-reads the configuration as at start (the file, then the command line's overrides).
+using Reread = std::function<absl::StatusOr<DaemonConfig>()>;
+
+// SIGHUP: applies what the new configuration changes live, names what needs a restart, and
+// keeps serving whatever the file says (a file that no longer parses changes nothing).
+void Reload(const Reread& reread, DaemonConfig* running, DaemonCore* core) {
+  auto log = GetLogger(kCoreLog);
+  absl::StatusOr<DaemonConfig> next = reread();
+  if (!next.ok()) {
+    log->error("SIGHUP: the configuration was not reloaded, nothing changed: {}",
+               std::string(next.status().message()));
+    return;
+  }
+  const ReloadPlan plan = PlanReload(*running, *next);
+  if (plan.empty()) {
+    log->info("SIGHUP: configuration re-read, nothing changed");
+    return;
+  }
+  if (plan.log_level) {
+    if (absl::StatusOr<spdlog::level::level_enum> level = ParseLogLevel(*plan.log_level);
+        level.ok()) {
+      SetLogLevel(*level);
+      running->daemon.log_level = *plan.log_level;
+      log->debug("SIGHUP: log level now {}", *plan.log_level);  // shown only if it took effect
+    }
+  }
+  if (plan.pacing) {
+    if (absl::StatusOr<PacingUpdate> u = core->ReplacePacing(*plan.pacing); u.ok()) {
+      running->compute = next->compute;
+    } else {
+      log->warn("SIGHUP: pacing not changed: {}", std::string(u.status().message()));
+    }
+  }
+  if (!plan.live_keys.empty()) {
+    log->info("SIGHUP: applied {}", absl::StrJoin(plan.live_keys, ", "));
+  }
+  if (!plan.restart_keys.empty()) {
+    log->warn("SIGHUP: these changes take effect at the next start only: {}",
+              absl::StrJoin(plan.restart_keys, ", "));
+  }
+}
+
+int RunServer(DaemonConfig config, std::optional<unsigned> socket_gid,
+              std::optional<unsigned> admin_gid, const sigset_t& signals, const Reread& reread) {
   auto log = GetLogger(kCoreLog);
   // Before anything else starts (MPS included): without a driver there is nothing to serve.
   if (absl::Status s = LoadCudaDriver(); !s.ok()) {
@@ -198,7 +243,11 @@ int RunServer(const DaemonConfig& config, std::optional<unsigned> socket_gid,
   std::atomic<bool> done{false};
   std::thread watchdog = StartWatchdog(done);
   int sig = 0;
-  sigwait(&signals, &sig);
+  for (;;) {
+    sigwait(&signals, &sig);
+    if (sig != SIGHUP) break;
+    Reload(reread, &config, &core);
+  }
   log->info("received {}: shutting down", strsignal(sig));
   SdNotify("STOPPING=1");
   done = true;
@@ -246,7 +295,15 @@ int Run(int argc, char** argv) {
             std::string((!socket_gid.ok() ? socket_gid : admin_gid).status().message()).c_str());
     return 2;
   }
-  return RunServer(*config, *socket_gid, *admin_gid, signals);
+  const Flags given = *flags;
+  Reread reread = [given]() -> absl::StatusOr<DaemonConfig> {
+    absl::StatusOr<DaemonConfig> c = LoadConfig(given.config, given.config_given);
+    if (!c.ok()) return c.status();
+    if (!given.socket.empty()) c->daemon.socket = given.socket;
+    if (!given.log_level.empty()) c->daemon.log_level = given.log_level;
+    return c;
+  };
+  return RunServer(*std::move(config), *socket_gid, *admin_gid, signals, reread);
 }
 
 }  // namespace

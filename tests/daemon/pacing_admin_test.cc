@@ -150,6 +150,43 @@ TEST_F(PacingAdminTest, AnAdminChangesPacingLiveAndStatusShowsIt) {
   EXPECT_EQ(Policy().window_us(), 300u);
 }
 
+// SIGHUP re-reads the configuration: the pacing keys and the log level change live, a key
+// fixed at start is named and left alone, a file that no longer parses changes nothing; the
+// daemon keeps serving throughout.
+TEST_F(PacingAdminTest, SighupReloadsWhatCanChangeLive) {
+  StartDaemon();
+  ASSERT_EQ(Policy().window_us(), 100u);
+  const std::string config = dir_.path() + "/missiled.toml";
+  auto rewrite = [&](const std::string& extra) {
+    std::ofstream(config, std::ios::trunc)
+        << "[daemon]\nsocket = \"" << socket_ << "\"\nlog_level = \"debug\"\n"
+        << "[gpu]\nprofile_dir = \"" << dir_.path() << "/profiles\"\n" << extra;
+  };
+  auto log_has = [&](const std::string& text) {
+    for (int i = 0; i < 300; ++i) {
+      if (testing::ReadFile(log_).find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  };
+  rewrite("[pcie]\nchunk = \"4MiB\"\n[compute]\nwindow_us = 300\n");
+  daemon_.Kill(SIGHUP);
+  EXPECT_TRUE(log_has("SIGHUP: applied compute.window_us, daemon.log_level"))
+      << testing::ReadFile(log_);
+  EXPECT_TRUE(log_has("take effect at the next start only: pcie.chunk"))
+      << testing::ReadFile(log_);
+  EXPECT_EQ(Policy().window_us(), 300u);
+  EXPECT_TRUE(log_has("missiled debug: SIGHUP: log level now debug"))
+      << "the new log level is not in force: " << testing::ReadFile(log_);
+  // A file that does not parse: nothing changes, the daemon serves on.
+  rewrite("[compute]\nwindow_us = \"soon\"\n");
+  daemon_.Kill(SIGHUP);
+  EXPECT_TRUE(log_has("SIGHUP: the configuration was not reloaded, nothing changed"))
+      << testing::ReadFile(log_);
+  EXPECT_EQ(Policy().window_us(), 300u);
+  EXPECT_TRUE(daemon_.running());
+}
+
 TEST_F(PacingAdminTest, OutOfRangeValuesAreRejectedNamingTheKeyAndChangeNothing) {
   StartDaemon();
   // missilectl checks the range itself.

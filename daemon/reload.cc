@@ -1,0 +1,52 @@
+#include "reload.h"
+
+#include <map>
+#include <sstream>
+
+#include "gpu_setup.h"
+
+namespace missile::daemon {
+namespace {
+
+// DescribeConfig's "key = value  # note" lines as key -> value: one line per key, every key.
+std::map<std::string, std::string> Values(const DaemonConfig& config) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(DescribeConfig(config));
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t eq = line.find(" = ");
+    if (eq == std::string::npos) continue;
+    std::string value = line.substr(eq + 3);
+    if (const size_t note = value.find("  # "); note != std::string::npos) value.resize(note);
+    out[line.substr(0, eq)] = value;
+  }
+  return out;
+}
+
+bool Live(const std::string& key) {
+  return key == "daemon.log_level" ||
+         (key.rfind("compute.", 0) == 0 && key.rfind("compute.mps", 0) != 0);
+}
+
+}  // namespace
+
+ReloadPlan PlanReload(const DaemonConfig& running, const DaemonConfig& next) {
+  ReloadPlan plan;
+  const std::map<std::string, std::string> before = Values(running);
+  const std::map<std::string, std::string> after = Values(next);
+  for (const auto& [key, value] : after) {
+    auto it = before.find(key);
+    if (it != before.end() && it->second == value) continue;
+    (Live(key) ? plan.live_keys : plan.restart_keys).push_back(key);
+  }
+  for (const std::string& key : plan.live_keys) {
+    if (key == "daemon.log_level") {
+      plan.log_level = next.daemon.log_level;
+    } else {
+      plan.pacing = PacingSettingsOf(next.compute);
+    }
+  }
+  return plan;
+}
+
+}  // namespace missile::daemon
