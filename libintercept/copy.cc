@@ -4,12 +4,20 @@
 
 namespace missile::shim {
 
-CopyGate* CopyManager::GateFor(uint64_t bytes) {
-  if (bytes < bypass_below_.load(std::memory_order_relaxed)) return nullptr;
+CopyGate* CopyManager::GateFor(uint64_t bytes, CUdeviceptr device_memory) {
+  if (Bypassed(bytes)) return nullptr;
   SessionClient* session = sessions_->Client();
   if (session == nullptr) return nullptr;  // no daemon: nothing to ask (one atomic load)
   CUdevice dev = 0;
-  if (api_.CtxGetDevice == nullptr || api_.CtxGetDevice(&dev) != CUDA_SUCCESS) return nullptr;
+  int ordinal = -1;
+  if (device_memory != 0 && api_.PointerGetAttribute != nullptr &&
+      api_.PointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, device_memory) ==
+          CUDA_SUCCESS &&
+      ordinal >= 0) {
+    dev = static_cast<CUdevice>(ordinal);
+  } else if (api_.CtxGetDevice == nullptr || api_.CtxGetDevice(&dev) != CUDA_SUCCESS) {
+    return nullptr;
+  }
   const int key = static_cast<int>(dev);
   CopyGate* gate = nullptr;
   {
@@ -69,8 +77,9 @@ CopyGate* CopyManager::GateFor(uint64_t bytes) {
   return gate;
 }
 
-CopyGate* CopyManager::GateForAsync(uint64_t bytes, CUstream stream, bool ptsz) {
-  if (bytes < bypass_below_.load(std::memory_order_relaxed)) return nullptr;
+CopyGate* CopyManager::GateForAsync(uint64_t bytes, CUdeviceptr device_memory, CUstream stream,
+                                    bool ptsz) {
+  if (Bypassed(bytes)) return nullptr;
   if (sessions_->Client() == nullptr) return nullptr;  // no daemon: nothing to ask (one atomic load)
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   auto is_capturing = ptsz ? api_.StreamIsCapturingPtsz : api_.StreamIsCapturing;
@@ -78,7 +87,7 @@ CopyGate* CopyManager::GateForAsync(uint64_t bytes, CUstream stream, bool ptsz) 
       capture != CU_STREAM_CAPTURE_STATUS_NONE) {
     return nullptr;  // a copy node in a graph: the driver replays it without asking anyone
   }
-  return GateFor(bytes);
+  return GateFor(bytes, device_memory);
 }
 
 MemKind CopyManager::Classify(CUdeviceptr p) {

@@ -38,10 +38,18 @@ class CopyManager {
               spdlog::logger* log)
       : api_(api), sessions_(sessions), allocations_(allocations), log_(log) {}
 
-  // The gate for a copy of `bytes` on the calling thread's GPU, or null when the copy is not
-  // scheduled (too small, no daemon, stream being captured).
-  CopyGate* GateFor(uint64_t bytes);
-  CopyGate* GateForAsync(uint64_t bytes, CUstream stream, bool ptsz);
+  // The gate for a copy of `bytes` whose device side is `device_memory`, or null when the copy
+  // is not scheduled (too small, no daemon, stream being captured). The gate is that of the GPU
+  // holding the memory, which is the link the copy crosses, whatever context is current: with
+  // unified addressing a thread may copy another GPU's memory. The calling thread's current GPU
+  // is used when `device_memory` is 0 (an array) or the driver does not say.
+  CopyGate* GateFor(uint64_t bytes, CUdeviceptr device_memory);
+  CopyGate* GateForAsync(uint64_t bytes, CUdeviceptr device_memory, CUstream stream, bool ptsz);
+
+  // Whether a copy of `bytes` is too small ever to be scheduled (one atomic load).
+  bool Bypassed(uint64_t bytes) const {
+    return bytes < bypass_below_.load(std::memory_order_relaxed);
+  }
 
   MemKind Classify(CUdeviceptr p);
 

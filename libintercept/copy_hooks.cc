@@ -41,13 +41,14 @@ CUresult RunAsync(CopyGate* gate, copych::Direction dir, bool pinned, uint64_t n
                        [&](uint64_t off, uint64_t len) { return chunk(off, len, s); });
 }
 
-// A synchronous copy whose entry point names its direction: through the gate of the calling
-// thread's GPU, chunk by chunk (`chunk(off, len)`), or `whole()` when it is not scheduled.
+// A synchronous copy whose entry point names its direction: through the gate of the GPU of
+// its device side `device` (0 for an array: the calling thread's GPU), chunk by chunk
+// (`chunk(off, len)`), or `whole()` when it is not scheduled.
 template <typename Whole, typename Chunk>
-CUresult NamedSync(copych::Direction dir, uint64_t n, bool ptds, const Whole& whole,
-                   const Chunk& chunk) {
+CUresult NamedSync(copych::Direction dir, uint64_t n, CUdeviceptr device, bool ptds,
+                   const Whole& whole, const Chunk& chunk) {
   CopyManager* m = Copies();
-  CopyGate* gate = m ? m->GateFor(n) : nullptr;
+  CopyGate* gate = m ? m->GateFor(n, device) : nullptr;
   if (gate == nullptr) return whole();
   m->CountScheduled();
   return gate->RunSync(dir, n, SyncOrder(ptds), false, chunk);
@@ -55,10 +56,10 @@ CUresult NamedSync(copych::Direction dir, uint64_t n, bool ptds, const Whole& wh
 
 // The same for an asynchronous one; `host` is its host side.
 template <typename Whole, typename Chunk>
-CUresult NamedAsync(copych::Direction dir, uint64_t n, CUstream s, bool ptsz, const void* host,
-                    const Whole& whole, const Chunk& chunk) {
+CUresult NamedAsync(copych::Direction dir, uint64_t n, CUdeviceptr device, CUstream s, bool ptsz,
+                    const void* host, const Whole& whole, const Chunk& chunk) {
   CopyManager* m = Copies();
-  CopyGate* gate = m ? m->GateForAsync(n, s, ptsz) : nullptr;
+  CopyGate* gate = m ? m->GateForAsync(n, device, s, ptsz) : nullptr;
   if (gate == nullptr) return whole();
   m->CountScheduled();
   const bool pinned = m->Classify(reinterpret_cast<CUdeviceptr>(host)) == MemKind::kPinnedHost;
@@ -69,7 +70,7 @@ template <typename Fn>
 CUresult SyncHtoD(Fn real, bool ptds, CUdeviceptr dst, const void* src, size_t n) {
   const char* from = static_cast<const char*>(src);
   return NamedSync(
-      kHostToDevice, n, ptds, [&] { return real(dst, src, n); },
+      kHostToDevice, n, dst, ptds, [&] { return real(dst, src, n); },
       [&](uint64_t off, uint64_t len) { return real(dst + off, from + off, len); });
 }
 
@@ -77,7 +78,7 @@ template <typename Fn>
 CUresult SyncDtoH(Fn real, bool ptds, void* dst, CUdeviceptr src, size_t n) {
   char* to = static_cast<char*>(dst);
   return NamedSync(
-      kDeviceToHost, n, ptds, [&] { return real(dst, src, n); },
+      kDeviceToHost, n, src, ptds, [&] { return real(dst, src, n); },
       [&](uint64_t off, uint64_t len) { return real(to + off, src + off, len); });
 }
 
@@ -85,7 +86,7 @@ template <typename Fn>
 CUresult AsyncHtoD(Fn real, bool ptsz, CUdeviceptr dst, const void* src, size_t n, CUstream s) {
   const char* from = static_cast<const char*>(src);
   return NamedAsync(
-      kHostToDevice, n, s, ptsz, src, [&] { return real(dst, src, n, s); },
+      kHostToDevice, n, dst, s, ptsz, src, [&] { return real(dst, src, n, s); },
       [&](uint64_t off, uint64_t len, CUstream st) {
         return real(dst + off, from + off, len, st);
       });
@@ -95,7 +96,7 @@ template <typename Fn>
 CUresult AsyncDtoH(Fn real, bool ptsz, void* dst, CUdeviceptr src, size_t n, CUstream s) {
   char* to = static_cast<char*>(dst);
   return NamedAsync(
-      kDeviceToHost, n, s, ptsz, dst, [&] { return real(dst, src, n, s); },
+      kDeviceToHost, n, src, s, ptsz, dst, [&] { return real(dst, src, n, s); },
       [&](uint64_t off, uint64_t len, CUstream st) { return real(to + off, src + off, len, st); });
 }
 
@@ -106,13 +107,16 @@ bool IsHost(MemKind k) { return k == MemKind::kPinnedHost || k == MemKind::kPage
 struct Crossing {
   copych::Direction dir;
   bool pinned;
+  // The device side's pointer: its GPU's link is the one crossed (0: an array, unknown).
+  CUdeviceptr device = 0;
 };
-std::optional<Crossing> CrossingOf(MemKind src, MemKind dst) {
+std::optional<Crossing> CrossingOf(MemKind src, MemKind dst, CUdeviceptr src_device = 0,
+                                   CUdeviceptr dst_device = 0) {
   if (IsHost(src) && dst == MemKind::kDevice) {
-    return Crossing{kHostToDevice, src == MemKind::kPinnedHost};
+    return Crossing{kHostToDevice, src == MemKind::kPinnedHost, dst_device};
   }
   if (IsHost(dst) && src == MemKind::kDevice) {
-    return Crossing{kDeviceToHost, dst == MemKind::kPinnedHost};
+    return Crossing{kDeviceToHost, dst == MemKind::kPinnedHost, src_device};
   }
   return std::nullopt;  // device-device, host-host, managed: not the PCIe queue's business
 }
@@ -120,10 +124,10 @@ std::optional<Crossing> CrossingOf(MemKind src, MemKind dst) {
 template <typename Fn>
 CUresult SyncUnified(Fn real, bool ptds, CUdeviceptr dst, CUdeviceptr src, size_t n) {
   CopyManager* m = Copies();
-  CopyGate* gate = m ? m->GateFor(n) : nullptr;
+  if (m == nullptr || m->Bypassed(n)) return real(dst, src, n);
+  std::optional<Crossing> crossing = CrossingOf(m->Classify(src), m->Classify(dst), src, dst);
+  CopyGate* gate = crossing ? m->GateFor(n, crossing->device) : nullptr;
   if (gate == nullptr) return real(dst, src, n);
-  std::optional<Crossing> crossing = CrossingOf(m->Classify(src), m->Classify(dst));
-  if (!crossing) return real(dst, src, n);
   m->CountScheduled();
   return gate->RunSync(crossing->dir, n, SyncOrder(ptds), false,
                        [&](uint64_t off, uint64_t len) { return real(dst + off, src + off, len); });
@@ -132,10 +136,10 @@ CUresult SyncUnified(Fn real, bool ptds, CUdeviceptr dst, CUdeviceptr src, size_
 template <typename Fn>
 CUresult AsyncUnified(Fn real, bool ptsz, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
   CopyManager* m = Copies();
-  CopyGate* gate = m ? m->GateForAsync(n, s, ptsz) : nullptr;
+  if (m == nullptr || m->Bypassed(n)) return real(dst, src, n, s);
+  std::optional<Crossing> crossing = CrossingOf(m->Classify(src), m->Classify(dst), src, dst);
+  CopyGate* gate = crossing ? m->GateForAsync(n, crossing->device, s, ptsz) : nullptr;
   if (gate == nullptr) return real(dst, src, n, s);
-  std::optional<Crossing> crossing = CrossingOf(m->Classify(src), m->Classify(dst));
-  if (!crossing) return real(dst, src, n, s);
   m->CountScheduled();
   return RunAsync(
       gate, crossing->dir, crossing->pinned, n, s, ptsz,
@@ -187,7 +191,8 @@ bool KeepsLayoutRules(const CUDA_MEMCPY3D& c) {
 template <typename Desc>
 std::optional<Crossing> CrossingOf(CopyManager* m, const Desc& c) {
   return CrossingOf(EndpointKind(m, c.srcMemoryType, c.srcHost, c.srcDevice),
-                    EndpointKind(m, c.dstMemoryType, c.dstHost, c.dstDevice));
+                    EndpointKind(m, c.dstMemoryType, c.dstHost, c.dstDevice), c.srcDevice,
+                    c.dstDevice);
 }
 
 uint64_t DepthOf(const CUDA_MEMCPY2D&) { return 1; }
@@ -245,10 +250,10 @@ template <typename Desc, typename Fn>
 CUresult SyncShaped(Fn real, bool ptds, const Desc* c) {
   CopyManager* m = Copies();
   std::optional<uint64_t> bytes = m ? PayloadOf(c) : std::nullopt;
-  CopyGate* gate = bytes ? m->GateFor(*bytes) : nullptr;
-  if (gate == nullptr) return real(c);
+  if (!bytes || m->Bypassed(*bytes)) return real(c);
   std::optional<Crossing> crossing = CrossingOf(m, *c);
-  if (!crossing) return real(c);
+  CopyGate* gate = crossing ? m->GateFor(*bytes, crossing->device) : nullptr;
+  if (gate == nullptr) return real(c);
   m->CountScheduled();
   const Desc copy = *c;
   return gate->RunSync(
@@ -261,10 +266,10 @@ template <typename Desc, typename Fn>
 CUresult AsyncShaped(Fn real, bool ptsz, const Desc* c, CUstream s) {
   CopyManager* m = Copies();
   std::optional<uint64_t> bytes = m ? PayloadOf(c) : std::nullopt;
-  CopyGate* gate = bytes ? m->GateForAsync(*bytes, s, ptsz) : nullptr;
-  if (gate == nullptr) return real(c, s);
+  if (!bytes || m->Bypassed(*bytes)) return real(c, s);
   std::optional<Crossing> crossing = CrossingOf(m, *c);
-  if (!crossing) return real(c, s);
+  CopyGate* gate = crossing ? m->GateForAsync(*bytes, crossing->device, s, ptsz) : nullptr;
+  if (gate == nullptr) return real(c, s);
   m->CountScheduled();
   const Desc copy = *c;
   return RunAsync(gate, crossing->dir, crossing->pinned, *bytes, s, ptsz,
@@ -282,7 +287,7 @@ template <typename Fn>
 CUresult SyncHtoA(Fn real, bool ptds, CUarray dst, size_t at, const void* src, size_t n) {
   const char* from = static_cast<const char*>(src);
   return NamedSync(
-      kHostToDevice, n, ptds, [&] { return real(dst, at, src, n); },
+      kHostToDevice, n, 0, ptds, [&] { return real(dst, at, src, n); },
       [&](uint64_t off, uint64_t len) { return real(dst, at + off, from + off, len); });
 }
 
@@ -290,7 +295,7 @@ template <typename Fn>
 CUresult SyncAtoH(Fn real, bool ptds, void* dst, CUarray src, size_t at, size_t n) {
   char* to = static_cast<char*>(dst);
   return NamedSync(
-      kDeviceToHost, n, ptds, [&] { return real(dst, src, at, n); },
+      kDeviceToHost, n, 0, ptds, [&] { return real(dst, src, at, n); },
       [&](uint64_t off, uint64_t len) { return real(to + off, src, at + off, len); });
 }
 
@@ -299,7 +304,7 @@ CUresult AsyncHtoA(Fn real, bool ptsz, CUarray dst, size_t at, const void* src, 
                    CUstream s) {
   const char* from = static_cast<const char*>(src);
   return NamedAsync(
-      kHostToDevice, n, s, ptsz, src, [&] { return real(dst, at, src, n, s); },
+      kHostToDevice, n, 0, s, ptsz, src, [&] { return real(dst, at, src, n, s); },
       [&](uint64_t off, uint64_t len, CUstream st) {
         return real(dst, at + off, from + off, len, st);
       });
@@ -309,7 +314,7 @@ template <typename Fn>
 CUresult AsyncAtoH(Fn real, bool ptsz, void* dst, CUarray src, size_t at, size_t n, CUstream s) {
   char* to = static_cast<char*>(dst);
   return NamedAsync(
-      kDeviceToHost, n, s, ptsz, dst, [&] { return real(dst, src, at, n, s); },
+      kDeviceToHost, n, 0, s, ptsz, dst, [&] { return real(dst, src, at, n, s); },
       [&](uint64_t off, uint64_t len, CUstream st) {
         return real(to + off, src, at + off, len, st);
       });

@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -64,9 +65,12 @@ class DaemonTest : public ::testing::Test {
   std::map<std::string, std::string> FakeEnv() const {
     // A shallow stream queue (GPUs have a bounded command queue too) catches a shim that
     // enqueues a long gated copy before the daemon can grant any of it.
-    return {{"FAKECUDA_SHM", shm_}, {"FAKECUDA_TOTAL_MEM", "1G"},
-            {"FAKECUDA_PCIE_BYTES_PER_US", link_rate_}, {"FAKECUDA_STREAM_DEPTH", "64"},
-            {"LD_PRELOAD", "<unset>"}};
+    std::map<std::string, std::string> env = {
+        {"FAKECUDA_SHM", shm_}, {"FAKECUDA_TOTAL_MEM", "1G"},
+        {"FAKECUDA_PCIE_BYTES_PER_US", link_rate_}, {"FAKECUDA_STREAM_DEPTH", "64"},
+        {"LD_PRELOAD", "<unset>"}};
+    for (const auto& [key, value] : extra_env_) env[key] = value;
+    return env;
   }
 
   // Writes the config (extra TOML appended to the defaults here) and starts missiled.
@@ -136,6 +140,8 @@ class DaemonTest : public ::testing::Test {
   std::string shm_;
   std::string socket_;
   std::string extra_daemon_;
+  // More test-double settings for the daemon and every tenant (FAKECUDA_DEVICES, ...).
+  std::map<std::string, std::string> extra_env_;
   std::string link_rate_ = "100000";  // simulated PCIe bytes per microsecond
   Child daemon_;
   int daemon_exit_ = 0;

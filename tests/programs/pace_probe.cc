@@ -19,6 +19,7 @@
 //   pace_probe spin US SECONDS  prints "ready"; once stdin closes, launches the test double's
 //                               fakecuda_spin kernel of US microseconds back to back (a
 //                               synchronisation every 8) for SECONDS; prints "spin kernels=N".
+// Every mode runs on device 0, or on device N with PACE_PROBE_DEVICE=N (its primary context).
 // Exits 1 with "error ..." on any driver error.
 #include <cuda.h>
 #include <dlfcn.h>
@@ -82,7 +83,8 @@ int main(int argc, char** argv) {
   CUdevice dev;
   CUcontext ctx;
   Check(cuInit(0), "cuInit");
-  Check(cuDeviceGet(&dev, 0), "cuDeviceGet");
+  const char* device = getenv("PACE_PROBE_DEVICE");
+  Check(cuDeviceGet(&dev, device != nullptr ? atoi(device) : 0), "cuDeviceGet");
   Check(cuDevicePrimaryCtxRetain(&ctx, dev), "retain");
   Check(cuCtxSetCurrent(ctx), "set current");
   CUstream s;

@@ -22,6 +22,13 @@
 //   hold                 prints "ready" and waits until stdin closes (or the process is killed)
 //   await:<path>         prints "awaiting" and waits until <path> exists (at most 60 s, else
 //                        "await timeout" and exit 3)
+//   dev:<n>              makes device n's primary context current for the steps after it (the
+//                        probe starts on device 0): "dev <n> ok|err <code>"
+//   peer                 fills the second-to-last allocation with a new pattern and copies it
+//                        with cuMemcpyPeer to the last one, each with the context it was
+//                        allocated in, then reads back 4 KiB at both
+//                        ends of the copy (below the scheduler's bypass size):
+//                        "peer <bytes> ok|corrupt|err <code>"
 // Physical addresses come from the driver test double when it is the driver (fakecuda's
 // fakecudaPointerPhysAddr); on a real driver they print as 0. <k> is how many blocks this process
 // imported (cuMemImportFromShareableHandle, counted by the test double) during the step; -1 on a
@@ -30,6 +37,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -43,6 +51,7 @@ struct Held {
   CUdeviceptr ptr;
   size_t bytes;
   unsigned char pattern;
+  CUcontext ctx;  // current when it was allocated
 };
 
 std::vector<Held> held;
@@ -126,7 +135,7 @@ int main(int argc, char** argv) {
         continue;
       }
       bool ok = FillAndCheck(p, bytes, pattern);
-      held.push_back({p, bytes, pattern});
+      held.push_back({p, bytes, pattern, ctx});
       const std::string phys = PhysList(p, bytes);
       printf("alloc %zu %s phys=%s\n", mib, ok ? "ok" : "corrupt", phys.c_str());
     } else if (step.rfind("zero:", 0) == 0) {
@@ -141,7 +150,7 @@ int main(int argc, char** argv) {
       bool zero = cuMemcpyDtoH_v2(before.data(), p, bytes) == CUDA_SUCCESS;
       for (size_t k = 0; k < bytes && zero; ++k) zero = before[k] == 0;
       FillAndCheck(p, bytes, pattern);
-      held.push_back({p, bytes, pattern});
+      held.push_back({p, bytes, pattern, ctx});
       const std::string phys = PhysList(p, bytes);
       printf("zero %zu %s phys=%s\n", mib, zero ? "yes" : "no", phys.c_str());
     } else if (step.rfind("small:", 0) == 0) {
@@ -152,7 +161,7 @@ int main(int argc, char** argv) {
         r = cuMemAlloc_v2(&p, 4096);
         if (r == CUDA_SUCCESS) {
           if (!FillAndCheck(p, 4096, pattern)) r = CUDA_ERROR_UNKNOWN;
-          held.push_back({p, 4096, pattern});
+          held.push_back({p, 4096, pattern, ctx});
         }
       }
       if (r == CUDA_SUCCESS) {
@@ -178,7 +187,7 @@ int main(int argc, char** argv) {
         if (loop) {
           r = cuMemFree_v2(p);
         } else {
-          held.push_back({p, bytes, pattern});
+          held.push_back({p, bytes, pattern, ctx});
         }
       }
       long long after = Imports();
@@ -273,6 +282,41 @@ int main(int argc, char** argv) {
         usleep(10000);
         waited_ms += 10;
       }
+    } else if (step.rfind("dev:", 0) == 0) {
+      const int n = atoi(arg.c_str());
+      CUresult r = cuDeviceGet(&dev, n);
+      if (r == CUDA_SUCCESS) r = cuDevicePrimaryCtxRetain(&ctx, dev);
+      if (r == CUDA_SUCCESS) r = cuCtxSetCurrent(ctx);
+      if (r == CUDA_SUCCESS) {
+        printf("dev %d ok\n", n);
+      } else {
+        printf("dev %d err %d\n", n, r);
+      }
+    } else if (step == "peer") {
+      if (held.size() < 2) {
+        printf("peer none\n");
+        continue;
+      }
+      Held& src = held[held.size() - 2];
+      Held& dst = held.back();
+      const size_t bytes = std::min(src.bytes, dst.bytes);
+      // A pattern the destination does not hold yet, so a copy that did nothing shows.
+      src.pattern = static_cast<unsigned char>(~src.pattern);
+      CUresult r = cuCtxSetCurrent(src.ctx);
+      if (r == CUDA_SUCCESS) r = cuMemsetD8_v2(src.ptr, src.pattern, src.bytes);
+      if (r == CUDA_SUCCESS) r = cuCtxSetCurrent(ctx);
+      if (r == CUDA_SUCCESS) r = cuMemcpyPeer(dst.ptr, dst.ctx, src.ptr, src.ctx, bytes);
+      if (bytes == dst.bytes) dst.pattern = src.pattern;
+      if (r != CUDA_SUCCESS) {
+        printf("peer %zu err %d\n", bytes, r);
+        continue;
+      }
+      const size_t probe = std::min<size_t>(bytes, 4096);
+      std::vector<unsigned char> head(probe), tail(probe);
+      bool ok = cuMemcpyDtoH_v2(head.data(), dst.ptr, probe) == CUDA_SUCCESS &&
+                cuMemcpyDtoH_v2(tail.data(), dst.ptr + bytes - probe, probe) == CUDA_SUCCESS;
+      for (size_t k = 0; k < probe && ok; ++k) ok = head[k] == src.pattern && tail[k] == src.pattern;
+      printf("peer %zu %s\n", bytes, ok ? "ok" : "corrupt");
     } else if (step == "hold") {
       printf("ready\n");
       char buf[64];
