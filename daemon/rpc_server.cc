@@ -469,10 +469,7 @@ RpcServer::~RpcServer() { Shutdown(); }
 
 absl::Status RpcServer::Start(const std::string& path, unsigned mode, std::optional<unsigned> gid) {
   path_ = path;
-  if (absl::Status s = fdpass::ListenUnix(path, mode, &listen_fd_); !s.ok()) return s;
-  if (gid.has_value() && chown(path.c_str(), -1, *gid) != 0) {
-    return absl::PermissionDeniedError("chown " + path + ": " + strerror(errno));
-  }
+  if (absl::Status s = fdpass::ListenUnix(path, mode, &listen_fd_, gid); !s.ok()) return s;
   tenant_service_ = std::make_unique<TenantService>(core_, &peers_);
   admin_service_ = std::make_unique<AdminService>(core_, &peers_);
   grpc::ServerBuilder builder;
