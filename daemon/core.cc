@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <set>
 
+#include "absl/strings/str_join.h"
 #include "missile/pcie_sched/fair_scheduler.h"
 #include "logger.h"
 
@@ -424,6 +426,18 @@ absl::StatusOr<uint32_t> DaemonCore::ApplyPolicy(const PeerCredentials& creds,
     if ((target.pid && s->info.creds.pid == *target.pid) ||
         (target.name && s->info.name == *target.name) || (target.cls && s->info.cls == *target.cls)) {
       matched.push_back(s);
+    }
+  }
+  // A name is whatever a tenant chose to register with, so another user can take a name in
+  // use: changing every tenant of that name would let them ride along with (or hijack) an
+  // administrator's change meant for someone else. Within one uid the name is the owner's own.
+  if (target.name) {
+    std::set<uint32_t> uids;
+    for (const auto& s : matched) uids.insert(s->info.creds.uid);
+    if (uids.size() > 1) {
+      return absl::FailedPreconditionError(
+          "tenants of several uids (" + absl::StrJoin(uids, ", ") + ") are named '" +
+          *target.name + "': a name is not an identity; name the tenant by pid");
     }
   }
   if (matched.empty() && !target.cls) {
