@@ -14,6 +14,7 @@
 #include <set>
 
 #include "absl/strings/str_join.h"
+#include "missile/common/quote.h"
 #include "missile/pcie_sched/fair_scheduler.h"
 #include "logger.h"
 
@@ -31,8 +32,8 @@ absl::Status ValidateName(const std::string& name) {
   }
   for (char c : name) {
     if (!(isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) {
-      return absl::InvalidArgumentError("tenant name '" + name +
-                                        "' may hold only letters, digits, '-', '_' and '.'");
+      return absl::InvalidArgumentError("tenant name " + QuoteString(name) +
+                                        " may hold only letters, digits, '-', '_' and '.'");
     }
   }
   return absl::OkStatus();
@@ -352,6 +353,11 @@ namespace {
 absl::Status CheckPolicyRequest(const PolicyTarget& target, const PolicyChange& change) {
   int targets = target.pid.has_value() + target.name.has_value() + target.cls.has_value();
   if (targets != 1) return absl::InvalidArgumentError("name exactly one target: pid, name or class");
+  // Checked like a registered name, so a name no tenant can have is refused before it is
+  // echoed in a "no tenant named" error.
+  if (target.name) {
+    if (absl::Status s = ValidateName(*target.name); !s.ok()) return s;
+  }
   if (change.priority && (*change.priority < -20 || *change.priority > 19)) {
     return absl::InvalidArgumentError("priority must be in [-20, 19], got " +
                                       std::to_string(*change.priority));

@@ -213,6 +213,15 @@ class TenantService final : public v1::Tenant::WithCallbackMethod_Watch<v1::Tena
                         v1::RegisterResponse* resp) override {
     auto creds = peers_->Lookup(ctx->peer());
     if (!creds) return Unknown(ctx);
+    // Fields are only ever added within a major version (see the proto), so any other number
+    // is a shim built for a contract this daemon does not serve; 0 is a client that sent none.
+    if (req->protocol_version() != kProtocolVersion) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "the client speaks protocol version " +
+                              std::to_string(req->protocol_version()) + ", missiled speaks " +
+                              std::to_string(kProtocolVersion) +
+                              ": use a shim from the same Missile release as the daemon");
+    }
     auto cls = FromProto(req->tenant_class());
     if (!cls.ok()) return ToGrpc(cls.status());
     auto session = core_->Register(*creds, req->name(), *cls, req->requested_quota_bytes());
