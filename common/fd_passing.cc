@@ -8,6 +8,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <utility>
 
 namespace missile::fdpass {
 namespace {
@@ -25,6 +27,41 @@ absl::Status MakeAddress(const std::string& path, sockaddr_un* addr) {
   memcpy(addr->sun_path, path.data(), path.size());
   return absl::OkStatus();
 }
+
+// The socket's directory must be writable only by its owner, and the owner must be root or
+// the daemon's own user: anyone else who can write it can replace the socket (or the name the
+// daemon is about to chmod) with a link to another file.
+absl::Status CheckSocketDirectory(const std::string& dir, const struct stat& st) {
+  if (st.st_uid != 0 && st.st_uid != geteuid()) {
+    return absl::FailedPreconditionError("socket directory " + dir + " is owned by uid " +
+                                         std::to_string(st.st_uid) +
+                                         ", not by root or the daemon's user");
+  }
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    return absl::FailedPreconditionError(
+        "socket directory " + dir + " is writable by " +
+        ((st.st_mode & S_IWOTH) ? "every user" : "its group") +
+        ": a user who may write it can redirect the daemon's chmod/chown; use a directory only "
+        "its owner may write (chmod go-w " + dir + ")");
+  }
+  return absl::OkStatus();
+}
+
+// Closes the descriptor it holds when it goes out of scope.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  ~FileDescriptor() {
+    if (fd_ >= 0) close(fd_);
+  }
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
 
 }  // namespace
 
@@ -128,29 +165,57 @@ absl::Status ConnectUnix(const std::string& path, int* sock, int timeout_ms) {
   return absl::OkStatus();
 }
 
-absl::Status ListenUnix(const std::string& path, unsigned mode, int* sock) {
+absl::Status ListenUnix(const std::string& path, unsigned mode, int* sock,
+                        std::optional<unsigned> gid) {
   sockaddr_un addr;
   if (absl::Status s = MakeAddress(path, &addr); !s.ok()) return s;
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (name.empty()) return absl::InvalidArgumentError("unix socket path '" + path + "' is a directory");
+  // Everything after this point names the socket relative to this descriptor, never by path.
+  // That alone does not stop a tenant that can write the directory from swapping the entry for a
+  // symlink between two calls, and the daemon (often root) would then change another file's
+  // mode or group; so such a directory is refused outright.
+  FileDescriptor dir_fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir_fd.get() < 0) return Errno("open socket directory " + dir);
   struct stat st;
-  if (lstat(path.c_str(), &st) == 0) {
+  if (fstat(dir_fd.get(), &st) != 0) return Errno("stat socket directory " + dir);
+  if (absl::Status s = CheckSocketDirectory(dir, st); !s.ok()) return s;
+  if (fstatat(dir_fd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
     if (!S_ISSOCK(st.st_mode)) {
       return absl::FailedPreconditionError(path + " exists and is not a socket");
     }
-    unlink(path.c_str());
+    if (unlinkat(dir_fd.get(), name.c_str(), 0) != 0) return Errno("unlink " + path);
   }
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Errno("socket");
+  FileDescriptor fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0) return Errno("socket");
   // Created with no permissions for anyone but the owner, then opened up to `mode`: no window
-  // in which the socket is more open than configured.
-  mode_t old = umask(0177);
-  int rc = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  // in which the socket is more open than configured. (fchmod on an AF_UNIX socket's descriptor
+  // does not reach the filesystem node, hence the umask.)
+  const mode_t old = umask(0177);
+  const int rc = bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
   umask(old);
-  if (rc != 0 || chmod(path.c_str(), mode) != 0 || listen(fd, 128) != 0) {
-    absl::Status s = Errno("bind/listen " + path);
-    close(fd);
-    return s;
+  if (rc != 0) return Errno("bind " + path);
+  struct stat bound;
+  if (fstatat(dir_fd.get(), name.c_str(), &bound, AT_SYMLINK_NOFOLLOW) != 0) {
+    return Errno("stat " + path);
   }
-  *sock = fd;
+  if (!S_ISSOCK(bound.st_mode) || bound.st_uid != geteuid()) {
+    return absl::FailedPreconditionError(path + " was replaced right after it was bound");
+  }
+  if (fchmodat(dir_fd.get(), name.c_str(), mode, 0) != 0) return Errno("chmod " + path);
+  if (gid.has_value() &&
+      fchownat(dir_fd.get(), name.c_str(), static_cast<uid_t>(-1), static_cast<gid_t>(*gid),
+               AT_SYMLINK_NOFOLLOW) != 0) {
+    return absl::PermissionDeniedError("chown " + path + ": " + strerror(errno));
+  }
+  if (fstatat(dir_fd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+      st.st_dev != bound.st_dev || st.st_ino != bound.st_ino) {
+    return absl::FailedPreconditionError(path + " was replaced while its mode was set");
+  }
+  if (listen(fd.get(), 128) != 0) return Errno("listen " + path);
+  *sock = fd.release();
   return absl::OkStatus();
 }
 

@@ -113,10 +113,19 @@ absl::StatusOr<DaemonConfig> LoadConfig(const std::string& path, bool must_exist
   if (!S_ISREG(st.st_mode)) {
     return absl::FailedPreconditionError(absl::StrCat(path, ": not a regular file"));
   }
-  if (st.st_mode & S_IWOTH) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, ": every user may write it (mode ", OctalMode(st.st_mode & 07777),
-                     "), and it decides who may administer the daemon: chmod o-w ", path));
+  // The file decides who may administer the daemon (admin_group), so only root and the
+  // daemon's own user may be able to change it.
+  if (st.st_mode & (S_IWOTH | S_IWGRP)) {
+    const bool everyone = (st.st_mode & S_IWOTH) != 0;
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, everyone ? ": every user" : ": its group", " may write it (mode ",
+        OctalMode(st.st_mode & 07777),
+        "), and it decides who may administer the daemon: chmod go-w ", path));
+  }
+  if (st.st_uid != 0 && st.st_uid != geteuid()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, ": owned by uid ", st.st_uid, ", not by root or the daemon's user (uid ", geteuid(),
+        "), and it decides who may administer the daemon: chown root ", path));
   }
   std::string text;
   char buffer[16384];

@@ -511,7 +511,21 @@ TEST(LoadConfigTest, RejectsFilesOthersMayWriteAndNonFiles) {
               HasSubstr("every user may write it (mode 0666)"));
 
   TempFile group_writable("", 0664);
-  EXPECT_TRUE(LoadConfig(group_writable.path(), /*must_exist=*/true).ok());
+  config = LoadConfig(group_writable.path(), /*must_exist=*/true);
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(config.status().message()),
+              HasSubstr(group_writable.path() + ": its group may write it (mode 0664)"));
+
+  TempFile mine("", 0644);
+  EXPECT_TRUE(LoadConfig(mine.path(), /*must_exist=*/true).ok());
+  if (geteuid() == 0) {  // only root can give a file away to test the owner check
+    TempFile foreign("", 0644);
+    ASSERT_EQ(chown(foreign.path().c_str(), 12345, static_cast<gid_t>(-1)), 0);
+    config = LoadConfig(foreign.path(), /*must_exist=*/true);
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(std::string(config.status().message()),
+                HasSubstr(foreign.path() + ": owned by uid 12345, not by root or the daemon's"));
+  }
 
   config = LoadConfig(::testing::TempDir(), /*must_exist=*/true);
   EXPECT_FALSE(config.ok());

@@ -11,7 +11,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <set>
 
+#include "absl/strings/str_join.h"
+#include "missile/common/quote.h"
 #include "missile/pcie_sched/fair_scheduler.h"
 #include "logger.h"
 
@@ -29,8 +32,8 @@ absl::Status ValidateName(const std::string& name) {
   }
   for (char c : name) {
     if (!(isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) {
-      return absl::InvalidArgumentError("tenant name '" + name +
-                                        "' may hold only letters, digits, '-', '_' and '.'");
+      return absl::InvalidArgumentError("tenant name " + QuoteString(name) +
+                                        " may hold only letters, digits, '-', '_' and '.'");
     }
   }
   return absl::OkStatus();
@@ -350,6 +353,11 @@ namespace {
 absl::Status CheckPolicyRequest(const PolicyTarget& target, const PolicyChange& change) {
   int targets = target.pid.has_value() + target.name.has_value() + target.cls.has_value();
   if (targets != 1) return absl::InvalidArgumentError("name exactly one target: pid, name or class");
+  // Checked like a registered name, so a name no tenant can have is refused before it is
+  // echoed in a "no tenant named" error.
+  if (target.name) {
+    if (absl::Status s = ValidateName(*target.name); !s.ok()) return s;
+  }
   if (change.priority && (*change.priority < -20 || *change.priority > 19)) {
     return absl::InvalidArgumentError("priority must be in [-20, 19], got " +
                                       std::to_string(*change.priority));
@@ -424,6 +432,18 @@ absl::StatusOr<uint32_t> DaemonCore::ApplyPolicy(const PeerCredentials& creds,
     if ((target.pid && s->info.creds.pid == *target.pid) ||
         (target.name && s->info.name == *target.name) || (target.cls && s->info.cls == *target.cls)) {
       matched.push_back(s);
+    }
+  }
+  // A name is whatever a tenant chose to register with, so another user can take a name in
+  // use: changing every tenant of that name would let them ride along with (or hijack) an
+  // administrator's change meant for someone else. Within one uid the name is the owner's own.
+  if (target.name) {
+    std::set<uint32_t> uids;
+    for (const auto& s : matched) uids.insert(s->info.creds.uid);
+    if (uids.size() > 1) {
+      return absl::FailedPreconditionError(
+          "tenants of several uids (" + absl::StrJoin(uids, ", ") + ") are named '" +
+          *target.name + "': a name is not an identity; name the tenant by pid");
     }
   }
   if (matched.empty() && !target.cls) {

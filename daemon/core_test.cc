@@ -88,6 +88,12 @@ PolicyTarget ByPid(int pid) {
   return t;
 }
 
+PolicyTarget ByName(const std::string& name) {
+  PolicyTarget t;
+  t.name = name;
+  return t;
+}
+
 PolicyTarget ByClass(TenantClass cls) {
   PolicyTarget t;
   t.cls = cls;
@@ -256,6 +262,21 @@ TEST_F(DaemonCoreTest, AdminChangesPolicy) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(core_->SetPolicy(root_, by_pid, PolicyChange{}).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(DaemonCoreTest, ANameSharedByTwoUidsIsNoTarget) {
+  MustRegister(me_, "web", kBe);
+  const uint64_t sibling = MustRegister(PeerCredentials{getppid(), me_.uid, me_.gid}, "web", kBe).id;
+  auto changed = core_->SetPolicy(root_, ByName("web"), Priority(-5));
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_EQ(*changed, 2u);  // one uid: both of its tenants
+
+  core_->EndSession(sibling, "test");
+  MustRegister(parent_, "web", kBe);  // another user takes the same name
+  changed = core_->SetPolicy(root_, ByName("web"), Priority(5));
+  EXPECT_EQ(changed.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(changed.status().message().find("(1000, 1001)"), std::string::npos) << changed.status();
+  for (const SessionInfo& s : core_->ListSessions()) EXPECT_NE(s.priority, 5) << s.creds.uid;
 }
 
 TEST_F(DaemonCoreTest, AdminChangesAClassQuota) {

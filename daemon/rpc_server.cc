@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -207,12 +208,21 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::SessionEvent> {
 
 class TenantService final : public v1::Tenant::WithCallbackMethod_Watch<v1::Tenant::Service> {
  public:
-  TenantService(DaemonCore* core, const PeerRegistry* peers) : core_(core), peers_(peers) {}
+  TenantService(DaemonCore* core, PeerRegistry* peers) : core_(core), peers_(peers) {}
 
   grpc::Status Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
                         v1::RegisterResponse* resp) override {
     auto creds = peers_->Lookup(ctx->peer());
     if (!creds) return Unknown(ctx);
+    // Fields are only ever added within a major version (see the proto), so any other number
+    // is a shim built for a contract this daemon does not serve; 0 is a client that sent none.
+    if (req->protocol_version() != kProtocolVersion) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "the client speaks protocol version " +
+                              std::to_string(req->protocol_version()) + ", missiled speaks " +
+                              std::to_string(kProtocolVersion) +
+                              ": use a shim from the same Missile release as the daemon");
+    }
     auto cls = FromProto(req->tenant_class());
     if (!cls.ok()) return ToGrpc(cls.status());
     auto session = core_->Register(*creds, req->name(), *cls, req->requested_quota_bytes());
@@ -286,12 +296,12 @@ class TenantService final : public v1::Tenant::WithCallbackMethod_Watch<v1::Tena
   }
 
   DaemonCore* core_;
-  const PeerRegistry* peers_;
+  PeerRegistry* peers_;
 };
 
 class AdminService final : public v1::Admin::Service {
  public:
-  AdminService(DaemonCore* core, const PeerRegistry* peers) : core_(core), peers_(peers) {}
+  AdminService(DaemonCore* core, PeerRegistry* peers) : core_(core), peers_(peers) {}
 
   grpc::Status Status(grpc::ServerContext* ctx, const v1::StatusRequest*,
                       v1::StatusResponse* resp) override {
@@ -440,17 +450,35 @@ class AdminService final : public v1::Admin::Service {
 
  private:
   DaemonCore* core_;
-  const PeerRegistry* peers_;
+  PeerRegistry* peers_;
 };
 
 }  // namespace
 
-void PeerRegistry::Record(int fd, const PeerCredentials& creds) {
-  absl::MutexLock lock(&mu_);
-  by_fd_[fd] = creds;
+bool PeerRegistry::StillOpen(int fd, const Entry& entry) {
+  struct stat st;
+  return fstat(fd, &st) == 0 && st.st_dev == entry.dev && st.st_ino == entry.ino;
 }
 
-std::optional<PeerCredentials> PeerRegistry::Lookup(const std::string& peer) const {
+void PeerRegistry::Record(int fd, const PeerCredentials& creds) {
+  Entry entry{creds};
+  struct stat st;
+  if (fstat(fd, &st) == 0) {
+    entry.dev = st.st_dev;
+    entry.ino = st.st_ino;
+  }
+  absl::MutexLock lock(&mu_);
+  by_fd_[fd] = entry;
+  // gRPC closes a connection's descriptor without telling us, so closed ones are found by
+  // looking: a sweep each time the map has doubled since the last one keeps the cost amortised
+  // O(1) per connection and the map within twice the open connections.
+  if (by_fd_.size() >= next_sweep_) {
+    absl::erase_if(by_fd_, [](const auto& kv) { return !StillOpen(kv.first, kv.second); });
+    next_sweep_ = std::max<size_t>(64, 2 * by_fd_.size());
+  }
+}
+
+std::optional<PeerCredentials> PeerRegistry::Lookup(const std::string& peer) {
   // gRPC may percent-encode the peer; the descriptor number is the trailing digits.
   size_t pos = peer.find("fd");
   if (pos == std::string::npos) return std::nullopt;
@@ -460,7 +488,16 @@ std::optional<PeerCredentials> PeerRegistry::Lookup(const std::string& peer) con
   absl::MutexLock lock(&mu_);
   auto it = by_fd_.find(fd);
   if (it == by_fd_.end()) return std::nullopt;
-  return it->second;
+  if (!StillOpen(fd, it->second)) {
+    by_fd_.erase(it);
+    return std::nullopt;
+  }
+  return it->second.creds;
+}
+
+size_t PeerRegistry::size() const {
+  absl::MutexLock lock(&mu_);
+  return by_fd_.size();
 }
 
 RpcServer::RpcServer(DaemonCore* core) : core_(core), accept_log_(limits::kLogInterval) {}
@@ -469,10 +506,7 @@ RpcServer::~RpcServer() { Shutdown(); }
 
 absl::Status RpcServer::Start(const std::string& path, unsigned mode, std::optional<unsigned> gid) {
   path_ = path;
-  if (absl::Status s = fdpass::ListenUnix(path, mode, &listen_fd_); !s.ok()) return s;
-  if (gid.has_value() && chown(path.c_str(), -1, *gid) != 0) {
-    return absl::PermissionDeniedError("chown " + path + ": " + strerror(errno));
-  }
+  if (absl::Status s = fdpass::ListenUnix(path, mode, &listen_fd_, gid); !s.ok()) return s;
   tenant_service_ = std::make_unique<TenantService>(core_, &peers_);
   admin_service_ = std::make_unique<AdminService>(core_, &peers_);
   grpc::ServerBuilder builder;

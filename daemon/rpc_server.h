@@ -12,6 +12,7 @@
 #define MISSILE_DAEMON_RPC_SERVER_H_
 
 #include <grpcpp/grpcpp.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <memory>
@@ -28,15 +29,29 @@
 
 namespace missile::daemon {
 
+// The peer credentials of each accepted connection, by descriptor number. An entry also holds
+// the socket's inode at accept: once that descriptor is closed (or its number reused by another
+// socket) the entry is stale, is never returned, and is dropped (at lookup, and in sweeps as
+// connections are recorded), so the map does not grow with every connection ever accepted.
+// Thread-safety: any thread.
 class PeerRegistry {
  public:
   void Record(int fd, const PeerCredentials& creds);
-  // The credentials behind a gRPC peer string ("fd:12"), if that connection is known.
-  std::optional<PeerCredentials> Lookup(const std::string& peer) const;
+  // The credentials behind a gRPC peer string ("fd:12"), if that connection is still open.
+  std::optional<PeerCredentials> Lookup(const std::string& peer);
+  size_t size() const;
 
  private:
+  struct Entry {
+    PeerCredentials creds;
+    dev_t dev = 0;
+    ino_t ino = 0;
+  };
+  static bool StillOpen(int fd, const Entry& entry);
+
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<int, PeerCredentials> by_fd_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int, Entry> by_fd_ ABSL_GUARDED_BY(mu_);
+  size_t next_sweep_ ABSL_GUARDED_BY(mu_) = 64;
 };
 
 class RpcServer {

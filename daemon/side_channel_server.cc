@@ -38,10 +38,7 @@ SideChannelServer::~SideChannelServer() { Shutdown(); }
 absl::Status SideChannelServer::Start(const std::string& path, unsigned mode,
                                       std::optional<unsigned> gid) {
   path_ = path;
-  if (absl::Status s = fdpass::ListenUnix(path, mode, &listen_fd_); !s.ok()) return s;
-  if (gid.has_value() && chown(path.c_str(), -1, *gid) != 0) {
-    return absl::PermissionDeniedError("chown " + path + ": " + strerror(errno));
-  }
+  if (absl::Status s = fdpass::ListenUnix(path, mode, &listen_fd_, gid); !s.ok()) return s;
   if (fcntl(listen_fd_, F_SETFL, fcntl(listen_fd_, F_GETFL) | O_NONBLOCK) != 0) {
     return absl::InternalError(std::string("fcntl(O_NONBLOCK): ") + strerror(errno));
   }

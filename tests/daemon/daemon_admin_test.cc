@@ -43,6 +43,23 @@ TEST_F(DaemonTest, MalformedAndOversizedRequestsGetClearErrorsAndChangeNothing) 
   };
   v1::RegisterRequest reg;
   v1::RegisterResponse reg_resp;
+  reg.set_name("tester");
+  reg.set_tenant_class(v1::BEST_EFFORT);
+  for (uint32_t version : {0u, 2u}) {  // none sent, and a future major version
+    reg.set_protocol_version(version);
+    grpc::Status s = call([&](auto* c) { return tenant_->Register(c, reg, &reg_resp); });
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+    EXPECT_NE(s.error_message().find("protocol version " + std::to_string(version) +
+                                     ", missiled speaks 1"),
+              std::string::npos)
+        << s.error_message();
+  }
+  reg.set_protocol_version(1);
+  const std::string long_name(5000, 'a');
+  reg.set_name(long_name);
+  grpc::Status too_long = call([&](auto* c) { return tenant_->Register(c, reg, &reg_resp); });
+  EXPECT_EQ(too_long.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_LT(too_long.error_message().size(), 200u) << "the name is not echoed in full";
   reg.set_name("");
   reg.set_tenant_class(v1::BEST_EFFORT);
   EXPECT_EQ(call([&](auto* c) { return tenant_->Register(c, reg, &reg_resp); }).error_code(),
@@ -97,6 +114,15 @@ TEST_F(DaemonTest, MalformedAndOversizedRequestsGetClearErrorsAndChangeNothing) 
   ASSERT_EQ(other.WaitForLine("ready"), "ready");
   uint64_t leased = Leased();
   EXPECT_EQ(leased, 962 * kMiB);  // our 960 MiB and the other tenant's 2 MiB
+
+  // An admin naming a tenant by a name no tenant can have is told so, without the name echoed.
+  v1::SetPolicyRequest set;
+  set.set_name(long_name);
+  set.set_priority(0);
+  v1::SetPolicyResponse set_resp;
+  grpc::Status bad_target = call([&](auto* c) { return admin_->SetPolicy(c, set, &set_resp); });
+  EXPECT_EQ(bad_target.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_LT(bad_target.error_message().size(), 200u) << bad_target.error_message().substr(0, 300);
 
   // Garbage on the gRPC socket and a forged side-channel hello do not hurt anyone.
   int sock = -1;

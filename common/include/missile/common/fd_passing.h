@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,8 +70,11 @@ absl::Status ReceiveMessage(int sock, void* data, size_t len, std::vector<int>* 
 absl::Status ConnectUnix(const std::string& path, int* sock, int timeout_ms = 0);
 
 // A listening Unix stream socket at `path` (an existing socket file there is replaced) with
-// the given mode; close-on-exec.
-absl::Status ListenUnix(const std::string& path, unsigned mode, int* sock);
+// the given mode and, if set, group; close-on-exec. The directory must be owned by root or the
+// caller's effective uid and writable by its owner only (FAILED_PRECONDITION otherwise): the
+// mode and group are set relative to it without following links.
+absl::Status ListenUnix(const std::string& path, unsigned mode, int* sock,
+                        std::optional<unsigned> gid = std::nullopt);
 
 // Sets the socket's send and receive timeouts (SO_SNDTIMEO, SO_RCVTIMEO): a blocking send or
 // receive then fails after `ms` milliseconds instead of waiting for ever.
