@@ -129,8 +129,9 @@ TEST_F(PacingTest, BeWorkWaitsForTheBusyLsAndGoesRightAfter) {
   const uint64_t be_end = Field(line, "t1");
   // The BE's memset could not finish before the LS's work did: it was held in the shim.
   EXPECT_GE(be_end, ls_done) << line << " / " << done;
-  // And it went soon after (the hysteresis is 1 ms; the rest is polling and process noise).
-  EXPECT_LT(static_cast<double>(be_end - ls_done), 200 * kMs) << line << " / " << done;
+  // And it went soon after: the hysteresis is 1 ms, the rest is polling and process noise
+  // (tens of ms on a loaded machine); what it must not wait for is the 10 s stale bound.
+  EXPECT_LT(static_cast<double>(be_end - ls_done), 1000 * kMs) << line << " / " << done;
   EXPECT_EQ(ls.Wait(10), 0);
 }
 
