@@ -125,8 +125,17 @@ bool Pacer::Capturing(CUstream stream, bool ptsz) const {
 
 bool Pacer::Paces() const {
   if (!enabled()) return false;
+  const pacingreg::Policy& pol = region_->header.policy;
+  // A BE tenant alone on its GPU (no LS tenant to protect, no other BE tenant to share with)
+  // is not paced: its window would only turn the program's CPU hiccups into GPU bubbles (the
+  // pacer cost a lone ResNet-152 BE 6.6-8.4 % on the H200, docs/results.md). Its next item
+  // after an LS or another BE tenant joins the GPU is paced; what it queued before runs out.
+  if (best_effort()) {
+    return pol.ls_tenants.load(std::memory_order_relaxed) != 0 ||
+           pol.be_tenants.load(std::memory_order_relaxed) > 1;
+  }
   // An LS tenant marks its work for the BE tenants of its GPU; with none there is no one to tell.
-  return best_effort() || region_->header.policy.be_tenants.load(std::memory_order_relaxed) != 0;
+  return pol.be_tenants.load(std::memory_order_relaxed) != 0;
 }
 
 bool Pacer::best_effort() const {
@@ -465,7 +474,9 @@ std::string PacingManager::Summary() {
 
 bool PacingManager::HostPacedCopies() {
   Pacer* p = Current();
-  return p != nullptr && p->enabled() && p->best_effort();
+  // Only while paced: a BE tenant alone on its GPU keeps its copies asynchronous (nobody's
+  // work can wait behind its gate there).
+  return p != nullptr && p->best_effort() && p->Paces();
 }
 
 }  // namespace missile::shim

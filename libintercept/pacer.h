@@ -58,9 +58,9 @@ class Pacer {
 
   // The daemon's policy says pace; the slot is still this session's.
   bool enabled() const;
-  // Whether this tenant's work items go through Begin and End at all: enabled, and a BE tenant,
-  // or an LS tenant on a GPU that has a BE tenant to tell (checked before anything that costs a
-  // driver call).
+  // Whether this tenant's work items go through Begin and End at all: enabled, and a BE tenant
+  // on a GPU that has an LS tenant or another BE tenant, or an LS tenant on a GPU that has a BE
+  // tenant to tell (checked before anything that costs a driver call).
   bool Paces() const;
   // Whether `stream` is being captured into a graph (or the driver cannot say): then its work
   // is not run, and nothing may be added to it.

@@ -300,6 +300,10 @@ TEST_F(PacingTest, ADaemonRestartNeitherDeadlocksNorLosesWork) {
 
 TEST_F(PacingTest, BeCopiesAreHostPacedAndNeverWaitOnTheStream) {
   StartDaemon("max_hold_ms = 0\nls_stale_ms = 10000");
+  // An idle LS tenant on the GPU: a BE tenant alone there would not be paced.
+  Child idle_ls;
+  ASSERT_TRUE(idle_ls.Start({PACE_PROBE, "idle"}, TenantEnv("ls", "idle-ls")));
+  ASSERT_FALSE(idle_ls.WaitForLine("ready", 20).empty()) << idle_ls.out();
   // The same 16 MiB copy (16 chunks of 1 MiB through the scheduler) by an LS and a BE tenant.
   for (const std::string cls : {"ls", "be"}) {
     SCOPED_TRACE(cls);
@@ -319,6 +323,45 @@ TEST_F(PacingTest, BeCopiesAreHostPacedAndNeverWaitOnTheStream) {
       EXPECT_GT(Field(line, "waits"), 0u) << line;  // the GPU waits for the LS's later grants
     }
   }
+  idle_ls.CloseStdin();
+  EXPECT_EQ(idle_ls.Wait(10), 0) << idle_ls.out();
+}
+
+// "# pacing: N work items marked, ..." of a shim's exit report; -1 without that line.
+long long MarkedItems(const std::string& report) {
+  const std::string key = "# pacing: ";
+  const size_t pos = report.find(key);
+  if (pos == std::string::npos) return -1;
+  return std::strtoll(report.c_str() + pos + key.size(), nullptr, 10);
+}
+
+// A BE tenant alone on its GPU is not paced (no LS tenant to protect, no BE tenant to share
+// with): none of its launches is marked or held, even with a window of one item; once an LS
+// tenant has joined the GPU, the same BE work is paced again.
+TEST_F(PacingTest, ABeAloneOnItsGpuIsNotPacedUntilAnLsTenantJoins) {
+  StartDaemon("window_items = 1\nwindow_us = 0\nrefill_us = 0\nmax_hold_ms = 0");
+  auto spin = [&](const std::string& tag) {
+    const std::string report = dir_.path() + "/report-" + tag;
+    auto env = TenantEnv("be", "spin-" + tag);
+    env["MISSILE_REPORT"] = report;
+    Child be;
+    EXPECT_TRUE(be.Start({PACE_PROBE, "spin", "50", "1"}, env));
+    EXPECT_FALSE(be.WaitForLine("ready", 20).empty()) << be.out();
+    be.CloseStdin();
+    EXPECT_GT(Field(be.WaitForLine("spin", 30), "kernels"), 0u) << be.out();
+    EXPECT_EQ(be.Wait(10), 0) << be.out();
+    return testing::ReadFile(report);
+  };
+  const std::string alone = spin("alone");
+  EXPECT_EQ(MarkedItems(alone), 0) << alone;
+
+  Child idle_ls;
+  ASSERT_TRUE(idle_ls.Start({PACE_PROBE, "idle"}, TenantEnv("ls", "idle-ls")));
+  ASSERT_FALSE(idle_ls.WaitForLine("ready", 20).empty()) << idle_ls.out();
+  const std::string beside_ls = spin("beside-ls");
+  EXPECT_GT(MarkedItems(beside_ls), 0) << beside_ls;
+  idle_ls.CloseStdin();
+  EXPECT_EQ(idle_ls.Wait(10), 0) << idle_ls.out();
 }
 
 }  // namespace

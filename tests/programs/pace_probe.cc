@@ -16,6 +16,8 @@
 //                               events: s1 fills A with 1 and B with 0, s2 waits for that and
 //                               adds A to B N times, s1 waits for s2 and adds B into C; then
 //                               checks every word of B is N and of C is N. Prints "order ok=1".
+//   pace_probe idle             runs one memset (so the tenant joins its GPU's pacing), prints
+//                               "ready" and exits once stdin closes.
 //   pace_probe spin US SECONDS  prints "ready"; once stdin closes, launches the test double's
 //                               fakecuda_spin kernel of US microseconds back to back (a
 //                               synchronisation every 8) for SECONDS; prints "spin kernels=N".
@@ -99,6 +101,15 @@ int main(int argc, char** argv) {
     printf("marked t=%llu\n", static_cast<unsigned long long>(Now()));
     Check(cuStreamSynchronize(s), "sync");
     printf("done t=%llu\n", static_cast<unsigned long long>(Now()));
+    return 0;
+  }
+  if (mode == "idle") {
+    Check(cuMemsetD32Async(buf, 3, kWords, s), "memset");
+    Check(cuStreamSynchronize(s), "sync");
+    printf("ready\n");
+    char c;
+    while (read(0, &c, 1) > 0) {
+    }
     return 0;
   }
   if (mode == "be") {
