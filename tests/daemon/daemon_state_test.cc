@@ -118,7 +118,8 @@ TEST_F(StateTest, ACorruptStateFileIsReportedAndTheDaemonStarts) {
   EXPECT_NE(log.find("missiled error: policy state file ignored, starting with the "
                      "configuration's policy"),
             std::string::npos) << log;
-  EXPECT_NE(log.find(state_ + ": line 4: uid: must be an integer"), std::string::npos) << log;
+  EXPECT_NE(log.find(state_ + ": line 2: a tenant needs a name and a class"), std::string::npos)
+      << log;
   EXPECT_EQ(ClassOf(v1::BEST_EFFORT).priority(), 10) << "the configuration's policy";
   // The next change replaces the file with a good one.
   ProcessResult set = Ctl({"set", "--class", "be", "--priority", "3"});
