@@ -96,7 +96,8 @@ class DaemonCore {
   DaemonCore& operator=(const DaemonCore&) = delete;
 
   // Restores the policy kept in options.state_file (a file that cannot be read or parsed is
-  // logged and ignored, never fatal) and starts the process watcher.
+  // logged and ignored, never fatal; one that does not parse is moved to <file>.bad) and starts
+  // the process watcher.
   absl::Status Start();
   // Wakes every waiting Watch call so the servers can drain quickly; then Stop.
   void BeginShutdown();

@@ -2,6 +2,7 @@
 // (policy_state.h). The sessions themselves are in core.cc.
 #include <unistd.h>
 
+#include <cstdio>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -255,9 +256,16 @@ void DaemonCore::RestorePolicy() {
     return;
   }
   if (!loaded.ok()) {
-    Log()->error("policy state file ignored, starting with the configuration's policy (the "
-                 "file is replaced at the next policy change): {}",
-                 std::string(loaded.status().message()));
+    // A file that does not parse is kept for the administrator, beside the new one the next
+    // change writes; one that cannot be read is left where it is.
+    std::string kept_as;
+    const std::string bad = options_.state_file + ".bad";
+    if (absl::IsInvalidArgument(loaded.status()) &&
+        rename(options_.state_file.c_str(), bad.c_str()) == 0) {
+      kept_as = "; moved to " + bad;
+    }
+    Log()->error("policy state file ignored, starting with the configuration's policy: {}{}",
+                 std::string(loaded.status().message()), kept_as);
     return;
   }
   absl::MutexLock lock(&mu_);

@@ -120,6 +120,9 @@ TEST_F(StateTest, ACorruptStateFileIsReportedAndTheDaemonStarts) {
             std::string::npos) << log;
   EXPECT_NE(log.find(state_ + ": line 2: a tenant needs a name and a class"), std::string::npos)
       << log;
+  EXPECT_NE(log.find("; moved to " + state_ + ".bad"), std::string::npos) << log;
+  EXPECT_NE(testing::ReadFile(state_ + ".bad").find("uid = \"root\""), std::string::npos)
+      << "the bad file is kept for the administrator";
   EXPECT_EQ(ClassOf(v1::BEST_EFFORT).priority(), 10) << "the configuration's policy";
   // The next change replaces the file with a good one.
   ProcessResult set = Ctl({"set", "--class", "be", "--priority", "3"});
