@@ -79,6 +79,15 @@ std::string DaemonSection::FdSocketPath() const {
   return fd_socket.empty() ? socket + ".fd" : fd_socket;
 }
 
+std::string DaemonSection::StateFilePath(const char* state_directory) const {
+  if (!state_file.empty()) return state_file;
+  if (state_directory == nullptr || state_directory[0] == '\0') return "";
+  // systemd passes several directories separated by ':' when a unit names several.
+  std::string dir(state_directory);
+  dir = dir.substr(0, dir.find(':'));
+  return dir + "/policy.toml";
+}
+
 uint64_t GpuSection::PoolLimitBytes(uint64_t gpu_bytes) const {
   return std::min(pool_limit.Resolve(gpu_bytes), gpu_bytes);
 }

@@ -52,9 +52,16 @@ struct DaemonSection {
   std::string admin_group;
   // trace, debug, info, warn, error or off (spdlog's level names).
   std::string log_level = "info";
+  // Where policy set at run time (missilectl set) is kept across restarts. Absolute, or "" for
+  // $STATE_DIRECTORY/policy.toml when systemd gives the daemon a state directory (the unit's
+  // StateDirectory=missile: /var/lib/missile/policy.toml) and not kept otherwise.
+  std::string state_file;
 
   // The side channel's path: fd_socket, or socket + ".fd" when fd_socket is "".
   std::string FdSocketPath() const;
+  // The state file in use: state_file, else the one in `state_directory` (the value of
+  // $STATE_DIRECTORY; nullptr or "" for none), else "" (policy not kept).
+  std::string StateFilePath(const char* state_directory) const;
 
   bool operator==(const DaemonSection&) const = default;
 };

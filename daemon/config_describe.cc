@@ -34,6 +34,8 @@ std::string DescribeConfig(const DaemonConfig& config) {
       absl::StrCat("daemon.admin_group = ", quoted(d.admin_group),
                    d.admin_group.empty() ? "  # root only" : ""),
       absl::StrCat("daemon.log_level = ", quoted(d.log_level)),
+      absl::StrCat("daemon.state_file = ", quoted(d.state_file),
+                   d.state_file.empty() ? "  # $STATE_DIRECTORY/policy.toml, if set" : ""),
       absl::StrCat("gpu.devices = ", devices),
       absl::StrCat("gpu.pool_limit = ", size_or_percent(g.pool_limit)),
       absl::StrCat("gpu.prealloc = ", size_or_percent(g.prealloc)),

@@ -71,7 +71,11 @@ void Parser::ParseDaemon(const toml::node& node, const std::string& path) {
             std::string v;
             if (GetString(n, k, &v) && CheckGroup(n, k, v)) d.admin_group = v;
           }},
-         {"log_level", [&](Node n, Key k) { ParseLogLevel(n, k); }}});
+         {"log_level", [&](Node n, Key k) { ParseLogLevel(n, k); }},
+         {"state_file", [&](Node n, Key k) {
+            std::string v;
+            if (GetString(n, k, &v) && CheckAbsolutePath(n, k, v, true, 4096)) d.state_file = v;
+          }}});
 }
 
 void Parser::ParseGpu(const toml::node& node, const std::string& path) {

@@ -351,6 +351,7 @@ void CopyArbiter::Run() {
   uint64_t last_moved = copych::MonotonicNs();
   uint64_t last_ls_request = 0;
   while (!stop_) {
+    heartbeat_.fetch_add(1, std::memory_order_relaxed);
     PassResult pass;
     {
       absl::MutexLock lock(&mu_);

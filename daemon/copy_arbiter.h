@@ -58,6 +58,10 @@ class CopyArbiter {
     uint64_t large_chunk_grace_ns = 1'000'000'000;
   };
   static absl::StatusOr<std::unique_ptr<CopyArbiter>> Create(const Options& options);
+  // Advances on every turn of the thread's loop (at least every 10 ms while it runs), for the
+  // watchdog (watchdog.h).
+  uint64_t heartbeat() const { return heartbeat_.load(std::memory_order_relaxed); }
+
   // Closes every channel (the tenants then copy unscheduled) and stops the thread.
   ~CopyArbiter();
 
@@ -114,6 +118,7 @@ class CopyArbiter {
   // them when the channel is dropped from another thread).
   std::vector<int> retired_bells_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> heartbeat_{0};
   std::thread thread_;
 };
 

@@ -11,45 +11,20 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <set>
 
-#include "absl/strings/str_join.h"
-#include "missile/common/quote.h"
-#include "missile/pcie_sched/fair_scheduler.h"
+#include "internal/core_session.h"
 #include "logger.h"
 
 namespace missile::daemon {
-namespace {
 
-constexpr size_t kMaxNameBytes = 64;
+using core_internal::ValidateName;
+using core_internal::WeightOf;
+
+namespace {
 
 std::shared_ptr<spdlog::logger> Log() { return GetLogger(kCoreLog); }
 
-absl::Status ValidateName(const std::string& name) {
-  if (name.empty() || name.size() > kMaxNameBytes) {
-    return absl::InvalidArgumentError("tenant name must be 1 to 64 bytes, got " +
-                                      std::to_string(name.size()));
-  }
-  for (char c : name) {
-    if (!(isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) {
-      return absl::InvalidArgumentError("tenant name " + QuoteString(name) +
-                                        " may hold only letters, digits, '-', '_' and '.'");
-    }
-  }
-  return absl::OkStatus();
-}
-
-uint32_t WeightOf(int priority) {
-  absl::StatusOr<uint32_t> w = pcie::WeightFromPriority(priority);
-  return w.ok() ? *w : 1024;
-}
-
 }  // namespace
-
-struct DaemonCore::Session {
-  SessionInfo info;
-  int pidfd = -1;
-};
 
 SessionInfo DaemonCore::SnapshotOf(const Session& session) const {
   absl::MutexLock lock(&mu_);
@@ -93,6 +68,7 @@ DaemonCore::DaemonCore(CoreOptions options, std::vector<Gpu> gpus)
 DaemonCore::~DaemonCore() { Stop(); }
 
 absl::Status DaemonCore::Start() {
+  RestorePolicy();
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd_ < 0) return absl::InternalError(std::string("epoll_create1: ") + strerror(errno));
   process_watcher_ = std::thread([this] { WatchProcesses(); });
@@ -135,6 +111,13 @@ absl::StatusOr<SessionInfo> DaemonCore::Register(const PeerCredentials& creds,
   info.cls = cls;
   info.priority = (cls == TenantClass::kLatencySensitive ? ls_ : be_).priority;
   info.weight = WeightOf(info.priority);
+  // An administrator's policy for this name and uid, kept from an earlier session.
+  const TenantPolicyState* kept = policy_.Find(name, creds.uid);
+  if (kept != nullptr) {
+    info.cls = kept->cls;
+    info.priority = kept->priority;
+    info.weight = kept->weight;
+  }
   info.started = std::chrono::steady_clock::now();
   info.token.resize(16);
   if (getrandom(info.token.data(), info.token.size(), 0) != 16) {
@@ -150,7 +133,11 @@ absl::StatusOr<SessionInfo> DaemonCore::Register(const PeerCredentials& creds,
   ev.data.u64 = info.id;
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, session->pidfd, &ev);
   for (size_t g = 0; g < gpus_.size(); ++g) {
-    absl::Status s = gpus_[g].pool->AddTenant(info.id, cls, requested_quota);
+    absl::Status s = gpus_[g].pool->AddTenant(info.id, info.cls, requested_quota);
+    if (s.ok() && kept != nullptr && kept->quota_bytes) {
+      s = gpus_[g].pool->SetTenantQuota(info.id, *kept->quota_bytes);
+      if (!s.ok()) gpus_[g].pool->RemoveTenant(info.id);
+    }
     if (!s.ok()) {
       for (size_t undo = 0; undo < g; ++undo) gpus_[undo].pool->RemoveTenant(info.id);
       epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, session->pidfd, nullptr);
@@ -162,15 +149,16 @@ absl::StatusOr<SessionInfo> DaemonCore::Register(const PeerCredentials& creds,
   // before the BE's first launch (the shim maps the region at its first work item).
   for (Gpu& gpu : gpus_) {
     if (!gpu.pacing) continue;
-    if (absl::Status s = gpu.pacing->Assign(info.id, creds.pid, cls, info.weight);
+    if (absl::Status s = gpu.pacing->Assign(info.id, creds.pid, info.cls, info.weight);
         !s.ok()) {
       Log()->warn("session {}: its GPU work is not paced: {}", info.id, std::string(s.message()));
     }
   }
   sessions_[info.id] = session;
   session_by_pid_[creds.pid] = info.id;
-  Log()->info("session {}: pid {} uid {} registered as '{}' ({}, priority {}, weight {})", info.id,
-              creds.pid, creds.uid, name, TenantClassName(cls), info.priority, info.weight);
+  Log()->info("session {}: pid {} uid {} registered as '{}' ({}, priority {}, weight {}){}",
+              info.id, creds.pid, creds.uid, name, TenantClassName(info.cls), info.priority,
+              info.weight, kept != nullptr ? "; policy kept for this name and uid" : "");
   return info;
 }
 
@@ -208,12 +196,26 @@ absl::StatusOr<std::vector<Lease>> DaemonCore::Allocate(const PeerCredentials& c
                                       " bytes is not a positive multiple of the granularity (" +
                                       std::to_string(granularity) + ")");
   }
+  absl::StatusOr<std::vector<Lease>> leases;
   if (single) {
     absl::StatusOr<Lease> lease = pool.AllocateBlock(session, bytes);
-    if (!lease.ok()) return lease.status();
-    return std::vector<Lease>{*lease};
+    if (lease.ok()) {
+      leases = std::vector<Lease>{*lease};
+    } else {
+      leases = lease.status();
+    }
+  } else {
+    leases = pool.AllocateChunks(session, bytes / granularity);
   }
-  return pool.AllocateChunks(session, bytes / granularity);
+  uint64_t suppressed = 0;
+  if (absl::IsResourceExhausted(leases.status()) && quota_log_.Allow(&suppressed)) {
+    Log()->warn("session {} (pid {}): {} bytes on GPU {} refused: {}{}", session, creds.pid, bytes,
+                gpu, std::string(leases.status().message()),
+                suppressed == 0 ? ""
+                                : " (" + std::to_string(suppressed) +
+                                      " more refusals not logged since the last one)");
+  }
+  return leases;
 }
 
 absl::Status DaemonCore::Free(const PeerCredentials& creds, uint64_t session, uint32_t gpu,
@@ -346,149 +348,6 @@ bool DaemonCore::IsAdmin(const PeerCredentials& creds) const {
   return std::find(groups.begin(), groups.end(), *options_.admin_gid) != groups.end();
 }
 
-namespace {
-
-// The checks of a policy request that need no state: one target, values in range, a change
-// that fits the target.
-absl::Status CheckPolicyRequest(const PolicyTarget& target, const PolicyChange& change) {
-  int targets = target.pid.has_value() + target.name.has_value() + target.cls.has_value();
-  if (targets != 1) return absl::InvalidArgumentError("name exactly one target: pid, name or class");
-  // Checked like a registered name, so a name no tenant can have is refused before it is
-  // echoed in a "no tenant named" error.
-  if (target.name) {
-    if (absl::Status s = ValidateName(*target.name); !s.ok()) return s;
-  }
-  if (change.priority && (*change.priority < -20 || *change.priority > 19)) {
-    return absl::InvalidArgumentError("priority must be in [-20, 19], got " +
-                                      std::to_string(*change.priority));
-  }
-  if (change.weight && (*change.weight < 1 || *change.weight > (1u << 20))) {
-    return absl::InvalidArgumentError("weight must be in [1, 1048576], got " +
-                                      std::to_string(*change.weight));
-  }
-  if (change.class_quota_bytes && !target.cls) {
-    return absl::InvalidArgumentError("a class quota needs a class target");
-  }
-  if (target.cls && change.cls) {
-    return absl::InvalidArgumentError("a class target cannot change class");
-  }
-  if (!change.cls && !change.priority && !change.weight && !change.quota_bytes &&
-      !change.class_quota_bytes) {
-    return absl::InvalidArgumentError("nothing to change");
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
-absl::Status DaemonCore::SetClassPolicyLocked(TenantClass cls, const PolicyChange& change) {
-  if (change.quota_bytes || change.class_quota_bytes) {
-    // Check every GPU first, so a change valid on one GPU and not on another changes nothing.
-    std::vector<QuotaPolicy> next;
-    for (Gpu& gpu : gpus_) {
-      QuotaPolicy q = gpu.quota[ClassIndex(cls)];
-      if (change.quota_bytes) q.tenant_quota_bytes = *change.quota_bytes;
-      if (change.class_quota_bytes) q.class_quota_bytes = *change.class_quota_bytes;
-      if (q.tenant_quota_bytes > q.class_quota_bytes) {
-        return absl::InvalidArgumentError("a tenant quota cannot exceed its class quota");
-      }
-      next.push_back(q);
-    }
-    for (size_t g = 0; g < gpus_.size(); ++g) {
-      if (absl::Status s = gpus_[g].pool->SetClassQuota(cls, next[g]); !s.ok()) return s;
-      gpus_[g].quota[ClassIndex(cls)] = next[g];
-    }
-  }
-  if (change.priority) {
-    (cls == TenantClass::kLatencySensitive ? ls_ : be_).priority = *change.priority;
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<uint32_t> DaemonCore::SetPolicy(const PeerCredentials& creds,
-                                               const PolicyTarget& target,
-                                               const PolicyChange& change) {
-  std::vector<uint64_t> changed;
-  absl::StatusOr<uint32_t> n = ApplyPolicy(creds, target, change, &changed);
-  for (uint64_t id : changed) NotifyWatchers(id, /*ended=*/false);
-  return n;
-}
-
-absl::StatusOr<uint32_t> DaemonCore::ApplyPolicy(const PeerCredentials& creds,
-                                                 const PolicyTarget& target,
-                                                 const PolicyChange& change,
-                                                 std::vector<uint64_t>* changed) {
-  if (!IsAdmin(creds)) {
-    return absl::PermissionDeniedError("uid " + std::to_string(creds.uid) +
-                                       " may not change policy: root or the admin group only");
-  }
-  if (absl::Status s = CheckPolicyRequest(target, change); !s.ok()) return s;
-  absl::MutexLock lock(&mu_);
-  if (target.cls) {
-    if (absl::Status s = SetClassPolicyLocked(*target.cls, change); !s.ok()) return s;
-  }
-  std::vector<std::shared_ptr<Session>> matched;
-  for (const auto& [id, s] : sessions_) {
-    if ((target.pid && s->info.creds.pid == *target.pid) ||
-        (target.name && s->info.name == *target.name) || (target.cls && s->info.cls == *target.cls)) {
-      matched.push_back(s);
-    }
-  }
-  // A name is whatever a tenant chose to register with, so another user can take a name in
-  // use: changing every tenant of that name would let them ride along with (or hijack) an
-  // administrator's change meant for someone else. Within one uid the name is the owner's own.
-  if (target.name) {
-    std::set<uint32_t> uids;
-    for (const auto& s : matched) uids.insert(s->info.creds.uid);
-    if (uids.size() > 1) {
-      return absl::FailedPreconditionError(
-          "tenants of several uids (" + absl::StrJoin(uids, ", ") + ") are named '" +
-          *target.name + "': a name is not an identity; name the tenant by pid");
-    }
-  }
-  if (matched.empty() && !target.cls) {
-    return absl::NotFoundError(target.pid ? "no tenant with pid " + std::to_string(*target.pid)
-                                          : "no tenant named '" + *target.name + "'");
-  }
-  for (auto& s : matched) {
-    SessionInfo& info = s->info;
-    changed->push_back(info.id);
-    for (Gpu& gpu : gpus_) {
-      if (change.cls) {
-        if (absl::Status st = gpu.pool->SetTenantClass(info.id, *change.cls); !st.ok()) return st;
-      }
-      if (change.quota_bytes && !target.cls) {
-        if (absl::Status st = gpu.pool->SetTenantQuota(info.id, *change.quota_bytes); !st.ok()) {
-          return st;
-        }
-      }
-    }
-    if (change.cls) info.cls = *change.cls;
-    // A tenant moved to another class takes that class's priority (and so its weight), as if
-    // it had registered there, unless the same change names a priority or weight of its own.
-    if (change.cls && !change.priority) {
-      info.priority = (*change.cls == TenantClass::kLatencySensitive ? ls_ : be_).priority;
-    }
-    if (change.priority) info.priority = *change.priority;
-    if (change.priority || change.cls) info.weight = WeightOf(info.priority);
-    if (change.weight) info.weight = *change.weight;
-    for (Gpu& gpu : gpus_) {
-      if (gpu.arbiter) {
-        gpu.arbiter->SetPolicy(info.id, info.cls, info.weight);
-      }
-      if (gpu.pacing) {
-        gpu.pacing->SetPolicy(info.id, info.cls, info.weight);
-      }
-    }
-    ++info.generation;
-    changed->push_back(info.id);
-    Log()->info("session {} ('{}'): policy now {}, priority {}, weight {}", info.id, info.name,
-                TenantClassName(info.cls), info.priority, info.weight);
-  }
-  changed_.SignalAll();
-  return static_cast<uint32_t>(matched.size());
-}
-
 std::optional<PacingSettings> DaemonCore::pacing_settings() const {
   for (const Gpu& gpu : gpus_) {
     if (gpu.pacing) return gpu.pacing->settings();
@@ -531,6 +390,7 @@ absl::StatusOr<PacingUpdate> DaemonCore::ReplacePacing(const PacingSettings& set
 void DaemonCore::WatchProcesses() {
   epoll_event events[32];
   while (!stopping_) {
+    heartbeat_.fetch_add(1, std::memory_order_relaxed);
     int n = epoll_wait(epoll_fd_, events, 32, 200);
     for (int i = 0; i < n; ++i) EndSession(events[i].data.u64, "process exited");
   }

@@ -30,9 +30,11 @@
 #include "absl/synchronization/mutex.h"
 #include "copy_arbiter.h"
 #include "gpu.h"
+#include "log_limiter.h"
 #include "missile/common/fd_passing.h"
 #include "missile/common/tenant_class.h"
 #include "pacing_domain.h"
+#include "policy_state.h"
 #include "vram_pool.h"
 
 namespace missile::daemon {
@@ -48,6 +50,8 @@ struct CoreOptions {
   std::optional<unsigned> admin_gid;  // members may change policy; root always may
   ClassDefaults ls{-10};
   ClassDefaults be{10};
+  // Where SetPolicy's changes are kept across restarts (policy_state.h); "" = not kept.
+  std::string state_file;
 };
 
 
@@ -91,7 +95,9 @@ class DaemonCore {
   DaemonCore(const DaemonCore&) = delete;
   DaemonCore& operator=(const DaemonCore&) = delete;
 
-  // Starts the process watcher.
+  // Restores the policy kept in options.state_file (a file that cannot be read or parsed is
+  // logged and ignored, never fatal; one that does not parse is moved to <file>.bad) and starts
+  // the process watcher.
   absl::Status Start();
   // Wakes every waiting Watch call so the servers can drain quickly; then Stop.
   void BeginShutdown();
@@ -145,8 +151,14 @@ class DaemonCore {
   // The session's pacing page on `gpu` (a memfd).
   absl::StatusOr<int> OpenPacing(const PeerCredentials& creds, uint64_t session, uint32_t gpu);
 
+  // Advances while the process watcher's loop runs (at least every 200 ms), for the watchdog.
+  uint64_t heartbeat() const { return heartbeat_.load(std::memory_order_relaxed); }
+
   // --- admin ---
   std::vector<SessionInfo> ListSessions() const;
+  // Root or the admin group only. Logs who (uid, pid) changed what (before -> after), and
+  // writes the policy to options.state_file, where a tenant registering later with the same
+  // name and uid (after a restart too) gets its class, priority, weight and quota back.
   absl::StatusOr<uint32_t> SetPolicy(const PeerCredentials& creds, const PolicyTarget& target,
                                      const PolicyChange& change);
   ClassDefaults class_defaults(TenantClass cls) const;
@@ -170,12 +182,21 @@ class DaemonCore {
   // The session's info as it is now (its policy may change on another thread).
   SessionInfo SnapshotOf(const Session& session) const;
   bool IsAdmin(const PeerCredentials& creds) const;
-  // The quota and priority parts of a policy change aimed at a whole class.
-  absl::Status SetClassPolicyLocked(TenantClass cls, const PolicyChange& change)
+  // The quota and priority parts of a policy change aimed at a whole class, made by `creds`.
+  absl::Status SetClassPolicyLocked(const PeerCredentials& creds, TenantClass cls,
+                                    const PolicyChange& change) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A policy change for one matched session; logs it and records it in policy_.
+  absl::Status ApplyToSessionLocked(const PeerCredentials& creds, Session& session,
+                                    const PolicyTarget& target, const PolicyChange& change)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes policy_ to the state file (errors are logged: the change itself holds).
+  void SavePolicyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(save_mu_) ABSL_LOCKS_EXCLUDED(mu_);
+  // Loads the state file into policy_ and applies its class defaults (Start).
+  void RestorePolicy() ABSL_LOCKS_EXCLUDED(mu_);
   // SetPolicy without telling the watchers; the ids of the sessions it changed go to `changed`.
   absl::StatusOr<uint32_t> ApplyPolicy(const PeerCredentials& creds, const PolicyTarget& target,
-                                       const PolicyChange& change, std::vector<uint64_t>* changed);
+                                       const PolicyChange& change, std::vector<uint64_t>* changed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(save_mu_);
   void WatchProcesses();
   // Calls the session's watchers (see AddWatcher); `ended` drops them afterwards. Call with no
   // lock held.
@@ -189,6 +210,9 @@ class DaemonCore {
   // Taken before mu_ where both are held (AddWatcher), so that a session cannot end between
   // its check and the watcher's registration unnoticed.
   absl::Mutex watchers_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // Serialises SetPolicy with its save, so the state file ends with the last change; taken
+  // before mu_.
+  absl::Mutex save_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::flat_hash_map<uint64_t, absl::flat_hash_map<uint64_t, std::function<void()>>> watchers_
       ABSL_GUARDED_BY(watchers_mu_);
   uint64_t next_watcher_ ABSL_GUARDED_BY(watchers_mu_) = 1;
@@ -201,6 +225,11 @@ class DaemonCore {
   uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
   ClassDefaults ls_ ABSL_GUARDED_BY(mu_);
   ClassDefaults be_ ABSL_GUARDED_BY(mu_);
+  // The policy set at run time, as the state file keeps it.
+  PolicyState policy_ ABSL_GUARDED_BY(mu_);
+  // Quota refusals are a tenant's own doing and may come in floods: one warning per interval.
+  LogLimiter quota_log_{std::chrono::seconds(10)};
+  std::atomic<uint64_t> heartbeat_{0};
   absl::CondVar changed_;
   // Serialises SetPacing, so every GPU ends with the same policy.
   absl::Mutex pacing_mu_;

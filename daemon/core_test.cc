@@ -5,13 +5,17 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
+#include "logger.h"
+#include "spdlog/sinks/ostream_sink.h"
 #include "missile/colorer/channel_map.h"
 #include "missile/colorer/colour_scheme.h"
 
@@ -295,6 +299,63 @@ TEST_F(DaemonCoreTest, AdminChangesAClassQuota) {
                 .code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(core_->gpus()[0].quota[ClassIndex(kBe)].tenant_quota_bytes, 2 * kG);
+}
+
+// Quota refusals are logged at warning, but a tenant asking in a loop gets one line per
+// interval, which counts the refusals left out.
+TEST_F(DaemonCoreTest, QuotaRefusalsAreLoggedAtWarningAndRateLimited) {
+  std::ostringstream log;
+  SetLogSinkForTesting(std::make_shared<spdlog::sinks::ostream_sink_mt>(log, true));
+  SessionInfo s = MustRegister(me_, "web", kBe);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(core_->Allocate(me_, s.id, 0, false, 10 * kG).status().code(),
+              absl::StatusCode::kResourceExhausted);
+  }
+  SetLogSinkForTesting(nullptr);
+  const std::string text = log.str();
+  const std::string line = "missiled warning: session " + std::to_string(s.id);
+  ASSERT_NE(text.find(line), std::string::npos) << text;
+  EXPECT_EQ(text.find(line, text.find(line) + 1), std::string::npos)
+      << "four of the five refusals within the interval are not logged:\n" << text;
+}
+
+// A tenant's policy and the class defaults set at run time come back in a new core over the
+// same state file, for the same name and uid only.
+TEST(DaemonCoreStateTest, PolicyComesBackFromTheStateFile) {
+  const std::string dir = ::testing::TempDir() + "/core_state_test_" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  CoreOptions options;
+  options.state_file = dir + "/policy.toml";
+  const PeerCredentials root{getpid(), 0, 0};
+  const PeerCredentials tenant{getpid(), 1000, 1000};
+  {
+    std::vector<Gpu> gpus;
+    gpus.push_back(FakeGpu());
+    DaemonCore core(options, std::move(gpus));
+    ASSERT_TRUE(core.Start().ok());
+    ASSERT_TRUE(core.Register(tenant, "web", kBe, 0).ok());
+    PolicyChange change = Priority(-3);
+    change.cls = kLs;
+    change.quota_bytes = 4 * kG;
+    ASSERT_TRUE(core.SetPolicy(root, ByName("web"), change).ok());
+    ASSERT_TRUE(core.SetPolicy(root, ByClass(kBe), Priority(12)).ok());
+  }
+  std::vector<Gpu> gpus;
+  gpus.push_back(FakeGpu());
+  DaemonCore core(options, std::move(gpus));
+  ASSERT_TRUE(core.Start().ok());
+  EXPECT_EQ(core.class_defaults(kBe).priority, 12);
+  auto web = core.Register(tenant, "web", kBe, 0);
+  ASSERT_TRUE(web.ok()) << web.status();
+  EXPECT_EQ(web->cls, kLs);
+  EXPECT_EQ(web->priority, -3);
+  EXPECT_EQ(core.GetUsage(tenant, web->id, 0)->quota_bytes, 4 * kG);
+  // The same name under another uid is another tenant: the class defaults.
+  auto other = core.Register(PeerCredentials{getppid(), 1001, 1001}, "web", kBe, 0);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(other->cls, kBe);
+  EXPECT_EQ(other->priority, 12);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

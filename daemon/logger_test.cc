@@ -1,5 +1,10 @@
 #include "logger.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -102,6 +107,49 @@ TEST_F(LoggerTest, LevelReachesThePoolsLogger) {
   SetLogLevel(spdlog::level::warn);
   ReleaseOneBlock(**pool, 2);
   EXPECT_NE(out_.str().find("missiled warning: scrubbing block"), std::string::npos) << out_.str();
+}
+
+// Each line starts with its syslog priority while journal prefixes are on, and with none after.
+TEST_F(LoggerTest, JournalPrefixesCarryTheSyslogPriority) {
+  SetLogLevel(spdlog::level::debug);
+  UseJournalPrefixes(true);
+  GetLogger(kCoreLog)->warn("w");
+  GetLogger(kPoolLog)->error("e");
+  GetLogger("journal-test-new")->info("i");  // a logger made while prefixes are on
+  GetLogger(kCoreLog)->debug("d");
+  UseJournalPrefixes(false);
+  GetLogger(kCoreLog)->info("plain");
+  EXPECT_EQ(out_.str(),
+            "<4>missiled warning: w\n<3>missiled error: e\n<6>missiled info: i\n"
+            "<7>missiled debug: d\nmissiled info: plain\n");
+}
+
+TEST(JournalStreamTest, MatchesOnlyTheDescriptorsOwnDeviceAndInode) {
+  char path[] = "/tmp/missile-journal-test-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  unlink(path);
+  struct stat st{};
+  ASSERT_EQ(fstat(fd, &st), 0);
+  const std::string same = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+  const std::string other = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino + 1);
+  EXPECT_TRUE(StderrIsJournal(same.c_str(), fd));
+  EXPECT_FALSE(StderrIsJournal(other.c_str(), fd)) << "stderr redirected after systemd set it";
+  EXPECT_FALSE(StderrIsJournal(nullptr, fd)) << "not under systemd";
+  EXPECT_FALSE(StderrIsJournal("", fd));
+  EXPECT_FALSE(StderrIsJournal("garbage", fd));
+  EXPECT_FALSE(StderrIsJournal((same + "x").c_str(), fd));
+  EXPECT_FALSE(StderrIsJournal(same.c_str(), -1)) << "a closed descriptor";
+  close(fd);
+}
+
+TEST(JournalStreamTest, SyslogPriorities) {
+  EXPECT_EQ(SyslogPriority(spdlog::level::trace), 7);
+  EXPECT_EQ(SyslogPriority(spdlog::level::debug), 7);
+  EXPECT_EQ(SyslogPriority(spdlog::level::info), 6);
+  EXPECT_EQ(SyslogPriority(spdlog::level::warn), 4);
+  EXPECT_EQ(SyslogPriority(spdlog::level::err), 3);
+  EXPECT_EQ(SyslogPriority(spdlog::level::critical), 2);
 }
 
 TEST(ParseLogLevelTest, NamesAndRejects) {

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <memory>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -17,7 +17,6 @@
 #include <functional>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_join.h"
@@ -32,6 +31,8 @@
 #include "rpc_server.h"
 #include "sd_notify.h"
 #include "side_channel_server.h"
+#include "startup_summary.h"
+#include "watchdog.h"
 
 namespace missile::daemon {
 namespace {
@@ -124,19 +125,22 @@ void RaiseDescriptorLimit() {
   }
 }
 
-// Pings the systemd watchdog at half its interval until `done`, when systemd asked for it.
-std::thread StartWatchdog(const std::atomic<bool>& done) {
+// Pings the systemd watchdog at half its interval, when systemd asked for it, while the core's
+// loop and every GPU's copy arbiter and pacing sampler are alive (watchdog.h).
+std::unique_ptr<Watchdog> StartWatchdog(const DaemonCore& core) {
   std::optional<std::chrono::microseconds> interval = SdWatchdogInterval();
-  if (!interval) return std::thread();
-  return std::thread([&done, period = *interval / 2] {
-    while (!done) {
-      SdNotify("WATCHDOG=1");
-      auto until = std::chrono::steady_clock::now() + period;
-      while (!done && std::chrono::steady_clock::now() < until) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-    }
-  });
+  if (!interval) return nullptr;
+  std::vector<Heartbeat> beats = {{"core", [&core] { return core.heartbeat(); }}};
+  for (const Gpu& gpu : core.gpus()) {
+    const std::string n = std::to_string(gpu.info.ordinal);
+    if (gpu.arbiter) beats.push_back({"copy arbiter " + n, [&gpu] { return gpu.arbiter->heartbeat(); }});
+    if (gpu.pacing) beats.push_back({"pacing " + n, [&gpu] { return gpu.pacing->heartbeat(); }});
+  }
+  auto period = std::chrono::duration_cast<std::chrono::milliseconds>(*interval / 2);
+  auto watchdog = std::make_unique<Watchdog>(period, std::move(beats),
+                                             [] { SdNotify("WATCHDOG=1"); });
+  watchdog->Start();
+  return watchdog;
 }
 
 // Opens the GPUs, starts the core and its two servers, and serves until a termination signal;
@@ -220,6 +224,7 @@ int RunServer(DaemonConfig config, std::optional<unsigned> socket_gid,
   options.admin_gid = admin_gid;
   options.ls.priority = config.classes.ls.priority;
   options.be.priority = config.classes.be.priority;
+  options.state_file = config.daemon.StateFilePath(getenv("STATE_DIRECTORY"));
   DaemonCore core(options, *std::move(gpus));
   if (absl::Status s = core.Start(); !s.ok()) {
     log->error("process watcher: {}", std::string(s.message()));
@@ -240,8 +245,7 @@ int RunServer(DaemonConfig config, std::optional<unsigned> socket_gid,
   log->info("serving on {} (descriptors on {})", config.daemon.socket, options.fd_socket_path);
   SdNotify("READY=1\nSTATUS=serving on " + config.daemon.socket);
 
-  std::atomic<bool> done{false};
-  std::thread watchdog = StartWatchdog(done);
+  std::unique_ptr<Watchdog> watchdog = StartWatchdog(core);
   int sig = 0;
   for (;;) {
     sigwait(&signals, &sig);
@@ -250,12 +254,11 @@ int RunServer(DaemonConfig config, std::optional<unsigned> socket_gid,
   }
   log->info("received {}: shutting down", strsignal(sig));
   SdNotify("STOPPING=1");
-  done = true;
+  if (watchdog) watchdog->Stop();
   core.BeginShutdown();
   server.Shutdown();
   side.Shutdown();
   core.Stop();
-  if (watchdog.joinable()) watchdog.join();
   log->info("stopped");
   return 0;
 }
@@ -286,8 +289,14 @@ int Run(int argc, char** argv) {
     printf("%s\n", DescribeConfig(*config).c_str());
     return 0;
   }
-  GetLogger(kCoreLog)->info("missiled {} starting; configuration:\n{}", missile::kVersion,
-                            DescribeConfig(*config));
+  // A few lines, each its own log record (journald reads one priority per line).
+  GetLogger(kCoreLog)->info("missiled {} starting", missile::kVersion);
+  const bool file_read = flags->config_given || access(flags->config.c_str(), F_OK) == 0;
+  for (const std::string& line :
+       StartupSummary(*config, file_read ? flags->config : "",
+                      config->daemon.StateFilePath(getenv("STATE_DIRECTORY")))) {
+    GetLogger(kCoreLog)->info("{}", line);
+  }
   auto socket_gid = GroupId("daemon.socket_group", config->daemon.socket_group);
   auto admin_gid = GroupId("daemon.admin_group", config->daemon.admin_group);
   if (!socket_gid.ok() || !admin_gid.ok()) {

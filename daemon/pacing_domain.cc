@@ -247,10 +247,12 @@ bool PacingDomain::LanesBusy(const pacingreg::Slot& s) const {
 void PacingDomain::RunSampler() {
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
+    heartbeat_.fetch_add(1, std::memory_order_relaxed);
     if (slot_of_.empty()) {
-      // Nothing to sample: sleep until a session joins (Join signals), and start afresh then.
+      // Nothing to sample: sleep until a session joins (Join signals), and start afresh then;
+      // waking now and then all the same, so the watchdog sees the loop alive.
       last_sample_ns_ = 0;
-      wake_.Wait(&mu_);
+      wake_.WaitWithTimeout(&mu_, absl::Milliseconds(100));
       continue;
     }
     SampleLocked(pacingreg::NowNs());

@@ -11,6 +11,7 @@
 #define MISSILE_DAEMON_PACING_DOMAIN_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -94,6 +95,10 @@ class PacingDomain {
   PacingDomain(const PacingDomain&) = delete;
   PacingDomain& operator=(const PacingDomain&) = delete;
 
+  // Advances on every turn of the sampler's loop (at least every 100 ms while it runs), for the
+  // watchdog (watchdog.h).
+  uint64_t heartbeat() const { return heartbeat_.load(std::memory_order_relaxed); }
+
   // Gives `session` a slot (keeps the one it has). RESOURCE_EXHAUSTED when every slot is taken.
   absl::Status Assign(uint64_t session, int pid, TenantClass cls, uint32_t weight);
   // Assign, then a new descriptor of the region for the tenant (the caller sends and closes it).
@@ -134,6 +139,7 @@ class PacingDomain {
   std::array<Sample, pacingreg::kSlots> samples_ ABSL_GUARDED_BY(mu_);
   uint64_t last_sample_ns_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<uint64_t> heartbeat_{0};
   absl::CondVar wake_;
   std::thread sampler_;
 };

@@ -9,6 +9,8 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # the Debian package and its test: man pages, dpkg-shlibdeps, systemd-analyze verify
+  help2man dpkg-dev systemd
 )
 
 missing=()

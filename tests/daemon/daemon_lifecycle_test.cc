@@ -202,5 +202,35 @@ TEST_F(DaemonTest, TellsSystemdItIsReadyAndStopsCleanlyOnSigterm) {
   close(fd);
 }
 
+// Under a systemd watchdog (WATCHDOG_USEC), a healthy daemon pings after READY=1: its core,
+// copy arbiter and pacing sampler loops all advance.
+TEST_F(DaemonTest, PingsTheSystemdWatchdogWhileItsLoopsRun) {
+  std::string notify = dir_.path() + "/notify.sock";
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  strncpy(addr.sun_path, notify.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  extra_env_["NOTIFY_SOCKET"] = notify;
+  extra_env_["WATCHDOG_USEC"] = "1000000";  // a ping every 500 ms
+  StartDaemon();
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  int pings = 0;
+  std::string seen;
+  for (int i = 0; i < 20 && pings < 3; ++i) {
+    char buf[256] = {};
+    ssize_t n = recv(fd, buf, sizeof(buf) - 1, 0);
+    if (n <= 0) break;
+    seen += std::string(buf) + "|";
+    if (std::string(buf).find("WATCHDOG=1") != std::string::npos) ++pings;
+  }
+  EXPECT_EQ(pings, 3) << seen;
+  EXPECT_NE(seen.find("READY=1"), std::string::npos) << seen;
+  StopDaemon();
+  EXPECT_EQ(daemon_exit_, 0);
+  close(fd);
+}
+
 }  // namespace
 }  // namespace missile::process_test

@@ -83,7 +83,7 @@ class DaemonTest : public ::testing::Test {
     chmod(config.c_str(), 0644);
     auto env = FakeEnv();
     env["LD_LIBRARY_PATH"] = FAKECUDA_DIR;
-    ASSERT_TRUE(daemon_.Start({MISSILED, "--config", config}, env));
+    ASSERT_TRUE(daemon_.Start({MISSILED, "--config", config}, env, daemon_log_));
     for (int i = 0; i < 500 && access(socket_.c_str(), F_OK) != 0; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
@@ -140,6 +140,7 @@ class DaemonTest : public ::testing::Test {
   std::string shm_;
   std::string socket_;
   std::string extra_daemon_;
+  std::string daemon_log_;  // a file for missiled's stderr; "" = the test's own
   // More test-double settings for the daemon and every tenant (FAKECUDA_DEVICES, ...).
   std::map<std::string, std::string> extra_env_;
   std::string link_rate_ = "100000";  // simulated PCIe bytes per microsecond
