@@ -28,7 +28,7 @@ ChannelMapFile Example() {
   f.fit.masks = Gf2Basis({0x1A500, 0x0C900, 0x12A00}).rows();
   f.fit.observations = 8191;
   f.fit.agreement = 0.999;
-  f.fit.confidence = 0.98;
+  f.fit.confidence = 0.875;
   f.verification_accuracy = 0.998;
   f.verification_observations = 8191;
   f.pair_accuracy = 1;
@@ -68,7 +68,7 @@ TEST(ChannelMapFileTest, BadValuesAreRejectedNamingTheKey) {
   } cases[] = {
       {"channel_groups = 8", "channel_groups = 4", "channel_groups"},
       {"high_bit = 21", "high_bit = 15", "masks"},
-      {"confidence = 0.98", "confidence = 1.5", "confidence"},
+      {"confidence = 0.875", "confidence = 1.5", "confidence"},
       {"source = 'dram'", "source = 3", "source"},
       {"seconds = 97.5", "seconds = -1.0", "seconds"},
       {"format_version = 1", "format_version = 2", "format_version"},

@@ -368,6 +368,48 @@ absl::StatusOr<double> PairAccuracy(const XorHashFit& fit,
   return static_cast<double>(right) / static_cast<double>(pairs.size());
 }
 
+absl::StatusOr<ParityFit> FitParityLabels(const std::vector<int>& labels) {
+  if (labels.size() < 2 || labels.size() > (size_t{1} << 24) || !std::has_single_bit(labels.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parity fit needs 2^n labels (n in 1..24), got ", labels.size()));
+  }
+  std::vector<int64_t> w(labels.size());
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] != 0 && labels[i] != 1) {
+      return absl::InvalidArgumentError(absl::StrCat("label ", i, " is ", labels[i], ", not 0/1"));
+    }
+    w[i] = labels[i] ? -1 : 1;
+  }
+  // w[m] becomes sum over g of (-1)^(label(g) + parity(g & m)): the agreement with mask m, less
+  // the disagreement.
+  for (size_t h = 1; h < w.size(); h <<= 1) {
+    for (size_t i = 0; i < w.size(); i += 2 * h) {
+      for (size_t j = i; j < i + h; ++j) {
+        const int64_t a = w[j], b = w[j + h];
+        w[j] = a + b;
+        w[j + h] = a - b;
+      }
+    }
+  }
+  const double n = static_cast<double>(w.size());
+  ParityFit fit;
+  int64_t best = -1;
+  for (size_t m = 0; m < w.size(); ++m) {
+    const int64_t magnitude = w[m] < 0 ? -w[m] : w[m];
+    const double agreement = (n + static_cast<double>(magnitude)) / (2 * n);
+    if (magnitude > best) {
+      if (best >= 0) fit.runner_up = std::max(fit.runner_up, fit.agreement);
+      best = magnitude;
+      fit.mask = m;
+      fit.constant = w[m] < 0 ? 1 : 0;
+      fit.agreement = agreement;
+    } else {
+      fit.runner_up = std::max(fit.runner_up, agreement);
+    }
+  }
+  return fit;
+}
+
 absl::StatusOr<GranularityColours> ColoursAtGranularity(const XorHashFit& fit,
                                                         uint64_t granularity_bytes) {
   if (granularity_bytes == 0 || !std::has_single_bit(granularity_bytes)) {

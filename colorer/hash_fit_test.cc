@@ -62,7 +62,9 @@ TEST(Gf2BasisTest, SpanRankAndCanonicalForm) {
   EXPECT_EQ(a, b);
   for (uint64_t row : a.rows()) {
     for (uint64_t other : a.rows()) {
-      if (row != other) EXPECT_EQ(other & std::bit_floor(row), 0u);
+      if (row != other) {
+        EXPECT_EQ(other & std::bit_floor(row), 0u);
+      }
     }
   }
 }
@@ -245,6 +247,30 @@ TEST(OracleFitTest, RejectsBadOptions) {
   EXPECT_EQ(FitWithConflictOracle(nullptr, {}).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(PairAccuracy(XorHashFit{}, {}).ok());
+}
+
+TEST(ParityLabelsTest, FindsTheParityBehindNoisyLabels) {
+  std::mt19937_64 rng(17);
+  const uint64_t mask = 0b1011000101101;  // 13 index bits: 256-byte granules of 2 MiB
+  std::vector<int> labels(1 << 13);
+  for (size_t g = 0; g < labels.size(); ++g) {
+    labels[g] = Parity(g & mask) ^ 1 ^ (std::uniform_real_distribution<double>(0, 1)(rng) < 0.08);
+  }
+  absl::StatusOr<ParityFit> fit = FitParityLabels(labels);
+  ASSERT_TRUE(fit.ok());
+  EXPECT_EQ(fit->mask, mask);
+  EXPECT_EQ(fit->constant, 1);
+  EXPECT_NEAR(fit->agreement, 0.92, 0.02);
+  EXPECT_LT(fit->runner_up, 0.6);
+
+  std::vector<int> noise(1 << 10);
+  for (int& l : noise) l = static_cast<int>(rng() & 1);
+  absl::StatusOr<ParityFit> none = FitParityLabels(noise);
+  ASSERT_TRUE(none.ok());
+  EXPECT_LT(none->agreement, 0.6);
+
+  EXPECT_FALSE(FitParityLabels(std::vector<int>(3, 0)).ok());
+  EXPECT_FALSE(FitParityLabels({0, 2}).ok());
 }
 
 TEST(GranularityTest, H200LikeHashGivesOneColourAtTwoMiBAndSaysWhy) {

@@ -10,6 +10,8 @@
 #include <memory>
 #include <string>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "channel_gpu.h"
@@ -76,6 +78,26 @@ absl::Status RunChannelMap(const CalibrateArgs& args, spdlog::logger& log) {
   absl::StatusOr<ChannelScanResult> result = RunChannelScan(
       **probe, chunk, channel_plan, [&](const std::string& line) { log.info("{}", line); });
   if (!result.ok()) return result.status();
+  // The L2 slice signature: one line per granule, timed by one thread (about 50 ms).
+  {
+    const uint64_t granule = uint64_t{1} << channel_plan.granule_shift;
+    std::vector<uint64_t> probes;
+    for (uint64_t off = 0; off < info.identity.granularity_bytes; off += granule) {
+      probes.push_back(chunk + off);
+    }
+    constexpr uint32_t kIters = 16;
+    absl::StatusOr<std::vector<uint64_t>> cycles = (*gpu)->ChaseCycles(probes, kIters);
+    if (!cycles.ok()) return cycles.status();
+    std::vector<double> per_load;
+    for (uint64_t c : *cycles) per_load.push_back(static_cast<double>(c) / kIters);
+    absl::StatusOr<LatencySignature> latency =
+        LatencySignatureOf(std::move(per_load), channel_plan.granule_shift);
+    if (!latency.ok()) return latency.status();
+    result->latency = *std::move(latency);
+    log.info("latency signature: {:.0f}-{:.0f} cycles, far = parity of 0x{:x} for {:.4f}",
+             result->latency.min, result->latency.max, result->latency.mask,
+             result->latency.agreement);
+  }
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - begin;
 
   absl::StatusOr<colorer::ChannelMapFile> file = BuildChannelMapFile(
@@ -90,7 +112,9 @@ absl::Status RunChannelMap(const CalibrateArgs& args, spdlog::logger& log) {
   const std::string report = ChannelReport(*file, *result);
   for (const auto& [suffix, text] : {std::pair<std::string, std::string>{".txt", report},
                                      {".pairs.csv", PairsCsv(*result)},
-                                     {".scan.csv", ScanCsv(*result)}}) {
+                                     {".scan.csv", ScanCsv(*result)},
+                                     {".latency.csv",
+                                      LatencyCsv(*result, channel_plan.granule_shift)}}) {
     if (absl::Status s = WriteText(base + suffix, text); !s.ok()) return s;
   }
   std::fprintf(stdout, "%s", report.c_str());

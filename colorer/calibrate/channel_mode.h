@@ -4,6 +4,7 @@
 //   <uuid>.channels.txt       the text report (also printed)
 //   <uuid>.channels.pairs.csv bandwidth under contention per predicted colour pair
 //   <uuid>.channels.scan.csv  every scanned mask's bandwidth ratio
+//   <uuid>.channels.latency.csv  L2-hit latency per granule (the L2 slice signature)
 // Errors are returned as statuses naming what failed; nothing is written before the scan ends.
 // Called once, from main's thread.
 

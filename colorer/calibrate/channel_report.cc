@@ -82,6 +82,14 @@ std::string ScanCsv(const ChannelScanResult& result) {
   return out;
 }
 
+std::string LatencyCsv(const ChannelScanResult& result, int granule_shift) {
+  std::string out = "offset,cycles_per_load\n";
+  for (size_t g = 0; g < result.latency.cycles.size(); ++g) {
+    absl::StrAppendFormat(&out, "%d,%.1f\n", g << granule_shift, result.latency.cycles[g]);
+  }
+  return out;
+}
+
 // long: a report is a fixed sequence of sections; each is a few formatted lines.
 std::string ChannelReport(const colorer::ChannelMapFile& file, const ChannelScanResult& result) {
   std::string out = absl::StrFormat("channel map of %s %s (%s)\n", file.gpu_name, file.uuid,
@@ -105,6 +113,14 @@ std::string ChannelReport(const colorer::ChannelMapFile& file, const ChannelScan
                           "  %d-fold cross-validation: %d masks predicted by fits that did not "
                           "see them, right: %.4f; %d of %d fold fits equal the function\n",
                           s.folds, s.cv_predictions, s.cv_accuracy, s.folds_matching, s.folds);
+  }
+  if (result.latency.measured) {
+    const LatencySignature& l = result.latency;
+    absl::StrAppendFormat(&out,
+                          "L2-hit latency per granule, one thread: %.0f-%.0f cycles (median %.0f);"
+                          " far (above the median) = parity of %s ^ c for %.4f of the granules "
+                          "(next best mask %.4f)\n",
+                          l.min, l.max, l.median, MaskText(l.mask), l.agreement, l.runner_up);
   }
   absl::StrAppendFormat(&out, "\nfunction carried by the map file: source %s\n", file.source);
   if (result.pairs.empty()) {

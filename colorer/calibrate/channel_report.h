@@ -29,6 +29,8 @@ absl::StatusOr<colorer::ChannelMapFile> BuildChannelMapFile(const GpuIdentity& g
 std::string PairsCsv(const ChannelScanResult& result);
 // Header: source,mask,bits,ratio,conflict,in_fit_span
 std::string ScanCsv(const ChannelScanResult& result);
+// Header: offset,cycles_per_load (empty when the latency signature was not measured)
+std::string LatencyCsv(const ChannelScanResult& result, int granule_shift);
 // The human-readable report: per source the bandwidths, the fitted function, agreement and
 // held-back accuracy; the contention matrix; the colours per granularity and why.
 std::string ChannelReport(const colorer::ChannelMapFile& file, const ChannelScanResult& result);

@@ -233,6 +233,27 @@ absl::Status MeasurePairs(SweepContext& cx, ChannelScanResult& result) {
 
 }  // namespace
 
+absl::StatusOr<LatencySignature> LatencySignatureOf(std::vector<double> cycles,
+                                                    int granule_shift) {
+  if (cycles.size() < 2 || !std::has_single_bit(cycles.size())) {
+    return absl::InvalidArgumentError("latency signature needs a power-of-two granule count");
+  }
+  LatencySignature out;
+  out.measured = true;
+  out.cycles = std::move(cycles);
+  out.median = Median(out.cycles);
+  out.min = *std::min_element(out.cycles.begin(), out.cycles.end());
+  out.max = *std::max_element(out.cycles.begin(), out.cycles.end());
+  std::vector<int> far(out.cycles.size());
+  for (size_t g = 0; g < far.size(); ++g) far[g] = out.cycles[g] > out.median ? 1 : 0;
+  absl::StatusOr<colorer::ParityFit> fit = colorer::FitParityLabels(far);
+  if (!fit.ok()) return fit.status();
+  out.mask = fit->mask << granule_shift;
+  out.agreement = fit->agreement;
+  out.runner_up = fit->runner_up;
+  return out;
+}
+
 ChannelPlan MakeChannelPlan(bool quick, uint64_t seed) {
   ChannelPlan p;
   p.seed = seed;
@@ -332,15 +353,22 @@ absl::StatusOr<ChannelScanResult> RunChannelScan(ChannelProbeDevice& device,
     if (!r.ok()) return r.status();
     result.sources.push_back(*std::move(r));
   }
-  // The function the file carries: the most confident fit that found structure (the first
-  // source, "dram", when none did or on a tie).
-  for (size_t i = 0; i < result.sources.size(); ++i) {
+  // The function the file carries: the first source (DRAM, what colouring is about) whose fit
+  // found structure with confidence >= 0.8; else the most confident fit with structure; else
+  // the first source.
+  int chosen = -1;
+  for (size_t i = 0; i < result.sources.size() && chosen < 0; ++i) {
+    const colorer::XorHashFit& f = result.sources[i].fit;
+    if (f.rank() > 0 && f.confidence >= 0.8) chosen = static_cast<int>(i);
+  }
+  for (size_t i = 0; i < result.sources.size() && chosen < 0; ++i) {
     const colorer::XorHashFit& f = result.sources[i].fit;
     const colorer::XorHashFit& best = result.sources[result.primary].fit;
     if (f.rank() > 0 && (best.rank() == 0 || f.confidence > best.confidence)) {
       result.primary = static_cast<int>(i);
     }
   }
+  if (chosen >= 0) result.primary = chosen;
   if (absl::Status s = MeasurePairs(cx, result); !s.ok()) return s;
   result.seconds = SecondsSince(cx.begin);
   return result;

@@ -120,6 +120,22 @@ struct PairMeasurement {
   bool measured_conflict = false;
 };
 
+// The L2 slice signature: L2-hit latency of one line per granule of the chunk, from one thread
+// (one SM), split at the median into near and far, and the parity function that best explains
+// the split (colorer::FitParityLabels; a near/far partition chosen by an XOR of address bits
+// shows as a high agreement).
+struct LatencySignature {
+  bool measured = false;
+  std::vector<double> cycles;  // per granule, cycles per load
+  double min = 0, median = 0, max = 0;
+  uint64_t mask = 0;  // in address-bit positions
+  double agreement = 0;
+  double runner_up = 0;
+};
+
+// Fills a signature from per-granule cycles per load (a power-of-two count >= 2).
+absl::StatusOr<LatencySignature> LatencySignatureOf(std::vector<double> cycles, int granule_shift);
+
 struct ChannelScanResult {
   std::vector<SourceResult> sources;
   int primary = 0;  // the source whose function the map file carries
@@ -127,6 +143,7 @@ struct ChannelScanResult {
   std::vector<PairMeasurement> pairs;
   double pair_threshold = 0;
   double pair_accuracy = -1;  // -1: fewer than two colours, nothing to predict
+  LatencySignature latency;   // filled by the caller (it needs the chunk's pointer chase)
   double seconds = 0;
 };
 

@@ -151,6 +151,19 @@ struct PairObservation {
 absl::StatusOr<double> PairAccuracy(const XorHashFit& fit,
                                     const std::vector<PairObservation>& pairs);
 
+// The parity function that best explains a binary label of every index 0..2^n-1 (for instance
+// near/far L2 latency per 256-byte granule): label(g) ~ parity(g & mask) ^ constant. Exact, by
+// a fast Walsh-Hadamard transform, O(n 2^n). `labels` must hold 2^n values (n in 1..24) of 0 or
+// 1. agreement = fraction of indices the function explains (0.5: no parity structure; the zero
+// mask, a constant, is a candidate too).
+struct ParityFit {
+  uint64_t mask = 0;  // over index bits
+  int constant = 0;
+  double agreement = 0;
+  double runner_up = 0;  // the best agreement of any other mask
+};
+absl::StatusOr<ParityFit> FitParityLabels(const std::vector<int>& labels);
+
 // What a fitted function means for chunks of `granularity_bytes` (a power of two): the colours
 // such chunks can tell apart by the observed bits, and why.
 struct GranularityColours {
