@@ -205,8 +205,9 @@ absl::StatusOr<XorHashFit> FitRowSpaceFromScan(const std::vector<MaskObservation
   }
   double separation = 0;
   if (!inside.empty() && !outside.empty()) {
+    // 1 for a full halving of the masks in the row space, 0.5 for a quarter lost.
     const double neutral = Median(outside);
-    if (neutral > threshold) separation = (neutral - Median(inside)) / (neutral - threshold);
+    if (neutral > 0) separation = (neutral - Median(inside)) / (0.5 * neutral);
   }
   Score(fit, static_cast<int>(observations.size()), best, separation);
   return fit;

@@ -369,7 +369,14 @@ absl::StatusOr<ChannelScanResult> RunChannelScan(ChannelProbeDevice& device,
     }
   }
   if (chosen >= 0) result.primary = chosen;
-  if (absl::Status s = MeasurePairs(cx, result); !s.ok()) return s;
+  if (absl::Status s = MeasurePairs(cx, result); !s.ok()) {
+    // Readers that did not overlap spoil only the contention matrix: the fitted function and
+    // its cross-validation stand. Anything else may have left the device unusable.
+    if (!absl::IsFailedPrecondition(s)) return s;
+    Say(progress, absl::StrCat("pairs: not measured: ", s.message()));
+    result.pairs.clear();
+    result.pair_accuracy = -1;
+  }
   result.seconds = SecondsSince(cx.begin);
   return result;
 }

@@ -21,7 +21,9 @@
 //    different halves); slowdown = 1 - alone / under (times). Same colour is predicted to
 //    conflict; the slowdowns are split in two classes (largest gap) and compared.
 //
-// Contract: device errors pass through unchanged (the caller stops). The whole run is bounded by
+// Contract: device errors pass through unchanged (the caller stops), except FAILED_PRECONDITION
+// from the contention matrix (victim and aggressor did not overlap), which leaves the matrix
+// out (pair_accuracy -1) and keeps the fit. The whole run is bounded by
 // plan.time_budget_s: scans stop after the sweep that passes it (at least one sweep runs). Not
 // thread-safe: one thread drives a device.
 

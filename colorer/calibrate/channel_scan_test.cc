@@ -44,6 +44,7 @@ class ModelGpu : public ChannelProbeDevice {
   }
   absl::StatusOr<double> TimeSubsetUnder(const SubsetLaunch& victim,
                                          const SubsetLaunch& aggressor) override {
+    if (no_overlap_) return absl::FailedPreconditionError("the readers did not overlap");
     absl::StatusOr<double> alone = TimeSubset(victim);
     if (!alone.ok()) return alone;
     const std::set<uint64_t> v = Groups(victim), a = Groups(aggressor);
@@ -53,6 +54,7 @@ class ModelGpu : public ChannelProbeDevice {
     return *alone / (1.0 - 0.6 * overlap);
   }
   int launches() const { return launches_; }
+  void set_no_overlap() { no_overlap_ = true; }
 
  private:
   // How many groups the subset touches, by linear algebra: the subset is a coset of the
@@ -99,6 +101,7 @@ class ModelGpu : public ChannelProbeDevice {
   uint64_t base_ = 0;
   std::mt19937_64 rng_{11};
   int launches_ = 0;
+  bool no_overlap_ = false;
 };
 
 // An H200-like map: 32 DRAM channel groups from masks over many bits below 21 (and bit 21+,
@@ -162,6 +165,16 @@ TEST(ChannelScanTest, AGpuWithoutStructureInsideAChunkGivesOneGroup) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->sources[0].fit.rank(), 0);
   EXPECT_EQ(r->sources[1].fit.rank(), 0);
+  EXPECT_TRUE(r->pairs.empty());
+  EXPECT_EQ(r->pair_accuracy, -1);
+}
+
+TEST(ChannelScanTest, ReadersThatDoNotOverlapLeaveOutOnlyTheMatrix) {
+  ModelGpu gpu(DramHash(), L2Hash(), 0.02);
+  gpu.set_no_overlap();
+  absl::StatusOr<ChannelScanResult> r = RunChannelScan(gpu, kBase, MakeChannelPlan(true, 3), {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->sources[0].fit.rank(), 5);
   EXPECT_TRUE(r->pairs.empty());
   EXPECT_EQ(r->pair_accuracy, -1);
 }

@@ -68,9 +68,9 @@ struct XorHashFit {
   int disagreements = 0;        // of those, how many the fit contradicts
   // 1 - disagreements / observations: how much of the evidence the function explains.
   double agreement = 0;
-  // How far apart the two classes were: (neutral level - conflict level) / (neutral level -
-  // threshold) clipped to [0, 1] for scans; the weakest vote margin for oracle fits. 0 when the
-  // fit found no structure.
+  // How clear the conflicts were: for scans, the loss of the masks in the row space as a
+  // fraction of a full halving ((neutral - their median ratio) / (neutral / 2), clipped to
+  // [0, 1]); for oracle fits, the weakest vote margin. 0 when the fit found no structure.
   double separation = 0;
   // A single figure for the file: agreement scaled by separation (1 = clean, 0 = nothing).
   double confidence = 0;
