@@ -56,7 +56,8 @@ class Reader {
     for (const auto& [key, node] : t_) {
       bool known = false;
       for (const char* k : kKeys) known = known || key.str() == k;
-      if (!known) return KeyError(absl::string_view(key.str().data(), key.str().size()), "unknown key");
+      if (!known)
+        return KeyError(absl::string_view(key.str().data(), key.str().size()), "unknown key");
     }
     return absl::OkStatus();
   }
@@ -98,10 +99,13 @@ absl::StatusOr<ChannelMapFile> Read(const toml::table& root) {
   auto version = r.Int("format_version", kChannelMapFileVersion, kChannelMapFileVersion);
   if (!version.ok()) return version.status();
   ChannelMapFile f;
-  std::pair<const char*, std::string*> strings[] = {
-      {"gpu_name", &f.gpu_name}, {"uuid", &f.uuid},     {"driver_version", &f.driver_version},
-      {"tool_version", &f.tool_version}, {"date", &f.date}, {"source", &f.source},
-      {"method", &f.method}};
+  std::pair<const char*, std::string*> strings[] = {{"gpu_name", &f.gpu_name},
+                                                    {"uuid", &f.uuid},
+                                                    {"driver_version", &f.driver_version},
+                                                    {"tool_version", &f.tool_version},
+                                                    {"date", &f.date},
+                                                    {"source", &f.source},
+                                                    {"method", &f.method}};
   for (auto& [key, out] : strings) {
     auto v = r.String(key);
     if (!v.ok()) return v.status();
@@ -136,21 +140,19 @@ absl::StatusOr<ChannelMapFile> Read(const toml::table& root) {
     }
     f.fit.masks.push_back(static_cast<uint64_t>(m.as_integer()->get()));
   }
-  std::pair<const char*, double*> numbers[] = {
-      {"confidence", &f.fit.confidence},
-      {"agreement", &f.fit.agreement},
-      {"verification_accuracy", &f.verification_accuracy},
-      {"pair_accuracy", &f.pair_accuracy},
-      {"seconds", &f.seconds}};
+  std::pair<const char*, double*> numbers[] = {{"confidence", &f.fit.confidence},
+                                               {"agreement", &f.fit.agreement},
+                                               {"verification_accuracy", &f.verification_accuracy},
+                                               {"pair_accuracy", &f.pair_accuracy},
+                                               {"seconds", &f.seconds}};
   for (auto& [key, out] : numbers) {
     auto v = r.Number(key);
     if (!v.ok()) return v.status();
     *out = *v;
   }
   if (static_cast<uint64_t>(*groups) != f.fit.groups()) {
-    return KeyError("channel_groups",
-                    absl::StrCat(*groups, " but masks give 2^", f.fit.rank(), " = ",
-                                 f.fit.groups()));
+    return KeyError("channel_groups", absl::StrCat(*groups, " but masks give 2^", f.fit.rank(),
+                                                   " = ", f.fit.groups()));
   }
   if (absl::Status s = ValidateChannelMapFile(f); !s.ok()) return s;
   return f;
@@ -189,8 +191,8 @@ absl::Status ValidateChannelMapFile(const ChannelMapFile& f) {
   if (f.fit.masks.size() > 16) return KeyError("masks", "more than 16 masks");
   for (uint64_t m : f.fit.masks) {
     if (m == 0 || (m & ~range) != 0) {
-      return KeyError("masks", absl::StrCat("0x", absl::Hex(m), " is outside bits [",
-                                            f.fit.low_bit, ", ", f.fit.high_bit, ")"));
+      return KeyError("masks", absl::StrCat("0x", absl::Hex(m), " is outside bits [", f.fit.low_bit,
+                                            ", ", f.fit.high_bit, ")"));
     }
   }
   if (Gf2Basis(f.fit.masks).rows() != f.fit.masks) {
@@ -198,8 +200,7 @@ absl::Status ValidateChannelMapFile(const ChannelMapFile& f) {
   }
   std::pair<const char*, double> fractions[] = {{"confidence", f.fit.confidence},
                                                 {"agreement", f.fit.agreement},
-                                                {"verification_accuracy",
-                                                 f.verification_accuracy}};
+                                                {"verification_accuracy", f.verification_accuracy}};
   for (const auto& [key, v] : fractions) {
     if (!(v >= 0 && v <= 1)) return KeyError(key, "must be in [0, 1]");
   }
@@ -236,7 +237,8 @@ absl::StatusOr<ChannelMapFile> LoadChannelMapFile(const std::string& path) {
   text << in.rdbuf();
   if (in.bad()) return absl::DataLossError(absl::StrCat("reading channel map ", path));
   absl::StatusOr<ChannelMapFile> f = ParseChannelMapFile(text.str());
-  if (!f.ok()) return absl::Status(f.status().code(), absl::StrCat(path, ": ", f.status().message()));
+  if (!f.ok())
+    return absl::Status(f.status().code(), absl::StrCat(path, ": ", f.status().message()));
   return f;
 }
 
@@ -306,14 +308,13 @@ absl::Status SaveChannelMapFile(const ChannelMapFile& file, const std::string& p
   return s;
 }
 
-absl::StatusOr<std::string> ExplainColours(const ChannelMapFile& file,
-                                           uint64_t granularity_bytes) {
+absl::StatusOr<std::string> ExplainColours(const ChannelMapFile& file, uint64_t granularity_bytes) {
   absl::StatusOr<GranularityColours> colours = ColoursAtGranularity(file.fit, granularity_bytes);
   if (!colours.ok()) return colours.status();
   return absl::StrFormat(
       "channel map (%s, %d groups over bits %d-%d, confidence %.2f, held-back accuracy %.2f): %s",
-      file.source, file.fit.groups(), file.fit.low_bit, file.fit.high_bit - 1,
-      file.fit.confidence, file.verification_accuracy, colours->reason);
+      file.source, file.fit.groups(), file.fit.low_bit, file.fit.high_bit - 1, file.fit.confidence,
+      file.verification_accuracy, colours->reason);
 }
 
 }  // namespace missile::colorer

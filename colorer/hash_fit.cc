@@ -43,8 +43,7 @@ std::vector<int> BitsOf(uint64_t v) {
 void Score(XorHashFit& fit, int observations, int disagreements, double separation) {
   fit.observations = observations;
   fit.disagreements = disagreements;
-  fit.agreement =
-      observations > 0 ? 1.0 - static_cast<double>(disagreements) / observations : 0.0;
+  fit.agreement = observations > 0 ? 1.0 - static_cast<double>(disagreements) / observations : 0.0;
   fit.separation = std::clamp(separation, 0.0, 1.0);
   fit.confidence = fit.agreement * (fit.masks.empty() ? 1.0 : fit.separation);
 }
@@ -73,9 +72,8 @@ bool Gf2Basis::Add(uint64_t v) {
     if (row & pivot) row ^= v;
   }
   rows_.push_back(v);
-  std::sort(rows_.begin(), rows_.end(), [](uint64_t a, uint64_t b) {
-    return std::countl_zero(a) > std::countl_zero(b);
-  });
+  std::sort(rows_.begin(), rows_.end(),
+            [](uint64_t a, uint64_t b) { return std::countl_zero(a) > std::countl_zero(b); });
   return true;
 }
 
@@ -151,10 +149,10 @@ absl::StatusOr<XorHashFit> FitRowSpaceFromScan(const std::vector<MaskObservation
   const uint64_t range = RangeMask(options.low_bit, options.high_bit);
   for (const MaskObservation& o : observations) {
     if (o.mask == 0 || (o.mask & ~range) != 0 || !std::isfinite(o.ratio) || o.ratio < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "observation mask 0x", absl::Hex(o.mask), " ratio ", o.ratio,
-          ": a mask must be non-zero inside bits [", options.low_bit, ", ", options.high_bit,
-          ") and a ratio finite and >= 0"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("observation mask 0x", absl::Hex(o.mask), " ratio ", o.ratio,
+                       ": a mask must be non-zero inside bits [", options.low_bit, ", ",
+                       options.high_bit, ") and a ratio finite and >= 0"));
     }
   }
   const double threshold = ScanThreshold(observations, options);
@@ -299,8 +297,8 @@ absl::StatusOr<XorHashFit> FitWithConflictOracle(const ConflictOracle& oracle,
         absl::StrCat("max_rank must be in [1, 12], got ", options.max_rank));
   }
   std::mt19937_64 rng(options.seed);
-  const uint64_t range = options.high_bit >= 64 ? ~uint64_t{0}
-                                                : (uint64_t{1} << options.high_bit) - 1;
+  const uint64_t range =
+      options.high_bit >= 64 ? ~uint64_t{0} : (uint64_t{1} << options.high_bit) - 1;
   std::vector<int> pivots;
   std::vector<uint64_t> rows;  // row i: the address bits whose column has channel bit i
   int asked = 0, contradicted = 0;
@@ -370,7 +368,8 @@ absl::StatusOr<double> PairAccuracy(const XorHashFit& fit,
 }
 
 absl::StatusOr<ParityFit> FitParityLabels(const std::vector<int>& labels) {
-  if (labels.size() < 2 || labels.size() > (size_t{1} << 24) || !std::has_single_bit(labels.size())) {
+  if (labels.size() < 2 || labels.size() > (size_t{1} << 24) ||
+      !std::has_single_bit(labels.size())) {
     return absl::InvalidArgumentError(
         absl::StrCat("parity fit needs 2^n labels (n in 1..24), got ", labels.size()));
   }
@@ -448,8 +447,8 @@ absl::StatusOr<GranularityColours> ColoursAtGranularity(const XorHashFit& fit,
                               " and up only, which are constant inside a chunk");
   } else {
     out.reason = absl::StrCat(size, " chunks: ", out.colours, " colours of ", fit.groups(),
-                              " channel groups; bits ", FormatBitList(out.merging_bits),
-                              " below ", log2, " vary inside a chunk and merge the rest");
+                              " channel groups; bits ", FormatBitList(out.merging_bits), " below ",
+                              log2, " vary inside a chunk and merge the rest");
   }
   if (out.above_observed_range) {
     absl::StrAppend(&out.reason, " (bits ", fit.high_bit,

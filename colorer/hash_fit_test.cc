@@ -16,8 +16,8 @@ namespace {
 // k random independent masks over bits [low, high), each with many bits set (as the published
 // hashes have), in reduced form.
 std::vector<uint64_t> RandomHash(int k, int low, int high, std::mt19937_64& rng) {
-  const uint64_t range = (high >= 64 ? ~uint64_t{0} : (uint64_t{1} << high) - 1) &
-                         ~((uint64_t{1} << low) - 1);
+  const uint64_t range =
+      (high >= 64 ? ~uint64_t{0} : (uint64_t{1} << high) - 1) & ~((uint64_t{1} << low) - 1);
   Gf2Basis basis;
   while (basis.rank() < k) basis.Add(rng() & range);
   return basis.rows();
@@ -126,25 +126,22 @@ TEST(ScanFitTest, RejectsBadInput) {
   EXPECT_EQ(FitRowSpaceFromScan(few, {}).status().code(), absl::StatusCode::kInvalidArgument);
   std::vector<MaskObservation> outside(16, {0x100, 1.0});
   outside[3].mask = 0x80;  // below bit 8
-  EXPECT_EQ(FitRowSpaceFromScan(outside, {}).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(FitRowSpaceFromScan(outside, {}).status().code(), absl::StatusCode::kInvalidArgument);
   std::vector<MaskObservation> zero(16, {0x100, 1.0});
   zero[0].mask = 0;
   EXPECT_EQ(FitRowSpaceFromScan(zero, {}).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(CrossValidateScan(std::vector<MaskObservation>(16, {0x100, 1.0}), {}, 5, 1)
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      CrossValidateScan(std::vector<MaskObservation>(16, {0x100, 1.0}), {}, 5, 1).status().code(),
+      absl::StatusCode::kInvalidArgument);
   std::vector<MaskObservation> nan(16, {0x100, 1.0});
   nan[1].ratio = std::nan("");
   EXPECT_EQ(FitRowSpaceFromScan(nan, {}).status().code(), absl::StatusCode::kInvalidArgument);
   ScanFitOptions inverted;
   inverted.low_bit = 21;
   inverted.high_bit = 8;
-  EXPECT_EQ(FitRowSpaceFromScan(std::vector<MaskObservation>(16, {0x100, 1.0}), inverted)
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      FitRowSpaceFromScan(std::vector<MaskObservation>(16, {0x100, 1.0}), inverted).status().code(),
+      absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(ScanAccuracy(XorHashFit{}, {}, 0.75).ok());
 }
 
@@ -185,8 +182,7 @@ TEST_P(OracleFitTest, RecoversMasksOverFortyBits) {
   options.high_bit = 46;
   options.votes = 5;
   absl::StatusOr<XorHashFit> fit =
-      FitWithConflictOracle([gpu](uint64_t a, uint64_t b) { return gpu->Conflict(a, b); },
-                            options);
+      FitWithConflictOracle([gpu](uint64_t a, uint64_t b) { return gpu->Conflict(a, b); }, options);
   ASSERT_TRUE(fit.ok()) << fit.status();
   EXPECT_EQ(fit->masks, Gf2Basis(gpu->masks).rows());
   EXPECT_EQ(fit->rank(), c.rank);
@@ -244,8 +240,7 @@ TEST(OracleFitTest, RejectsBadOptions) {
   empty.high_bit = 10;
   EXPECT_EQ(FitWithConflictOracle(always, empty).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(FitWithConflictOracle(nullptr, {}).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(FitWithConflictOracle(nullptr, {}).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(PairAccuracy(XorHashFit{}, {}).ok());
 }
 

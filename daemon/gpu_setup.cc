@@ -24,7 +24,9 @@ std::string AddChannelMapReason(std::string note,
     return note + "; channel map not used: " + std::string(map.status().message());
   }
   auto reason = colorer::ExplainColours(*map, granularity_bytes);
-  if (!reason.ok()) return note + "; channel map not used: " + std::string(reason.status().message());
+  if (!reason.ok()) {
+    return note + "; channel map not used: " + std::string(reason.status().message());
+  }
   return note + "; " + *reason;
 }
 

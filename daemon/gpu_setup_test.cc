@@ -68,7 +68,8 @@ TEST(GpuSetupTest, AChannelMapExplainsTheColourCount) {
   GpuSection gpu;
   gpu.profile_dir = "/var/lib/missile/profiles";
   EXPECT_EQ(ChannelMapPathFor(gpu, "GPU-1"), "/var/lib/missile/profiles/GPU-1.channels.toml");
-  const std::string note = "one colour: calibration found no channel isolation at 2 MiB on this GPU";
+  const std::string note =
+      "one colour: calibration found no channel isolation at 2 MiB on this GPU";
   // No map file: the note stays as it is.
   EXPECT_EQ(AddChannelMapReason(note, absl::NotFoundError("no channel map"), kG), note);
 

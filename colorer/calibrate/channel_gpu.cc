@@ -92,7 +92,8 @@ struct ChannelGpu::State {
     for (size_t j = 0; j < r.subset.masks.size(); ++j) {
       const uint32_t m = r.subset.masks[j];
       const int pivot = m == 0 ? -1 : 31 - std::countl_zero(m);
-      if (pivot < 0 || pivot >= log2_granules || (j > 0 && static_cast<uint32_t>(pivot) <= previous_pivot)) {
+      if (pivot < 0 || pivot >= log2_granules ||
+          (j > 0 && static_cast<uint32_t>(pivot) <= previous_pivot)) {
         return absl::InvalidArgumentError("subset masks must be a reduced basis inside the chunk");
       }
       for (size_t i = 0; i < r.subset.masks.size(); ++i) {
@@ -116,9 +117,9 @@ struct ChannelGpu::State {
   absl::Status Launch(unsigned blocks, CUstream stream, SubsetParams* params,
                       absl::string_view what) const {
     void* args[] = {params};
-    return Check(cuLaunchKernel(read, blocks, 1, 1, kSubsetBlockThreads, 1, 1, 0, stream, args,
-                                nullptr),
-                 what);
+    return Check(
+        cuLaunchKernel(read, blocks, 1, 1, kSubsetBlockThreads, 1, 1, 0, stream, args, nullptr),
+        what);
   }
 
   absl::StatusOr<double> Elapsed() const {
@@ -215,9 +216,9 @@ absl::Status ChannelGpu::SetChunks(int list, const std::vector<uint64_t>& chunk_
   if (list < 0 || list >= kLists) return absl::InvalidArgumentError("list slot out of range");
   if (chunk_addresses.empty() || chunk_addresses.size() > kMaxListChunks ||
       !std::has_single_bit(chunk_addresses.size())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a chunk list needs a power-of-two count up to ", kMaxListChunks, ", got ",
-        chunk_addresses.size()));
+    return absl::InvalidArgumentError(absl::StrCat("a chunk list needs a power-of-two count up to ",
+                                                   kMaxListChunks, ", got ",
+                                                   chunk_addresses.size()));
   }
   for (uint64_t a : chunk_addresses) {
     if (a == 0 || a % g.chunk_bytes != 0) {
@@ -262,10 +263,11 @@ absl::StatusOr<double> ChannelGpu::TimeSubsetUnder(const SubsetLaunch& victim,
   a->timed_out = g.control + 4;
   a->max_ns = static_cast<unsigned long long>(kAggressorMaxSeconds * 1e9);
   // A round bound far beyond max_ns at any bandwidth (20 TB/s), so the loop is bounded twice.
-  const uint64_t pass_bytes = SubsetBytes(g.chunk_bytes, g.list_size[aggressor.list],
-                                          aggressor.subset);
+  const uint64_t pass_bytes =
+      SubsetBytes(g.chunk_bytes, g.list_size[aggressor.list], aggressor.subset);
   a->rounds = static_cast<unsigned long long>(kAggressorMaxSeconds * 20e12 /
-                                              static_cast<double>(pass_bytes)) + 1;
+                                              static_cast<double>(pass_bytes)) +
+              1;
   CUdeviceptr flag = g.control;
   // Order: reset the control words, start the aggressor, then (on the other stream, after the
   // reset) the timed victim and the kernel that sets the aggressor's stop flag.
@@ -296,9 +298,9 @@ absl::StatusOr<double> ChannelGpu::TimeSubsetUnder(const SubsetLaunch& victim,
     return e;
   }
   if (timed_out != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        timed_out, " aggressor block(s) stopped on their ", kAggressorMaxSeconds,
-        " s bound before the victim ended: the two readers did not run concurrently"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(timed_out, " aggressor block(s) stopped on their ", kAggressorMaxSeconds,
+                     " s bound before the victim ended: the two readers did not run concurrently"));
   }
   return g.Elapsed();
 }

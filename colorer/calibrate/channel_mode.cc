@@ -64,9 +64,8 @@ absl::Status RunChannelMap(const CalibrateArgs& args, spdlog::logger& log) {
            info.identity.granularity_bytes >> 10, info.identity.driver_version);
   if (absl::Status s = (*gpu)->LoadKernels(kKernelsPtx); !s.ok()) return s;
   if (absl::Status s = (*gpu)->AllocateChunks(plan.chunks); !s.ok()) return s;
-  absl::StatusOr<std::unique_ptr<ChannelGpu>> probe =
-      ChannelGpu::Create(info.sm_count, info.identity.granularity_bytes, plan.wait_timeout_s,
-                         kChannelKernelsPtx);
+  absl::StatusOr<std::unique_ptr<ChannelGpu>> probe = ChannelGpu::Create(
+      info.sm_count, info.identity.granularity_bytes, plan.wait_timeout_s, kChannelKernelsPtx);
   if (!probe.ok()) return probe.status();
   log.info("channel probe: {} blocks of {} threads per SM; {} chunks allocated, scanning one",
            (*probe)->blocks_per_sm(), kSubsetBlockThreads, plan.chunks);
@@ -100,9 +99,9 @@ absl::Status RunChannelMap(const CalibrateArgs& args, spdlog::logger& log) {
   }
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - begin;
 
-  absl::StatusOr<colorer::ChannelMapFile> file = BuildChannelMapFile(
-      info.identity, *result, channel_plan, IsoDateUtc(std::time(nullptr)),
-      absl::StrCat(kToolName, " ", missile::kVersion), took.count());
+  absl::StatusOr<colorer::ChannelMapFile> file =
+      BuildChannelMapFile(info.identity, *result, channel_plan, IsoDateUtc(std::time(nullptr)),
+                          absl::StrCat(kToolName, " ", missile::kVersion), took.count());
   if (!file.ok()) return file.status();
   const std::string base = absl::StrCat(args.out_dir, "/", info.identity.uuid, ".channels");
   const std::string path = colorer::ChannelMapPath(args.out_dir, info.identity.uuid);
@@ -110,11 +109,11 @@ absl::Status RunChannelMap(const CalibrateArgs& args, spdlog::logger& log) {
   absl::StatusOr<colorer::ChannelMapFile> reloaded = colorer::LoadChannelMapFile(path);
   if (!reloaded.ok()) return reloaded.status();
   const std::string report = ChannelReport(*file, *result);
-  for (const auto& [suffix, text] : {std::pair<std::string, std::string>{".txt", report},
-                                     {".pairs.csv", PairsCsv(*result)},
-                                     {".scan.csv", ScanCsv(*result)},
-                                     {".latency.csv",
-                                      LatencyCsv(*result, channel_plan.granule_shift)}}) {
+  for (const auto& [suffix, text] :
+       {std::pair<std::string, std::string>{".txt", report},
+        {".pairs.csv", PairsCsv(*result)},
+        {".scan.csv", ScanCsv(*result)},
+        {".latency.csv", LatencyCsv(*result, channel_plan.granule_shift)}}) {
     if (absl::Status s = WriteText(base + suffix, text); !s.ok()) return s;
   }
   std::fprintf(stdout, "%s", report.c_str());

@@ -22,12 +22,9 @@ std::string MaskText(uint64_t m) {
 
 }  // namespace
 
-absl::StatusOr<colorer::ChannelMapFile> BuildChannelMapFile(const GpuIdentity& gpu,
-                                                            const ChannelScanResult& result,
-                                                            const ChannelPlan& plan,
-                                                            std::string date,
-                                                            std::string tool_version,
-                                                            double seconds) {
+absl::StatusOr<colorer::ChannelMapFile> BuildChannelMapFile(
+    const GpuIdentity& gpu, const ChannelScanResult& result, const ChannelPlan& plan,
+    std::string date, std::string tool_version, double seconds) {
   if (result.sources.empty() || result.primary < 0 ||
       result.primary >= static_cast<int>(result.sources.size())) {
     return absl::InvalidArgumentError("channel scan result without a primary source");
@@ -45,8 +42,8 @@ absl::StatusOr<colorer::ChannelMapFile> BuildChannelMapFile(const GpuIdentity& g
       "parity-subset bandwidth scan inside one %d KiB chunk, %d B granules, all SMs, %s, %d "
       "sweep(s) of %d masks; %d-fold cross-validation; contention of %d colour pairs",
       gpu.granularity_bytes >> 10, 1 << plan.granule_shift,
-      src.discard ? "every line discarded from L2 after reading (DRAM)" : "L2-resident",
-      src.sweeps, src.observations.size(), src.folds, result.pairs.size());
+      src.discard ? "every line discarded from L2 after reading (DRAM)" : "L2-resident", src.sweeps,
+      src.observations.size(), src.folds, result.pairs.size());
   f.fit = src.fit;
   f.verification_accuracy = src.cv_accuracy;
   f.verification_observations = src.cv_predictions;
@@ -62,9 +59,9 @@ std::string PairsCsv(const ChannelScanResult& result) {
       "victim_colour,aggressor_colour,predicted_conflict,alone_gbps,under_gbps,slowdown,"
       "measured_conflict\n";
   for (const PairMeasurement& p : result.pairs) {
-    absl::StrAppendFormat(&out, "%d,%d,%d,%.1f,%.1f,%.4f,%d\n", p.victim_colour,
-                          p.aggressor_colour, p.predicted_conflict ? 1 : 0, p.alone_gbps,
-                          p.under_gbps, p.slowdown, p.measured_conflict ? 1 : 0);
+    absl::StrAppendFormat(&out, "%d,%d,%d,%.1f,%.1f,%.4f,%d\n", p.victim_colour, p.aggressor_colour,
+                          p.predicted_conflict ? 1 : 0, p.alone_gbps, p.under_gbps, p.slowdown,
+                          p.measured_conflict ? 1 : 0);
   }
   return out;
 }
@@ -74,9 +71,8 @@ std::string ScanCsv(const ChannelScanResult& result) {
   for (const SourceResult& s : result.sources) {
     const colorer::Gf2Basis basis(s.fit.masks);
     for (const colorer::MaskObservation& o : s.observations) {
-      absl::StrAppendFormat(&out, "%s,0x%x,%d,%.4f,%d,%d\n", s.name, o.mask,
-                            std::popcount(o.mask), o.ratio, o.ratio < s.threshold ? 1 : 0,
-                            basis.Contains(o.mask) ? 1 : 0);
+      absl::StrAppendFormat(&out, "%s,0x%x,%d,%.4f,%d,%d\n", s.name, o.mask, std::popcount(o.mask),
+                            o.ratio, o.ratio < s.threshold ? 1 : 0, basis.Contains(o.mask) ? 1 : 0);
     }
   }
   return out;
@@ -92,8 +88,8 @@ std::string LatencyCsv(const ChannelScanResult& result, int granule_shift) {
 
 // long: a report is a fixed sequence of sections; each is a few formatted lines.
 std::string ChannelReport(const colorer::ChannelMapFile& file, const ChannelScanResult& result) {
-  std::string out = absl::StrFormat("channel map of %s %s (%s)\n", file.gpu_name, file.uuid,
-                                    file.driver_version);
+  std::string out =
+      absl::StrFormat("channel map of %s %s (%s)\n", file.gpu_name, file.uuid, file.driver_version);
   absl::StrAppendFormat(&out, "method: %s\n", file.method);
   absl::StrAppendFormat(&out, "time taken: %.1f s\n\n", file.seconds);
   for (const SourceResult& s : result.sources) {

@@ -17,12 +17,9 @@
 
 namespace missile::calibrate {
 
-absl::StatusOr<colorer::ChannelMapFile> BuildChannelMapFile(const GpuIdentity& gpu,
-                                                            const ChannelScanResult& result,
-                                                            const ChannelPlan& plan,
-                                                            std::string date,
-                                                            std::string tool_version,
-                                                            double seconds);
+absl::StatusOr<colorer::ChannelMapFile> BuildChannelMapFile(
+    const GpuIdentity& gpu, const ChannelScanResult& result, const ChannelPlan& plan,
+    std::string date, std::string tool_version, double seconds);
 
 // Header: victim_colour,aggressor_colour,predicted_conflict,alone_gbps,under_gbps,slowdown,
 // measured_conflict

@@ -59,7 +59,9 @@ void Say(const ChannelProgress& progress, const std::string& line) {
 }
 
 // GB/s of `bytes` read in `ms`.
-double Gbps(uint64_t bytes, double ms) { return ms > 0 ? static_cast<double>(bytes) / ms / 1e6 : 0; }
+double Gbps(uint64_t bytes, double ms) {
+  return ms > 0 ? static_cast<double>(bytes) / ms / 1e6 : 0;
+}
 
 // long: the scan of one source is a fixed sequence (warm-up, sizing, sweeps, split, fit) whose
 // steps share the per-mask tables; kept in one place so the order of measurement is visible.
@@ -69,8 +71,12 @@ absl::StatusOr<SourceResult> ScanSource(SweepContext& cx, const std::string& nam
   out.name = name;
   out.discard = name == "dram";
   const uint64_t chunk_bytes = cx.device.chunk_bytes();
-  SubsetLaunch whole{.list = 0, .subset = {}, .blocks = cx.all_blocks, .rounds = 16,
-                     .discard = out.discard, .granule_shift = cx.plan.granule_shift};
+  SubsetLaunch whole{.list = 0,
+                     .subset = {},
+                     .blocks = cx.all_blocks,
+                     .rounds = 16,
+                     .discard = out.discard,
+                     .granule_shift = cx.plan.granule_shift};
   // Sizing: a warm-up, a short launch, then one of about the target's length (a short launch
   // is mostly launch overhead and would understate the bandwidth).
   absl::StatusOr<double> ms = cx.device.TimeSubset(whole);
@@ -85,11 +91,11 @@ absl::StatusOr<SourceResult> ScanSource(SweepContext& cx, const std::string& nam
   const uint64_t half_bytes = chunk_bytes / 2;
   const double rounds_f = cx.plan.target_ms * 1e6 * out.full_chunk_gbps / half_bytes;
   const uint64_t rounds = static_cast<uint64_t>(std::clamp(rounds_f, 1.0, 1e6));
-  Say(cx.progress, absl::StrFormat(
-                       "%s: whole chunk %.0f GB/s; scanning %d masks over bits %d-%d, %d passes "
-                       "per launch",
-                       name, out.full_chunk_gbps, (1 << cx.bits) - 1, cx.plan.granule_shift,
-                       cx.plan.granule_shift + cx.bits - 1, rounds));
+  Say(cx.progress,
+      absl::StrFormat("%s: whole chunk %.0f GB/s; scanning %d masks over bits %d-%d, %d passes "
+                      "per launch",
+                      name, out.full_chunk_gbps, (1 << cx.bits) - 1, cx.plan.granule_shift,
+                      cx.plan.granule_shift + cx.bits - 1, rounds));
 
   const uint32_t mask_count = (uint32_t{1} << cx.bits) - 1;
   std::vector<std::vector<double>> ratios(mask_count + 1);
@@ -102,8 +108,12 @@ absl::StatusOr<SourceResult> ScanSource(SweepContext& cx, const std::string& nam
     std::vector<double> times;
     times.reserve(order.size());
     for (uint32_t m : order) {
-      SubsetLaunch r{.list = 0, .subset = {{m}, static_cast<uint32_t>(sweep % 2)},
-                     .blocks = cx.all_blocks, .rounds = rounds, .discard = out.discard, .granule_shift = cx.plan.granule_shift};
+      SubsetLaunch r{.list = 0,
+                     .subset = {{m}, static_cast<uint32_t>(sweep % 2)},
+                     .blocks = cx.all_blocks,
+                     .rounds = rounds,
+                     .discard = out.discard,
+                     .granule_shift = cx.plan.granule_shift};
       absl::StatusOr<double> t = cx.device.TimeSubset(r);
       if (!t.ok()) return t.status();
       times.push_back(*t);
@@ -113,12 +123,12 @@ absl::StatusOr<SourceResult> ScanSource(SweepContext& cx, const std::string& nam
     all_times.insert(all_times.end(), times.begin(), times.end());
     out.sweeps = sweep + 1;
     const double median_ms = Median(times);
-    Say(cx.progress, absl::StrFormat("%s: sweep %d done at %.1f s: median %.3f ms = %.0f GB/s",
-                                     name, sweep + 1, SecondsSince(cx.begin), median_ms,
-                                     Gbps(half_bytes * rounds, median_ms)));
+    Say(cx.progress,
+        absl::StrFormat("%s: sweep %d done at %.1f s: median %.3f ms = %.0f GB/s", name, sweep + 1,
+                        SecondsSince(cx.begin), median_ms, Gbps(half_bytes * rounds, median_ms)));
     if (SecondsSince(cx.begin) > budget_end_s) {
-      Say(cx.progress, absl::StrFormat("%s: time budget reached after %d sweep(s)", name,
-                                       sweep + 1));
+      Say(cx.progress,
+          absl::StrFormat("%s: time budget reached after %d sweep(s)", name, sweep + 1));
       break;
     }
   }
@@ -170,13 +180,17 @@ absl::Status MeasurePairs(SweepContext& cx, ChannelScanResult& result) {
 
   absl::StatusOr<Subset> probe = ColourSubset(rows, 0, split, 0);
   if (!probe.ok()) return probe.status();
-  SubsetLaunch sizing{.list = 0, .subset = *probe, .blocks = victim_blocks, .rounds = 16,
-                      .discard = src.discard, .granule_shift = cx.plan.granule_shift};
+  SubsetLaunch sizing{.list = 0,
+                      .subset = *probe,
+                      .blocks = victim_blocks,
+                      .rounds = 16,
+                      .discard = src.discard,
+                      .granule_shift = cx.plan.granule_shift};
   absl::StatusOr<double> ms = cx.device.TimeSubset(sizing);
   if (ms.ok()) ms = cx.device.TimeSubset(sizing);
   if (ms.ok() && *ms > 0) {
-    sizing.rounds = static_cast<uint64_t>(std::clamp(
-        cx.plan.pair_target_ms / *ms * static_cast<double>(sizing.rounds), 1.0, 1e7));
+    sizing.rounds = static_cast<uint64_t>(
+        std::clamp(cx.plan.pair_target_ms / *ms * static_cast<double>(sizing.rounds), 1.0, 1e7));
     ms = cx.device.TimeSubset(sizing);
   }
   if (!ms.ok()) return ms.status();
@@ -191,10 +205,18 @@ absl::Status MeasurePairs(SweepContext& cx, ChannelScanResult& result) {
       absl::StatusOr<Subset> a = ColourSubset(rows, ca, split, 1);
       if (!v.ok()) return v.status();
       if (!a.ok()) return a.status();
-      SubsetLaunch victim{.list = 0, .subset = *v, .blocks = victim_blocks, .rounds = rounds,
-                          .discard = src.discard, .granule_shift = cx.plan.granule_shift};
-      SubsetLaunch aggressor{.list = 1, .subset = *a, .blocks = aggressor_blocks, .rounds = 1,
-                             .discard = src.discard, .granule_shift = cx.plan.granule_shift};
+      SubsetLaunch victim{.list = 0,
+                          .subset = *v,
+                          .blocks = victim_blocks,
+                          .rounds = rounds,
+                          .discard = src.discard,
+                          .granule_shift = cx.plan.granule_shift};
+      SubsetLaunch aggressor{.list = 1,
+                             .subset = *a,
+                             .blocks = aggressor_blocks,
+                             .rounds = 1,
+                             .discard = src.discard,
+                             .granule_shift = cx.plan.granule_shift};
       std::vector<double> alone, under;
       for (int r = 0; r < cx.plan.pair_repeats; ++r) {
         absl::StatusOr<double> t1 = cx.device.TimeSubset(victim);
@@ -224,17 +246,16 @@ absl::Status MeasurePairs(SweepContext& cx, ChannelScanResult& result) {
     if (p.measured_conflict == p.predicted_conflict) ++right;
   }
   result.pair_accuracy = static_cast<double>(right) / static_cast<double>(result.pairs.size());
-  Say(cx.progress, absl::StrFormat("pairs: %d colour pairs, slowdown threshold %.3f, accuracy "
-                                   "%.3f",
-                                   result.pairs.size(), result.pair_threshold,
-                                   result.pair_accuracy));
+  Say(cx.progress,
+      absl::StrFormat("pairs: %d colour pairs, slowdown threshold %.3f, accuracy "
+                      "%.3f",
+                      result.pairs.size(), result.pair_threshold, result.pair_accuracy));
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::StatusOr<LatencySignature> LatencySignatureOf(std::vector<double> cycles,
-                                                    int granule_shift) {
+absl::StatusOr<LatencySignature> LatencySignatureOf(std::vector<double> cycles, int granule_shift) {
   if (cycles.size() < 2 || !std::has_single_bit(cycles.size())) {
     return absl::InvalidArgumentError("latency signature needs a power-of-two granule count");
   }
@@ -275,8 +296,8 @@ absl::StatusOr<Subset> ColourSubset(const std::vector<uint32_t>& rows, uint32_t 
   for (size_t i = 0; i < rows.size(); ++i) constraints.push_back({rows[i], (colour >> i) & 1u});
   if (split_bit >= 0) constraints.push_back({1u << split_bit, static_cast<uint32_t>(half & 1)});
   if (constraints.size() > kMaxSubsetConstraints) {
-    return absl::InvalidArgumentError(absl::StrCat(constraints.size(), " constraints; at most ",
-                                                   kMaxSubsetConstraints));
+    return absl::InvalidArgumentError(
+        absl::StrCat(constraints.size(), " constraints; at most ", kMaxSubsetConstraints));
   }
   std::vector<std::pair<uint32_t, uint32_t>> reduced;
   for (auto c : constraints) {
@@ -321,8 +342,8 @@ double LargestGapThreshold(std::vector<double> values) {
   return threshold;
 }
 
-absl::StatusOr<ChannelScanResult> RunChannelScan(ChannelProbeDevice& device,
-                                                 uint64_t chunk_address, const ChannelPlan& plan,
+absl::StatusOr<ChannelScanResult> RunChannelScan(ChannelProbeDevice& device, uint64_t chunk_address,
+                                                 const ChannelPlan& plan,
                                                  const ChannelProgress& progress) {
   const uint64_t chunk_bytes = device.chunk_bytes();
   if (!std::has_single_bit(chunk_bytes) || plan.granule_shift < 7 || plan.granule_shift > 12) {
@@ -336,8 +357,8 @@ absl::StatusOr<ChannelScanResult> RunChannelScan(ChannelProbeDevice& device,
   if (plan.sources.empty() || plan.repeats < 1) {
     return absl::InvalidArgumentError("no source or no sweep to run");
   }
-  SweepContext cx{device, plan, progress, Clock::now(), bits,
-                  device.sm_count() * device.blocks_per_sm()};
+  SweepContext cx{device,       plan, progress,
+                  Clock::now(), bits, device.sm_count() * device.blocks_per_sm()};
   if (cx.all_blocks < 2) return absl::FailedPreconditionError("fewer than two resident blocks");
   for (int list = 0; list < ChannelProbeDevice::kLists; ++list) {
     if (absl::Status s = device.SetChunks(list, {chunk_address}); !s.ok()) return s;

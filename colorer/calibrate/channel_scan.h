@@ -81,14 +81,14 @@ inline uint64_t SubsetBytes(uint64_t chunk_bytes, uint64_t chunks, const Subset&
 }
 
 struct ChannelPlan {
-  int granule_shift = 8;  // 256 B: the H200's L2-hit latency is constant inside 256 B
-  int repeats = 3;        // sweeps over all masks per source (alternating parity)
+  int granule_shift = 8;   // 256 B: the H200's L2-hit latency is constant inside 256 B
+  int repeats = 5;         // sweeps over all masks per source (alternating parity)
   double target_ms = 0.5;  // GPU time of one scan launch
   std::vector<std::string> sources = {"dram", "l2"};
   int folds = 5;  // cross-validation: each fold's masks are held back from its fit
   uint64_t seed = 1;
-  int pair_rows = 3;       // colours of the contention matrix: 2^min(rank, pair_rows)
-  int pair_repeats = 3;    // alone/under pairs per colour pair (median)
+  int pair_rows = 3;     // colours of the contention matrix: 2^min(rank, pair_rows)
+  int pair_repeats = 3;  // alone/under pairs per colour pair (median)
   double pair_target_ms = 2;
   double time_budget_s = 150;
   int neighbour_window = 64;  // each side, for the running median
@@ -151,8 +151,8 @@ struct ChannelScanResult {
 
 using ChannelProgress = std::function<void(const std::string&)>;
 
-absl::StatusOr<ChannelScanResult> RunChannelScan(ChannelProbeDevice& device,
-                                                 uint64_t chunk_address, const ChannelPlan& plan,
+absl::StatusOr<ChannelScanResult> RunChannelScan(ChannelProbeDevice& device, uint64_t chunk_address,
+                                                 const ChannelPlan& plan,
                                                  const ChannelProgress& progress);
 
 // The subset for colour `colour` (bit i = parity under rows[i]) with an extra split bit: the

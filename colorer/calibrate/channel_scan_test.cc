@@ -110,8 +110,7 @@ std::vector<uint64_t> DramHash() {
   return colorer::Gf2Basis({0x21A500, 0x40C900, 0x12A00, 0x805300, 0x08C00}).rows();
 }
 std::vector<uint64_t> L2Hash() {
-  return colorer::Gf2Basis({0x21A500, 0x40C900, 0x12A00, 0x805300, 0x08C00, 0x4100, 0x1300})
-      .rows();
+  return colorer::Gf2Basis({0x21A500, 0x40C900, 0x12A00, 0x805300, 0x08C00, 0x4100, 0x1300}).rows();
 }
 
 TEST(ChannelScanTest, RecoversTheModelsHashesInsideAChunk) {

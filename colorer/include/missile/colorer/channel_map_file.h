@@ -74,8 +74,7 @@ absl::Status SaveChannelMapFile(const ChannelMapFile& file, const std::string& p
 // One line for `missilectl status`: the colours chunks of `granularity_bytes` can have by the
 // recovered function, why, and how sure the measurement was. E.g. "channel map (dram, 32
 // groups, confidence 0.97, held-back accuracy 0.99): 2 MiB chunks: 1 colour; all 32 ...".
-absl::StatusOr<std::string> ExplainColours(const ChannelMapFile& file,
-                                           uint64_t granularity_bytes);
+absl::StatusOr<std::string> ExplainColours(const ChannelMapFile& file, uint64_t granularity_bytes);
 
 }  // namespace missile::colorer
 

@@ -61,7 +61,7 @@ inline int Parity(uint64_t v) { return __builtin_parityll(v); }
 
 // The measured row space of a channel hash.
 struct XorHashFit {
-  int low_bit = 0;   // address bits [low_bit, high_bit) were observable
+  int low_bit = 0;  // address bits [low_bit, high_bit) were observable
   int high_bit = 0;
   std::vector<uint64_t> masks;  // reduced basis of the row space, in address-bit positions
   int observations = 0;         // observations the fit used
@@ -131,8 +131,8 @@ using ConflictOracle = std::function<bool(uint64_t a, uint64_t b)>;
 struct OracleFitOptions {
   int low_bit = 6;
   int high_bit = 40;
-  int votes = 5;     // odd; each question is asked this often (different base addresses)
-  int max_rank = 8;  // give up beyond 2^max_rank channels (the search per bit is 2^rank)
+  int votes = 5;      // odd; each question is asked this often (different base addresses)
+  int max_rank = 8;   // give up beyond 2^max_rank channels (the search per bit is 2^rank)
   uint64_t seed = 1;  // base addresses of the questions
 };
 
