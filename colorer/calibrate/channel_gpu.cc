@@ -76,40 +76,20 @@ struct ChannelGpu::State {
     if (r.blocks < 1 || r.rounds < 1) {
       return absl::InvalidArgumentError("a reader needs at least one block and one round");
     }
-    if (r.subset.masks.size() > kMaxSubsetConstraints) {
-      return absl::InvalidArgumentError("too many subset constraints");
-    }
-    const int granule_shift = r.granule_shift;
-    if (granule_shift < 7 || granule_shift > 12) {
+    if (r.granule_shift < 7 || r.granule_shift > 12) {
       return absl::InvalidArgumentError("granules must be 128 B..4 KiB");
     }
-    const int log2_granules = std::countr_zero(chunk_bytes) - granule_shift;
     SubsetParams p{};
+    if (absl::Status s =
+            FillSubsetConstraints(r.subset, std::countr_zero(chunk_bytes) - r.granule_shift, p);
+        !s.ok()) {
+      return s;
+    }
     p.chunk_list = lists[r.list];
     p.rounds = r.rounds;
     p.sink = control + kSinkOffset;
-    uint32_t previous_pivot = 0;
-    for (size_t j = 0; j < r.subset.masks.size(); ++j) {
-      const uint32_t m = r.subset.masks[j];
-      const int pivot = m == 0 ? -1 : 31 - std::countl_zero(m);
-      if (pivot < 0 || pivot >= log2_granules ||
-          (j > 0 && static_cast<uint32_t>(pivot) <= previous_pivot)) {
-        return absl::InvalidArgumentError("subset masks must be a reduced basis inside the chunk");
-      }
-      for (size_t i = 0; i < r.subset.masks.size(); ++i) {
-        if (i != j && (r.subset.masks[i] >> pivot) & 1u) {
-          return absl::InvalidArgumentError("subset masks share a pivot bit");
-        }
-      }
-      p.masks[j] = m;
-      p.pivots[j] = static_cast<unsigned>(pivot);
-      previous_pivot = static_cast<uint32_t>(pivot);
-    }
-    p.parities = r.subset.parities;
-    p.num_constraints = static_cast<unsigned>(r.subset.masks.size());
     p.log2_chunks = static_cast<unsigned>(std::countr_zero(list_size[r.list]));
-    p.log2_granules = static_cast<unsigned>(log2_granules);
-    p.granule_shift = granule_shift;
+    p.granule_shift = static_cast<unsigned>(r.granule_shift);
     p.discard = r.discard ? 1 : 0;
     return p;
   }

@@ -40,6 +40,37 @@ struct SubsetParams {
   unsigned pad;
 };
 
+#ifdef __CUDACC__
+#define MISSILE_HOST_DEVICE __host__ __device__
+#else
+#define MISSILE_HOST_DEVICE
+#endif
+
+// The granule index of the subset's n-th granule in a chunk (n in [0, 2^(log2_granules -
+// num_constraints))): zeros are inserted at the pivots (ascending), then each pivot bit is set
+// so that the parity of its mask comes out as wanted (no other mask sees a pivot bit). Shared
+// by the kernel and the unit test that checks it enumerates exactly the subset.
+MISSILE_HOST_DEVICE inline unsigned SubsetGranule(const SubsetParams& p, unsigned n) {
+  unsigned g = n;
+  for (unsigned j = 0; j < kMaxSubsetConstraints; ++j) {
+    if (j < p.num_constraints) {
+      const unsigned pv = p.pivots[j];
+      g = ((g >> pv) << (pv + 1)) | (g & ((1u << pv) - 1u));
+    }
+  }
+  for (unsigned j = 0; j < kMaxSubsetConstraints; ++j) {
+    if (j < p.num_constraints) {
+#ifdef __CUDA_ARCH__
+      const unsigned parity = static_cast<unsigned>(__popc(g & p.masks[j])) & 1u;
+#else
+      const unsigned parity = static_cast<unsigned>(__builtin_parity(g & p.masks[j]));
+#endif
+      if (parity != ((p.parities >> j) & 1u)) g ^= 1u << p.pivots[j];
+    }
+  }
+  return g;
+}
+
 static_assert(sizeof(SubsetParams) == 7 * 8 + 2 * 4 * kMaxSubsetConstraints + 8 * 4,
               "SubsetParams layout");
 

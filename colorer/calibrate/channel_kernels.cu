@@ -8,8 +8,8 @@
 
 #include "channel_kernel_params.h"
 
-using missile::calibrate::kMaxSubsetConstraints;
 using missile::calibrate::kSubsetUnroll;
+using missile::calibrate::SubsetGranule;
 using missile::calibrate::SubsetParams;
 
 namespace {
@@ -23,27 +23,6 @@ __device__ __forceinline__ unsigned long long GlobalTimerNs() {
 // See kernels.cu: a weak write of an indeterminate value; the readers never use the values.
 __device__ __forceinline__ void DiscardL2(const void* line) {
   asm volatile("discard.global.L2 [%0], 128;" ::"l"(line) : "memory");
-}
-
-// The byte offset inside its chunk of the subset's granule number `g` (0 .. 2^free_bits - 1):
-// zeros are inserted at the pivots (ascending), then each pivot bit is set so that the parity
-// of its mask comes out as wanted (no other mask sees a pivot bit).
-__device__ __forceinline__ unsigned GranuleOf(const SubsetParams& p, unsigned g) {
-#pragma unroll
-  for (unsigned j = 0; j < kMaxSubsetConstraints; ++j) {
-    if (j < p.num_constraints) {
-      const unsigned pv = p.pivots[j];
-      g = ((g >> pv) << (pv + 1)) | (g & ((1u << pv) - 1u));
-    }
-  }
-#pragma unroll
-  for (unsigned j = 0; j < kMaxSubsetConstraints; ++j) {
-    if (j < p.num_constraints) {
-      const unsigned want = (p.parities >> j) & 1u;
-      if ((__popc(g & p.masks[j]) & 1u) != want) g ^= 1u << p.pivots[j];
-    }
-  }
-  return g;
 }
 
 }  // namespace
@@ -81,7 +60,7 @@ extern "C" __global__ void __launch_bounds__(missile::calibrate::kSubsetBlockThr
       const unsigned long long v = i & (per_pass - 1);
       const unsigned slot = static_cast<unsigned>(v & ((1ull << vec_shift) - 1));
       const unsigned long long rest = v >> vec_shift;
-      const unsigned g = GranuleOf(p, static_cast<unsigned>(rest & ((1ull << free_bits) - 1)));
+      const unsigned g = SubsetGranule(p, static_cast<unsigned>(rest & ((1ull << free_bits) - 1)));
       const unsigned c = static_cast<unsigned>(rest >> free_bits);
       address[j] = reinterpret_cast<const uint4*>(
           __ldg(&chunks[c]) + (static_cast<unsigned long long>(g) << p.granule_shift) +

@@ -289,6 +289,37 @@ ChannelPlan MakeChannelPlan(bool quick, uint64_t seed) {
   return p;
 }
 
+absl::Status FillSubsetConstraints(const Subset& subset, int log2_granules, SubsetParams& p) {
+  if (log2_granules < 1 || log2_granules > 24) {
+    return absl::InvalidArgumentError(absl::StrCat(log2_granules, " granule-index bits"));
+  }
+  if (subset.masks.size() > kMaxSubsetConstraints) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(subset.masks.size(), " subset constraints; at most ", kMaxSubsetConstraints));
+  }
+  int previous_pivot = -1;
+  for (size_t j = 0; j < subset.masks.size(); ++j) {
+    const uint32_t m = subset.masks[j];
+    const int pivot = m == 0 ? -1 : 31 - std::countl_zero(m);
+    if (pivot < 0 || pivot >= log2_granules || pivot <= previous_pivot) {
+      return absl::InvalidArgumentError(
+          "subset masks must be a reduced basis inside the chunk, ordered by pivot");
+    }
+    for (size_t i = 0; i < subset.masks.size(); ++i) {
+      if (i != j && ((subset.masks[i] >> pivot) & 1u) != 0) {
+        return absl::InvalidArgumentError("subset masks share a pivot bit");
+      }
+    }
+    p.masks[j] = m;
+    p.pivots[j] = static_cast<unsigned>(pivot);
+    previous_pivot = pivot;
+  }
+  p.parities = subset.parities;
+  p.num_constraints = static_cast<unsigned>(subset.masks.size());
+  p.log2_granules = static_cast<unsigned>(log2_granules);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Subset> ColourSubset(const std::vector<uint32_t>& rows, uint32_t colour,
                                     int split_bit, int half) {
   // Gaussian elimination over (mask, wanted parity) pairs, so the parities follow the rows.

@@ -155,6 +155,13 @@ absl::StatusOr<ChannelScanResult> RunChannelScan(ChannelProbeDevice& device, uin
                                                  const ChannelPlan& plan,
                                                  const ChannelProgress& progress);
 
+// Fills the kernel's constraint fields (masks, pivots, parities, num_constraints,
+// log2_granules) for `subset` over 2^log2_granules granules; INVALID_ARGUMENT unless the masks
+// are a reduced basis (pivot = highest bit, ascending, no mask has another's pivot) inside the
+// chunk, at most kMaxSubsetConstraints of them. The kernel then enumerates exactly the subset
+// (SubsetGranule in channel_kernel_params.h).
+absl::Status FillSubsetConstraints(const Subset& subset, int log2_granules, SubsetParams& params);
+
 // The subset for colour `colour` (bit i = parity under rows[i]) with an extra split bit: the
 // granules whose `split_bit` is `half`. Rows and the returned masks are over granule-index bits.
 absl::StatusOr<Subset> ColourSubset(const std::vector<uint32_t>& rows, uint32_t colour,

@@ -37,6 +37,11 @@ class ModelGpu : public ChannelProbeDevice {
     return absl::OkStatus();
   }
   absl::StatusOr<double> TimeSubset(const SubsetLaunch& r) override {
+    // The GPU's check of the launch (channel_gpu.cc), so a malformed subset fails here too.
+    SubsetParams p{};
+    if (absl::Status s = FillSubsetConstraints(r.subset, 21 - r.granule_shift, p); !s.ok()) {
+      return s;
+    }
     ++launches_;
     const double gbps = 40.0 * static_cast<double>(GroupCount(r));
     const double bytes = static_cast<double>(SubsetBytes(kChunk, 1, r.subset) * r.rounds);
@@ -224,6 +229,42 @@ TEST(ChannelScanTest, ColourSubsetsCarryTheirParitiesThroughTheReduction) {
 
 namespace missile::calibrate {
 namespace {
+
+// The kernel's enumeration (SubsetGranule) visits every granule of the subset exactly once and
+// nothing else, for random reduced constraint sets of up to four masks: what the GPU reads.
+TEST(SubsetGranuleTest, EnumeratesExactlyTheSubset) {
+  std::mt19937_64 rng(8);
+  constexpr int kBits = 13;
+  for (int trial = 0; trial < 200; ++trial) {
+    const int k = trial % 5;
+    colorer::Gf2Basis basis;
+    while (basis.rank() < k) basis.Add(rng() & ((1u << kBits) - 1));
+    Subset subset;
+    for (uint64_t row : basis.rows()) subset.masks.push_back(static_cast<uint32_t>(row));
+    subset.parities = static_cast<uint32_t>(rng() & ((1u << k) - 1));
+    SubsetParams p{};
+    ASSERT_TRUE(FillSubsetConstraints(subset, kBits, p).ok());
+    std::vector<int> seen(1 << kBits, 0);
+    for (unsigned n = 0; n < (1u << (kBits - k)); ++n) {
+      const unsigned g = SubsetGranule(p, n);
+      ASSERT_LT(g, 1u << kBits);
+      ++seen[g];
+    }
+    for (unsigned g = 0; g < (1u << kBits); ++g) {
+      bool in = true;
+      for (int j = 0; j < k; ++j) {
+        in = in && colorer::Parity(g & subset.masks[j]) == int((subset.parities >> j) & 1);
+      }
+      ASSERT_EQ(seen[g], in ? 1 : 0) << "trial " << trial << " granule " << g;
+    }
+  }
+  SubsetParams p{};
+  EXPECT_FALSE(FillSubsetConstraints({{0b11, 0b10}, 0}, kBits, p).ok());      // shared pivot
+  EXPECT_FALSE(FillSubsetConstraints({{0b100, 0b1}, 0}, kBits, p).ok());      // not ascending
+  EXPECT_FALSE(FillSubsetConstraints({{1u << kBits}, 0}, kBits, p).ok());     // outside the chunk
+  EXPECT_FALSE(FillSubsetConstraints({{1, 2, 4, 8, 16}, 0}, kBits, p).ok());  // five masks
+  EXPECT_FALSE(FillSubsetConstraints({{0}, 0}, kBits, p).ok());
+}
 
 TEST(LatencySignatureTest, FindsTheNearFarParity) {
   // 258 cycles near, 312 far, far when bits 9 and 12 of the offset differ; 5 % of granules
