@@ -13,9 +13,10 @@
 //    half the channel groups and takes twice as long; otherwise it spans all of them. Each time
 //    is compared with the running median of its neighbours in measurement order (most masks
 //    are neutral), which also cancels clock drift; ratio = median / time, median over repeats.
-// 2. Fit (colorer/hash_fit.h) on all masks; 5-fold cross-validation predicts every mask with a
+// 2. Fit (colorer/hash_fit.h) on all masks (conflict: ratio below 0.75 x the median); 5-fold cross-validation predicts every mask with a
 //    fit that did not see it (the verification accuracy) and says how stable the function is.
-// 3. Contention per predicted colour pair, on the source with the most confident fit: colours
+// 3. Contention per predicted colour pair, on the source whose function the map file carries
+//    (DRAM when its fit found structure with confidence >= 0.8, else the most confident): colours
 //    from up to 3 fitted rows; a victim on a quarter of the blocks reads colour a while an
 //    aggressor on the rest reads colour b (disjoint granules: a split bit puts them on
 //    different halves); slowdown = 1 - alone / under (times). Same colour is predicted to
@@ -23,9 +24,9 @@
 //
 // Contract: device errors pass through unchanged (the caller stops), except FAILED_PRECONDITION
 // from the contention matrix (victim and aggressor did not overlap), which leaves the matrix
-// out (pair_accuracy -1) and keeps the fit. The whole run is bounded by
-// plan.time_budget_s: scans stop after the sweep that passes it (at least one sweep runs). Not
-// thread-safe: one thread drives a device.
+// out (pair_accuracy -1) and keeps the fit. The scans are bounded by 80 % of
+// plan.time_budget_s, shared equally by the sources: a source stops after the sweep that passes
+// its share (at least one sweep runs). Not thread-safe: one thread drives a device.
 
 #ifndef MISSILE_COLORER_CALIBRATE_CHANNEL_SCAN_H_
 #define MISSILE_COLORER_CALIBRATE_CHANNEL_SCAN_H_
