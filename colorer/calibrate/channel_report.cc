@@ -1,6 +1,8 @@
 #include "channel_report.h"
 
+#include <algorithm>
 #include <bit>
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -18,6 +20,28 @@ std::vector<int> Bits(uint64_t v) {
 
 std::string MaskText(uint64_t m) {
   return absl::StrCat("0x", absl::Hex(m), " (bits ", colorer::FormatBitList(Bits(m)), ")");
+}
+
+// The spread of the ratios (1.4826 x their median absolute deviation: the noise of a neutral
+// mask) and the masks with the lowest ratios, conflicts or not, so that a partial loss below
+// the threshold is visible in the report.
+void AppendLowest(std::string& out, const SourceResult& s) {
+  if (s.observations.empty()) return;
+  std::vector<colorer::MaskObservation> sorted = s.observations;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.ratio < b.ratio; });
+  const double median = sorted[sorted.size() / 2].ratio;
+  std::vector<double> deviations;
+  for (const colorer::MaskObservation& o : sorted)
+    deviations.push_back(std::fabs(o.ratio - median));
+  std::nth_element(deviations.begin(), deviations.begin() + deviations.size() / 2,
+                   deviations.end());
+  absl::StrAppendFormat(&out, "  ratios: median %.3f, spread %.3f; lowest:", median,
+                        1.4826 * deviations[deviations.size() / 2]);
+  for (size_t i = 0; i < std::min<size_t>(8, sorted.size()); ++i) {
+    absl::StrAppendFormat(&out, " 0x%x %.3f;", sorted[i].mask, sorted[i].ratio);
+  }
+  absl::StrAppend(&out, "\n");
 }
 
 }  // namespace
@@ -105,6 +129,7 @@ std::string ChannelReport(const colorer::ChannelMapFile& file, const ChannelScan
     for (size_t i = 0; i < s.fit.masks.size(); ++i) {
       absl::StrAppendFormat(&out, "  group bit %d = parity of %s\n", i, MaskText(s.fit.masks[i]));
     }
+    AppendLowest(out, s);
     absl::StrAppendFormat(&out,
                           "  %d-fold cross-validation: %d masks predicted by fits that did not "
                           "see them, right: %.4f; %d of %d fold fits equal the function\n",

@@ -157,6 +157,8 @@ TEST(ChannelScanTest, RecoversTheModelsHashesInsideAChunk) {
   EXPECT_EQ(*parsed, *file);
   const std::string report = ChannelReport(*file, *r);
   EXPECT_TRUE(absl::StrContains(report, "2 MiB chunks: 1 colour")) << report;
+  EXPECT_TRUE(absl::StrContains(report, "ratios: median ")) << report;
+  EXPECT_TRUE(absl::StrContains(report, "cross-validation")) << report;
   EXPECT_TRUE(absl::StrContains(PairsCsv(*r), "victim_colour,aggressor_colour")) << PairsCsv(*r);
   const std::string scan_csv = ScanCsv(*r);
   EXPECT_EQ(std::count(scan_csv.begin(), scan_csv.end(), '\n'), 1 + 2 * 8191);
