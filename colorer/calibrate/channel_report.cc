@@ -130,6 +130,15 @@ std::string ChannelReport(const colorer::ChannelMapFile& file, const ChannelScan
       absl::StrAppendFormat(&out, "  group bit %d = parity of %s\n", i, MaskText(s.fit.masks[i]));
     }
     AppendLowest(out, s);
+    if (s.sensitive_rank >= 0) {
+      absl::StrAppendFormat(&out,
+                            "  at the noise threshold %.3f instead (report only): rank %d, "
+                            "agreement %.4f, cross-validated %.4f",
+                            s.sensitive_threshold, s.sensitive_rank, s.sensitive_fit.agreement,
+                            s.sensitive_cv_accuracy);
+      for (uint64_t m : s.sensitive_fit.masks) absl::StrAppendFormat(&out, " 0x%x", m);
+      absl::StrAppend(&out, "\n");
+    }
     absl::StrAppendFormat(&out,
                           "  %d-fold cross-validation: %d masks predicted by fits that did not "
                           "see them, right: %.4f; %d of %d fold fits equal the function\n",

@@ -13,7 +13,8 @@
 //    half the channel groups and takes twice as long; otherwise it spans all of them. Each time
 //    is compared with the running median of its neighbours in measurement order (most masks
 //    are neutral), which also cancels clock drift; ratio = median / time, median over repeats.
-// 2. Fit (colorer/hash_fit.h) on all masks (conflict: ratio below 0.75 x the median); 5-fold cross-validation predicts every mask with a
+// 2. Fit (colorer/hash_fit.h) on all masks (conflict: ratio below 0.75 x the median); 5-fold
+// cross-validation predicts every mask with a
 //    fit that did not see it (the verification accuracy) and says how stable the function is.
 // 3. Contention per predicted colour pair, on the source whose function the map file carries
 //    (DRAM when its fit found structure with confidence >= 0.8, else the most confident): colours
@@ -111,6 +112,13 @@ struct SourceResult {
   int cv_predictions = 0;
   int folds = 0;
   int folds_matching = 0;  // fold fits equal to `fit`
+  // A second look, for the report only, at a threshold just outside the noise (median - 8 x
+  // the ratios' robust spread) when that lies above the fit's: a partial loss that the halving
+  // rule misses shows here. rank -1: not computed (the noise is too large).
+  double sensitive_threshold = 0;
+  colorer::XorHashFit sensitive_fit;
+  double sensitive_cv_accuracy = 0;
+  int sensitive_rank = -1;
 };
 
 struct PairMeasurement {

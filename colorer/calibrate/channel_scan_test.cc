@@ -1,6 +1,7 @@
 #include "channel_scan.h"
 
 #include <bit>
+#include <cmath>
 #include <random>
 #include <set>
 #include <string>
@@ -23,8 +24,11 @@ constexpr uint64_t kBase = uint64_t{0x7f12} << 21;  // a chunk-aligned device ad
 // and a victim loses 60 % of its bandwidth on the groups an aggressor shares with it.
 class ModelGpu : public ChannelProbeDevice {
  public:
-  ModelGpu(std::vector<uint64_t> dram, std::vector<uint64_t> l2, double noise)
-      : dram_(std::move(dram)), l2_(std::move(l2)), noise_(noise) {}
+  // exponent < 1: bandwidth grows less than in proportion to the groups touched (a partial
+  // channel limit: half the groups give 2^-exponent of the bandwidth).
+  ModelGpu(std::vector<uint64_t> dram, std::vector<uint64_t> l2, double noise,
+           double exponent = 1.0)
+      : dram_(std::move(dram)), l2_(std::move(l2)), noise_(noise), exponent_(exponent) {}
 
   int sm_count() const override { return 132; }
   int blocks_per_sm() const override { return 8; }
@@ -43,7 +47,7 @@ class ModelGpu : public ChannelProbeDevice {
       return s;
     }
     ++launches_;
-    const double gbps = 40.0 * static_cast<double>(GroupCount(r));
+    const double gbps = 40.0 * std::pow(static_cast<double>(GroupCount(r)), exponent_);
     const double bytes = static_cast<double>(SubsetBytes(kChunk, 1, r.subset) * r.rounds);
     return bytes / gbps / 1e6 * Noise();
   }
@@ -103,6 +107,7 @@ class ModelGpu : public ChannelProbeDevice {
 
   std::vector<uint64_t> dram_, l2_;
   double noise_;
+  double exponent_;
   uint64_t base_ = 0;
   std::mt19937_64 rng_{11};
   int launches_ = 0;
@@ -183,6 +188,18 @@ TEST(ChannelScanTest, ReadersThatDoNotOverlapLeaveOutOnlyTheMatrix) {
   EXPECT_EQ(r->sources[0].fit.rank(), 5);
   EXPECT_TRUE(r->pairs.empty());
   EXPECT_EQ(r->pair_accuracy, -1);
+}
+
+TEST(ChannelScanTest, APartialLossShowsInTheSecondLookOnly) {
+  // Half the groups give 80 % of the bandwidth: below the halving rule, above the noise.
+  ModelGpu gpu(DramHash(), L2Hash(), 0.005, 0.32);
+  absl::StatusOr<ChannelScanResult> r = RunChannelScan(gpu, kBase, MakeChannelPlan(true, 4), {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  const SourceResult& dram = r->sources[0];
+  EXPECT_EQ(dram.fit.rank(), 0);
+  ASSERT_EQ(dram.sensitive_rank, 5);
+  EXPECT_GT(dram.sensitive_threshold, 0.85);
+  EXPECT_GT(dram.sensitive_cv_accuracy, 0.99);
 }
 
 TEST(ChannelScanTest, RejectsBadPlans) {
