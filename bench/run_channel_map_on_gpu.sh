@@ -44,7 +44,7 @@ fi
   if [ -n "$map" ]; then
     grep -E '^(masks|channel_groups|source|confidence|agreement|verification_accuracy|verification_observations|pair_accuracy|pair_observations|seconds) ' "$map"
     txt="${map%.toml}.txt"
-    grep -E 'fit: rank|cross-validation|chunks:|predictions right' "$txt"
+    grep -E 'source |fit: rank|group bit|cross-validation|noise threshold|L2-hit latency|chunks:|predictions right|time taken' "$txt"
   else
     echo "no map file was written: see channel_map.log"
   fi
