@@ -45,7 +45,9 @@ absl::StatusOr<Gpu> OpenGpu(int ordinal, const DaemonConfig& config) {
   const PhysFn phys_fn = PhysicalAddressHook();
   auto choice = ChooseColourScheme(*profile, path, phys_fn != nullptr);
   if (!choice.ok()) return choice.status();
-  gpu.colour_note = choice->note;
+  gpu.colour_note = AddChannelMapReason(
+      std::move(choice->note),
+      colorer::LoadChannelMapFile(ChannelMapPathFor(config.gpu, info.uuid)), info.granularity);
   std::optional<colorer::ColourScheme> scheme = std::move(choice->scheme);
   if (!scheme.has_value()) {
     auto one = OneColourScheme();

@@ -12,6 +12,24 @@ std::string ProfilePath(const GpuSection& gpu, const std::string& uuid) {
   return gpu.profile_dir + "/" + uuid + ".toml";
 }
 
+std::string ChannelMapPathFor(const GpuSection& gpu, const std::string& uuid) {
+  return colorer::ChannelMapPath(gpu.profile_dir, uuid);
+}
+
+std::string AddChannelMapReason(std::string note,
+                                const absl::StatusOr<colorer::ChannelMapFile>& map,
+                                uint64_t granularity_bytes) {
+  if (!map.ok()) {
+    if (absl::IsNotFound(map.status())) return note;
+    return note + "; channel map not used: " + std::string(map.status().message());
+  }
+  auto reason = colorer::ExplainColours(*map, granularity_bytes);
+  if (!reason.ok()) {
+    return note + "; channel map not used: " + std::string(reason.status().message());
+  }
+  return note + "; " + *reason;
+}
+
 absl::StatusOr<ColourChoice> ChooseColourScheme(const colorer::GpuColourProfile& profile,
                                                 const std::string& profile_path,
                                                 bool phys_visible) {

@@ -15,6 +15,7 @@
 #include "copy_arbiter.h"
 #include "daemon/config.h"
 #include "gpu.h"
+#include "missile/colorer/channel_map_file.h"
 #include "missile/colorer/colour_policy.h"
 #include "missile/colorer/colour_scheme.h"
 #include "missile/colorer/profile.h"
@@ -25,6 +26,18 @@ namespace missile::daemon {
 
 // Where the GPU's calibration profile would be: gpu.profile_dir/<uuid>.toml.
 std::string ProfilePath(const GpuSection& gpu, const std::string& uuid);
+
+// Where the GPU's channel map would be (missile-calibrate --channel-map):
+// gpu.profile_dir/<uuid>.channels.toml.
+std::string ChannelMapPathFor(const GpuSection& gpu, const std::string& uuid);
+
+// `note` extended with what the GPU's channel map says about colours at `granularity_bytes`,
+// and why (colorer::ExplainColours). `map` is the loaded file: NOT_FOUND (no file) leaves the
+// note as it is; any other error is named in the note (the map only explains, so the daemon
+// runs on without it).
+std::string AddChannelMapReason(std::string note,
+                                const absl::StatusOr<colorer::ChannelMapFile>& map,
+                                uint64_t granularity_bytes);
 
 struct ColourChoice {
   // The scheme to place blocks by; nullopt: one colour (OneColourScheme), no placement.

@@ -64,6 +64,34 @@ TEST(GpuSetupTest, ColoursNeedVisiblePhysicalAddresses) {
   EXPECT_NE(visible->note.find("2 colours from the profile"), std::string::npos);
 }
 
+TEST(GpuSetupTest, AChannelMapExplainsTheColourCount) {
+  GpuSection gpu;
+  gpu.profile_dir = "/var/lib/missile/profiles";
+  EXPECT_EQ(ChannelMapPathFor(gpu, "GPU-1"), "/var/lib/missile/profiles/GPU-1.channels.toml");
+  const std::string note =
+      "one colour: calibration found no channel isolation at 2 MiB on this GPU";
+  // No map file: the note stays as it is.
+  EXPECT_EQ(AddChannelMapReason(note, absl::NotFoundError("no channel map"), kG), note);
+
+  colorer::ChannelMapFile map;
+  map.uuid = H200Like().uuid;
+  map.source = "dram";
+  map.fit.low_bit = 8;
+  map.fit.high_bit = 21;
+  map.fit.masks = colorer::Gf2Basis({0x1A500, 0x0C900}).rows();
+  map.fit.confidence = 0.97;
+  map.verification_accuracy = 0.99;
+  const std::string explained = AddChannelMapReason(note, map, kG);
+  EXPECT_EQ(explained.rfind(note, 0), 0u) << explained;
+  EXPECT_NE(explained.find("2 MiB chunks: 1 colour; all 4 channel groups"), std::string::npos)
+      << explained;
+
+  // A broken file is named, and changes nothing else.
+  const std::string broken =
+      AddChannelMapReason(note, absl::InvalidArgumentError("x.channels.toml: bad masks"), kG);
+  EXPECT_EQ(broken, note + "; channel map not used: x.channels.toml: bad masks");
+}
+
 TEST(GpuSetupTest, OneColourSchemeHasOneColour) {
   auto s = OneColourScheme();
   ASSERT_TRUE(s.ok());

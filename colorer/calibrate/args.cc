@@ -30,9 +30,11 @@ absl::StatusOr<T> Number(const std::string& flag, const std::string& text, uint6
 std::string Usage() {
   return absl::StrCat(
       "usage: missile-calibrate [--out DIR] [--chunks N] [--sample N] [--seed S] [--quick]\n"
-      "                         [--device ORDINAL] [--json]\n"
+      "                         [--device ORDINAL] [--json] [--channel-map]\n"
       "Measures how far VRAM channel colouring can isolate tenants on one GPU and writes\n"
-      "DIR/<GPU uuid>.toml, the profile missiled loads.\n"
+      "DIR/<GPU uuid>.toml, the profile missiled loads. With --channel-map, recovers the\n"
+      "channel hash inside one chunk instead and writes DIR/<GPU uuid>.channels.toml (and\n"
+      ".channels.txt, .channels.pairs.csv, .channels.scan.csv beside it).\n"
       "  --out DIR        profile directory (default ",
       kDefaultProfileDir,
       ")\n"
@@ -42,6 +44,8 @@ std::string Usage() {
       "  --quick          small sizes and few repeats: a smoke run\n"
       "  --device ORDINAL CUDA device (default 0)\n"
       "  --json           print a JSON summary on stdout (the table goes to stderr)\n"
+      "  --channel-map    recover the VRAM channel hash below the chunk size (about 2 minutes;\n"
+      "                   --quick about 20 s)\n"
       "  -h, --help       this text\n"
       "  --version        print the version and exit\n");
 }
@@ -71,9 +75,9 @@ absl::StatusOr<CalibrateArgs> ParseArgs(const std::vector<std::string>& args) {
     } else if (flag == "--version") {
       if (absl::Status s = no_value(); !s.ok()) return s;
       out.version = true;
-    } else if (flag == "--quick" || flag == "--json") {
+    } else if (flag == "--quick" || flag == "--json" || flag == "--channel-map") {
       if (absl::Status s = no_value(); !s.ok()) return s;
-      (flag == "--quick" ? out.quick : out.json) = true;
+      (flag == "--quick" ? out.quick : flag == "--json" ? out.json : out.channel_map) = true;
     } else if (flag == "--out") {
       absl::StatusOr<std::string> v = value();
       if (!v.ok()) return v.status();
@@ -104,8 +108,8 @@ absl::StatusOr<CalibrateArgs> ParseArgs(const std::vector<std::string>& args) {
           absl::StrCat("unknown argument '", args[i], "' (try --help)"));
     }
   }
-  out.chunks = chunks.value_or(out.quick ? 1024 : 4096);
-  out.sample = sample.value_or(out.quick ? 16 : 64);
+  out.chunks = chunks.value_or(out.channel_map ? kMinChunks : out.quick ? 1024 : 4096);
+  out.sample = sample.value_or(out.quick || out.channel_map ? 16 : 64);
   if (out.sample > out.chunks) {
     return FlagError("--sample", absl::StrCat(out.sample, " exceeds --chunks ", out.chunks));
   }

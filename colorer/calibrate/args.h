@@ -4,6 +4,7 @@
 // - ParseArgs takes argv without the program name; "--flag value" and "--flag=value" both
 //   work. Unknown flags, missing or malformed values and out-of-range numbers are
 //   INVALID_ARGUMENT naming the flag.
+// - --channel-map selects the channel-map mode (channel_scan.h); --chunks then defaults to 16.
 // - --quick changes the defaults of --chunks and --sample (explicit values win) and shortens
 //   every measurement (MakePlan).
 // - Free functions over values: safe from any thread.
@@ -29,6 +30,9 @@ struct CalibrateArgs {
   bool quick = false;
   int device = 0;
   bool json = false;
+  // --channel-map: recover the channel hash inside one chunk instead of the colour profile
+  // (channel_scan.h); --chunks then defaults to 16.
+  bool channel_map = false;
   bool help = false;
   bool version = false;
 };

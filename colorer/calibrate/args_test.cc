@@ -27,6 +27,16 @@ TEST(ParseArgs, QuickChangesDefaultsButExplicitValuesWin) {
   EXPECT_EQ(a->sample, 32u);
 }
 
+TEST(ParseArgs, ChannelMapNeedsOnlyAFewChunks) {
+  absl::StatusOr<CalibrateArgs> a = ParseArgs({"--channel-map", "--quick"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->channel_map);
+  EXPECT_TRUE(a->quick);
+  EXPECT_EQ(a->chunks, kMinChunks);
+  EXPECT_FALSE(ParseArgs({"--channel-map=yes"}).ok());
+  EXPECT_FALSE(ParseArgs({})->channel_map);
+}
+
 TEST(ParseArgs, AllFlags) {
   absl::StatusOr<CalibrateArgs> a =
       ParseArgs({"--out", "/tmp/p", "--seed=42", "--device", "1", "--json", "--chunks", "100"});

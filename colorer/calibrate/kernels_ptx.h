@@ -1,5 +1,6 @@
-// The PTX of kernels.cu (nvcc -ptx -arch=compute_90), embedded at build time by embed_ptx.cmake
-// into the generated kernels_ptx.cc. NUL-terminated text, loaded with cuModuleLoadDataEx.
+// The PTX of kernels.cu and channel_kernels.cu (nvcc -ptx -arch=compute_90), embedded at build
+// time by embed_ptx.cmake into the generated kernels_ptx.cc and channel_kernels_ptx.cc.
+// NUL-terminated text, loaded with cuModuleLoadDataEx.
 
 #ifndef MISSILE_COLORER_CALIBRATE_KERNELS_PTX_H_
 #define MISSILE_COLORER_CALIBRATE_KERNELS_PTX_H_
@@ -7,6 +8,7 @@
 namespace missile::calibrate {
 
 extern const char kKernelsPtx[];
+extern const char kChannelKernelsPtx[];
 
 }  // namespace missile::calibrate
 

@@ -1,6 +1,7 @@
 // missile-calibrate: measures what VRAM channel colouring can achieve on one GPU and writes the
 // profile missiled loads (<out>/<GPU uuid>.toml). See measure.h for the measurements and
-// verdict.h for the rule that turns them into a colour count.
+// verdict.h for the rule that turns them into a colour count. --channel-map recovers the
+// channel hash inside a chunk instead (channel_mode.h).
 //
 // Exit status: 0 profile written; 1 no GPU, driver error, measurement or write failure (one line
 // on stderr); 2 bad command line.
@@ -19,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "args.h"
+#include "channel_mode.h"
 #include "gpu.h"
 #include "kernels_ptx.h"
 #include "measure.h"
@@ -112,7 +114,8 @@ int main(int argc, char** argv) {
                                               std::make_shared<spdlog::sinks::stderr_sink_mt>());
   log->set_pattern("[%H:%M:%S.%e] [%n] %v");
   spdlog::register_logger(log);
-  const absl::Status s = missile::calibrate::Calibrate(*args, *log);
+  const absl::Status s = args->channel_map ? missile::calibrate::RunChannelMap(*args, *log)
+                                           : missile::calibrate::Calibrate(*args, *log);
   if (!s.ok()) {
     std::fprintf(stderr, "missile-calibrate: %s\n", std::string(s.message()).c_str());
     return 1;

@@ -1,9 +1,56 @@
 // Multi-process tests of missiled (see daemon_process_fixture.h). The daemon's front doors: admin calls refused to a non-admin, malformed and oversized
 // requests, and a bad configuration file.
 #include "daemon_process_fixture.h"
+#include "missile/colorer/channel_map_file.h"
 
 namespace missile::process_test {
 namespace {
+
+// missile-calibrate --channel-map's file beside the profiles: missilectl status says why the GPU
+// has the colours it has; a broken file is named there and changes nothing else.
+constexpr char kFakeGpuUuid[] = "GPU-66616b65-6375-6461-2d67-707500000000";  // device 0
+
+void WriteChannelMap(const std::string& dir) {
+  colorer::ChannelMapFile map;
+  map.gpu_name = "Fake GPU (missile test double)";
+  map.uuid = kFakeGpuUuid;
+  map.driver_version = "test double";
+  map.tool_version = "test";
+  map.date = "2026-12-01T00:00:00Z";
+  map.source = "dram";
+  map.method = "written by the test";
+  map.fit.low_bit = 8;
+  map.fit.high_bit = 21;
+  map.fit.masks = colorer::Gf2Basis({0x1A500, 0x0C900}).rows();
+  map.fit.confidence = 0.875;
+  map.fit.agreement = 0.9375;
+  map.verification_accuracy = 0.9375;
+  mkdir(dir.c_str(), 0755);
+  ASSERT_TRUE(colorer::SaveChannelMapFile(map, colorer::ChannelMapPath(dir, kFakeGpuUuid)).ok());
+}
+
+TEST_F(DaemonTest, StatusExplainsTheColoursByTheChannelMap) {
+  WriteChannelMap(dir_.path() + "/profiles");
+  StartDaemon();
+  ProcessResult status = testing::Run({MISSILECTL, "--socket", socket_, "status"});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("channel map (dram, 4 groups over bits 8-20"), std::string::npos)
+      << status.out;
+  EXPECT_NE(status.out.find("2 MiB chunks: 1 colour; all 4 channel groups"), std::string::npos)
+      << status.out;
+}
+
+TEST_F(DaemonTest, ABrokenChannelMapIsNamedAndIgnored) {
+  mkdir((dir_.path() + "/profiles").c_str(), 0755);
+  std::ofstream(colorer::ChannelMapPath(dir_.path() + "/profiles", kFakeGpuUuid))
+      << "format_version = 1\nmasks = 3\n";
+  StartDaemon();
+  v1::StatusResponse st = Status();
+  ASSERT_EQ(st.pools_size(), 1);
+  EXPECT_NE(st.pools(0).colour_note().find("channel map not used"), std::string::npos)
+      << st.pools(0).colour_note();
+  EXPECT_EQ(st.pools(0).gpu().colours(), 1u);
+}
 
 TEST_F(DaemonTest, NonAdminCannotChangePolicy) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to run missilectl as another user";
