@@ -35,6 +35,9 @@ constexpr uint64_t kMaxRequestBytes = kTiB;
 constexpr uint64_t kMaxIdleGraceNs = 1'000'000'000;
 // Above one half the BE class would be owed more than the LS class: no longer "LS first".
 constexpr double kMaxBeMinShare = 0.5;
+// The BE credit is a sum of fractions of chunks: 19 x (2 MiB x 0.05 / 0.95) falls short of
+// 2 MiB by a rounding error, which would cost the BE class a whole chunk of waiting.
+constexpr double kCreditSlackBytes = 1.0;
 
 absl::Status CheckWeight(uint32_t weight) {
   if (weight < kMinWeight || weight > kMaxWeight) {
@@ -222,6 +225,9 @@ void FairScheduler::DeactivateIfIdle(Tenant& t) {
   run_queues_[d].erase(RunKey{t.vruntime, t.id, &t});
   t.active = false;
   t.idle_since_ns = last_now_ns_;
+  if (config_.ls_first && d == kBeDomain && run_queues_[d].empty()) {
+    be_idle_since_ns_ = last_now_ns_;
+  }
   UpdateMinVruntime(d);
 }
 
@@ -329,7 +335,7 @@ std::optional<Grant> FairScheduler::PickFrom(int d, uint64_t now, bool* held_bac
   t.bytes_granted += g.length;
   AddRecent(t, g.length, now);
   grants_.emplace(g.id, GrantRecord{t.id, r.id, g.length});
-  ChargeShare(d, g.length);
+  ChargeShare(d, g.length, now);
 
   // Charge at grant. Re-key through the node handle: no allocation per chunk.
   const uint64_t charge = std::max<uint64_t>(1, g.length * kNiceZeroWeight / t.weight);
@@ -343,16 +349,19 @@ std::optional<Grant> FairScheduler::PickFrom(int d, uint64_t now, bool* held_bac
 
 bool FairScheduler::BeDue() const {
   return config_.ls_first && be_earn_ > 0 && pending_bytes_[kBeDomain] > 0 &&
-         be_credit_ >= be_credit_max_;
+         be_credit_ + kCreditSlackBytes >= be_credit_max_;
 }
 
-void FairScheduler::ChargeShare(int domain, uint64_t length) {
+void FairScheduler::ChargeShare(int domain, uint64_t length, uint64_t now) {
   if (!config_.ls_first || !(be_earn_ > 0)) return;
   const double bytes = static_cast<double>(length);
   if (domain == kLsDomain) {
-    // Earned only while a BE tenant has work (pending or in flight): an idle BE class banks
-    // nothing, and one waiting for its last chunk before it submits more loses nothing.
-    if (!run_queues_[kBeDomain].empty()) {
+    // Earned only while a BE tenant has work (pending or in flight), or had some less than
+    // idle_grace_ns ago: an idle BE class banks nothing, and one that submits its next request
+    // once the last one is done (a round trip with nothing of it queued) loses nothing.
+    const bool be_returning = be_idle_since_ns_.has_value() &&
+                              now - *be_idle_since_ns_ < config_.idle_grace_ns;
+    if (!run_queues_[kBeDomain].empty() || be_returning) {
       be_credit_ = std::min(be_credit_ + bytes * be_earn_, be_credit_max_);
     }
   } else {

@@ -137,7 +137,8 @@ class FairScheduler {
     // With ls_first: the smallest fraction of the bytes granted that goes to BE tenants while
     // one of them has pending chunks, in [0, 0.5]. 0: LS strictly first (a BE tenant can wait
     // for as long as LS tenants keep the link busy). Kept as a credit in bytes: while a BE
-    // tenant has work (pending or in-flight chunks), each LS grant of L bytes earns the BE class
+    // tenant has work (pending or in-flight chunks, or had some less than idle_grace_ns ago),
+    // each LS grant of L bytes earns the BE class
     // L * share / (1 - share), up to chunk_bytes; each BE grant spends its length, down to
     // minus the largest chunk size; a BE chunk goes ahead of the LS tenants when the credit is
     // a full chunk_bytes. So neither class banks more than about one chunk (this is the
@@ -319,7 +320,7 @@ class FairScheduler {
   // True when the BE class is owed a chunk now (ls_first, be_min_share > 0, credit >= 0).
   bool BeDue() const;
   // Keeps the BE credit (Config::be_min_share) after a grant from `domain` of `length` bytes.
-  void ChargeShare(int domain, uint64_t length);
+  void ChargeShare(int domain, uint64_t length, uint64_t now);
   // How many BE chunks may go ahead of LS grants totalling `ls_bytes` (0 without a minimum
   // share).
   double BeChunksAhead(uint64_t ls_bytes) const;
@@ -343,6 +344,7 @@ class FairScheduler {
   double be_credit_max_ = 0;  // chunk_bytes: the BE class is due at this credit, its cap.
   double be_debt_max_ = 0;    // The largest chunk size of the config: the deepest debt.
   double be_earn_ = 0;        // be_min_share / (1 - be_min_share).
+  std::optional<uint64_t> be_idle_since_ns_;  // When the BE class last ran out of work.
   uint64_t rebase_threshold_ = kVruntimeRebaseThreshold;  // Lowered by tests.
   uint32_t inflight_total_ = 0;
   RequestId next_request_id_ = 1;
