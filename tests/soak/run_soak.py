@@ -36,7 +36,10 @@ import tempfile
 import time
 
 SIGSTOP_EXTRA_S = 3.0  # the daemon stays stopped this long past the shim's timeout
-GRPC_POOL = "event_engine"  # the name of gRPC's event-engine worker threads
+# gRPC's worker threads, by the names they carry (/proc/PID/task/TID/comm: 15 characters).
+GRPC_EXECUTOR = "default-executo"
+GRPC_ENGINE = "event_engine"
+GRPC_POOLS = (GRPC_EXECUTOR, GRPC_ENGINE)
 WARM_UP_ID = 16777215  # the warm-up tenant's pattern id, never a soak tenant's
 
 
@@ -352,14 +355,19 @@ class Soak:
             self.violations.append("the pool still leases %s bytes" % leased)
         if end[0] > base[0]:
             self.violations.append("daemon descriptors %d, at start %d" % (end[0], base[0]))
-        # gRPC's event-engine pool (threads named event_engine) grows with load and gRPC keeps
-        # the threads once idle; it may end up to one thread per core above where it started.
-        # Every other thread (the daemon's own and gRPC's fixed ones) must be back exactly: a
-        # leak per tenant or per fault would leave dozens.
-        own_end = end[1] - self.end_names.get(GRPC_POOL, 0)
-        own_base = base[1] - self.base_names.get(GRPC_POOL, 0)
-        pool_grew = self.end_names.get(GRPC_POOL, 0) - self.base_names.get(GRPC_POOL, 0)
-        if own_end > own_base or pool_grew > (os.cpu_count() or 1):
+        # gRPC's two worker pools start threads on demand under load and keep them once idle:
+        # its executor ("default-executor") up to 2 x cores threads, its event engine's pool
+        # ("event_engine") a few more than it started with. They may end anywhere within those
+        # bounds. Every other thread (the daemon's own and gRPC's fixed ones) must be back
+        # exactly: a leak per tenant or per fault would leave dozens.
+        cores = os.cpu_count() or 1
+        pools_end = sum(self.end_names.get(n, 0) for n in GRPC_POOLS)
+        pools_base = sum(self.base_names.get(n, 0) for n in GRPC_POOLS)
+        executor_end = self.end_names.get(GRPC_EXECUTOR, 0)
+        engine_grew = self.end_names.get(GRPC_ENGINE, 0) - self.base_names.get(GRPC_ENGINE, 0)
+        if (end[1] - pools_end > base[1] - pools_base or
+                executor_end > max(2 * cores, self.base_names.get(GRPC_EXECUTOR, 0)) or
+                engine_grew > cores):
             self.violations.append("daemon threads %d, at start %d (by name: %s at the end, %s "
                                    "at start)" % (end[1], base[1], self.end_names,
                                                   self.base_names))
@@ -379,9 +387,9 @@ class Soak:
             ("corrupt data / failed calls", "%d / %d" % (corrupt, errors)),
             ("pool leased at the end", "%s bytes" % leased),
             ("daemon descriptors (start / end)", "%d / %d" % (base[0], end[0])),
-            ("daemon threads (start / end)", "%d / %d (gRPC event-engine pool %d / %d)" % (
-                base[1], end[1], self.base_names.get(GRPC_POOL, 0),
-                self.end_names.get(GRPC_POOL, 0))),
+            ("daemon threads (start / end)", "%d / %d (of which gRPC's pools %d / %d)" % (
+                base[1], end[1], sum(self.base_names.get(n, 0) for n in GRPC_POOLS),
+                sum(self.end_names.get(n, 0) for n in GRPC_POOLS))),
             ("missiled exit on SIGTERM", str(daemon_exit)),
         ]
         width = max(len(r[0]) for r in rows)
