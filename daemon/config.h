@@ -146,6 +146,10 @@ struct PcieSection {
   uint64_t bypass_below = 64 * kKiB;
   // LS tenants' chunks always go before BE tenants' chunks.
   bool ls_first = true;
+  // With ls_first: percent of the link's bytes that BE tenants get at least while one of them
+  // has chunks waiting, however busy the LS tenants are, in [0, 50]; 0: LS strictly first (BE
+  // copies can then wait as long as LS tenants keep the link busy). See pcie::FairScheduler.
+  int be_min_share_percent = 5;
   // Microseconds the arbiter keeps polling after the last request, grant or completion, in
   // [0, 100000]: the GPU reports finished chunks by writing host memory, which wakes nobody.
   int spin_us = 200;

@@ -62,6 +62,7 @@ std::string DescribeConfig(const DaemonConfig& config) {
   lines.push_back(absl::StrCat("pcie.max_inflight_per_tenant = ", p.max_inflight_per_tenant));
   lines.push_back(absl::StrCat("pcie.bypass_below = ", size(p.bypass_below)));
   lines.push_back(absl::StrCat("pcie.ls_first = ", boolean(p.ls_first)));
+  lines.push_back(absl::StrCat("pcie.be_min_share_percent = ", p.be_min_share_percent));
   lines.push_back(absl::StrCat("pcie.spin_us = ", p.spin_us));
   lines.push_back(absl::StrCat("pcie.ls_spin_us = ", p.ls_spin_us));
   lines.push_back(absl::StrCat("pcie.ls_quiet_ms = ", p.ls_quiet_ms));

@@ -143,6 +143,8 @@ void Parser::ParsePcie(const toml::node& node, const std::string& path) {
           [&](Node n, Key k) { GetInt(n, k, 1, kMaxInflight, &p.max_inflight_per_tenant); }},
          {"bypass_below", [&](Node n, Key k) { GetSize(n, k, &p.bypass_below); }},
          {"ls_first", [&](Node n, Key k) { GetBool(n, k, &p.ls_first); }},
+         {"be_min_share_percent",
+          [&](Node n, Key k) { GetInt(n, k, 0, 50, &p.be_min_share_percent); }},
          {"spin_us", [&](Node n, Key k) { GetInt(n, k, 0, 100000, &p.spin_us); }},
          {"ls_spin_us", [&](Node n, Key k) { GetInt(n, k, 0, 1000000, &p.ls_spin_us); }},
          {"ls_quiet_ms", [&](Node n, Key k) { GetInt(n, k, 0, 600000, &p.ls_quiet_ms); }}});

@@ -87,6 +87,7 @@ TEST(ConfigTest, Defaults) {
   EXPECT_EQ(config.pcie.max_inflight_per_tenant, 2);
   EXPECT_EQ(config.pcie.bypass_below, 64 * kKiB);
   EXPECT_TRUE(config.pcie.ls_first);
+  EXPECT_EQ(config.pcie.be_min_share_percent, 5);
   EXPECT_EQ(config.pcie.spin_us, 200);
   EXPECT_EQ(config.pcie.ls_spin_us, 20000);
   EXPECT_EQ(config.pcie.ls_quiet_ms, 1000);
@@ -164,6 +165,7 @@ max_inflight_chunks = 4
 max_inflight_per_tenant = 1
 bypass_below = 0
 ls_first = false
+be_min_share_percent = 10
 spin_us = 0
 ls_spin_us = 500
 ls_quiet_ms = 250
@@ -193,6 +195,7 @@ ls_quiet_ms = 250
   EXPECT_EQ(config.pcie.max_inflight_per_tenant, 1);
   EXPECT_EQ(config.pcie.bypass_below, 0u);
   EXPECT_FALSE(config.pcie.ls_first);
+  EXPECT_EQ(config.pcie.be_min_share_percent, 10);
   EXPECT_EQ(config.pcie.spin_us, 0);
   EXPECT_EQ(config.pcie.ls_spin_us, 500);
   EXPECT_EQ(config.pcie.ls_quiet_ms, 250);
@@ -366,6 +369,10 @@ TEST(ConfigTest, EveryErrorNamesItsKey) {
        "pcie.max_inflight_per_tenant: must be an integer in [1, 64], got 0"},
       {"[pcie]\nbypass_below = \"1 KB\"\nchunk = [1]", "pcie.chunk: must be a size"},
       {"[pcie]\nls_first = 1", "pcie.ls_first: must be true or false, got integer 1"},
+      {"[pcie]\nbe_min_share_percent = 51",
+       "pcie.be_min_share_percent: must be an integer in [0, 50], got 51"},
+      {"[pcie]\nbe_min_share_percent = \"5%\"",
+       "pcie.be_min_share_percent: must be an integer in [0, 50]"},
       {"[pcie]\nbe_chunk = \"1MiB+1\"", "pcie.be_chunk: invalid size"},
       {"[pcie]\nbe_chunk = \"32KiB\"",
        "pcie.be_chunk: must be a multiple of 4KiB in [64KiB, 64MiB] or 0, got 32KiB"},

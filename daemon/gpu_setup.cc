@@ -106,6 +106,7 @@ CopyArbiter::Options ArbiterOptionsFor(const PcieSection& pcie) {
   sched.max_inflight_chunks_per_tenant = static_cast<uint32_t>(pcie.max_inflight_per_tenant);
   sched.min_bypass_bytes = pcie.bypass_below;
   sched.ls_first = pcie.ls_first;
+  sched.be_min_share = static_cast<double>(pcie.be_min_share_percent) / 100.0;
   copies.spin_ns = static_cast<uint64_t>(pcie.spin_us) * 1000;
   copies.ls_spin_ns = static_cast<uint64_t>(pcie.ls_spin_us) * 1000;
   copies.ls_quiet_ns = static_cast<uint64_t>(pcie.ls_quiet_ms) * 1000000;

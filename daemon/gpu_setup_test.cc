@@ -153,7 +153,9 @@ TEST(GpuSetupTest, ArbiterOptionsFromPcie) {
   pcie.spin_us = 7;
   pcie.ls_spin_us = 11;
   pcie.ls_quiet_ms = 13;
+  pcie.be_min_share_percent = 20;
   CopyArbiter::Options o = ArbiterOptionsFor(pcie);
+  EXPECT_DOUBLE_EQ(o.scheduler.be_min_share, 0.2);
   EXPECT_EQ(o.scheduler.chunk_bytes, 4 * kG);
   EXPECT_EQ(o.scheduler.be_chunk_bytes, 4 * kG);
   EXPECT_EQ(o.scheduler.max_inflight_chunks_total, 3u);

@@ -33,6 +33,11 @@ constexpr uint32_t kMaxInflightLimit = 1024;
 constexpr uint64_t kMinShareWindowNs = 1'000'000;
 constexpr uint64_t kMaxRequestBytes = kTiB;
 constexpr uint64_t kMaxIdleGraceNs = 1'000'000'000;
+// Above one half the BE class would be owed more than the LS class: no longer "LS first".
+constexpr double kMaxBeMinShare = 0.5;
+// The BE credit is a sum of fractions of chunks: 19 x (2 MiB x 0.05 / 0.95) falls short of
+// 2 MiB by a rounding error, which would cost the BE class a whole chunk of waiting.
+constexpr double kCreditSlackBytes = 1.0;
 
 absl::Status CheckWeight(uint32_t weight) {
   if (weight < kMinWeight || weight > kMaxWeight) {
@@ -93,8 +98,18 @@ absl::Status FairScheduler::Config::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("idle_grace_ns ", idle_grace_ns, " is above 1 s"));
   }
+  if (!(be_min_share >= 0 && be_min_share <= kMaxBeMinShare)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("be_min_share ", be_min_share, " is outside [0, ", kMaxBeMinShare, "]"));
+  }
   return absl::OkStatus();
 }
+
+FairScheduler::FairScheduler(const Config& config)
+    : config_(config),
+      be_credit_max_(static_cast<double>(config.chunk_bytes)),
+      be_debt_max_(static_cast<double>(std::max(config.chunk_bytes, config.be_chunk_bytes))),
+      be_earn_(config.be_min_share / (1 - config.be_min_share)) {}
 
 absl::StatusOr<FairScheduler> FairScheduler::Create(const Config& config) {
   if (absl::Status s = config.Validate(); !s.ok()) return s;
@@ -150,6 +165,7 @@ absl::StatusOr<RemovedTenant> FairScheduler::RemoveTenant(TenantId id) {
   removed.requests.erase(std::unique(removed.requests.begin(), removed.requests.end()),
                          removed.requests.end());
   for (RequestId r : removed.requests) requests_.erase(r);
+  pending_bytes_[DomainOf(t->cls)] -= t->pending_bytes;
   if (t->active) {
     const int d = DomainOf(t->cls);
     run_queues_[d].erase(RunKey{t->vruntime, t->id, t});
@@ -180,6 +196,8 @@ absl::Status FairScheduler::SetClass(TenantId id, TenantClass cls) {
   // does when a task moves between run queues), never a credit.
   const uint64_t lag = t->vruntime > min_vruntime_[from] ? t->vruntime - min_vruntime_[from] : 0;
   if (t->active) run_queues_[from].erase(RunKey{t->vruntime, t->id, t});
+  pending_bytes_[from] -= t->pending_bytes;
+  pending_bytes_[to] += t->pending_bytes;
   t->cls = cls;
   t->vruntime = min_vruntime_[to] + lag;
   if (t->active) run_queues_[to].insert(RunKey{t->vruntime, t->id, t});
@@ -207,6 +225,9 @@ void FairScheduler::DeactivateIfIdle(Tenant& t) {
   run_queues_[d].erase(RunKey{t.vruntime, t.id, &t});
   t.active = false;
   t.idle_since_ns = last_now_ns_;
+  if (config_.ls_first && d == kBeDomain && run_queues_[d].empty()) {
+    be_idle_since_ns_ = last_now_ns_;
+  }
   UpdateMinVruntime(d);
 }
 
@@ -260,6 +281,7 @@ absl::StatusOr<RequestId> FairScheduler::Submit(TenantId tenant, uint64_t bytes,
   r.submit_ns = now;
   t->queue.push_back(id);
   t->pending_bytes += bytes;
+  pending_bytes_[DomainOf(t->cls)] += bytes;
   Activate(*t);
   return id;
 }
@@ -267,53 +289,84 @@ absl::StatusOr<RequestId> FairScheduler::Submit(TenantId tenant, uint64_t bytes,
 std::optional<Grant> FairScheduler::NextGrant(uint64_t now_ns) {
   if (inflight_total_ >= config_.max_inflight_chunks_total) return std::nullopt;
   const uint64_t now = Now(now_ns);
+  bool held_back = false;
+  // The BE class's minimum share: a BE chunk that has earned its turn goes ahead of the LS.
+  if (BeDue()) {
+    if (std::optional<Grant> g = PickFrom(kBeDomain, now, &held_back)) return g;
+  }
   for (int d = 0; d < kNumDomains; ++d) {
-    RunQueue& rq = run_queues_[d];
-    // Passed over: tenants with only in-flight chunks or at their per-tenant limit. Each holds
-    // an in-flight chunk, so at most max_inflight_chunks_total entries are skipped.
-    bool held_back = false;  // A tenant with pending chunks waits for its per-tenant limit.
-    auto it = rq.begin();
-    for (; it != rq.end(); ++it) {
-      const Tenant& c = *it->tenant;
-      if (c.queue.empty()) continue;
-      if (c.inflight < config_.max_inflight_chunks_per_tenant) break;
-      held_back = true;
-    }
-    if (it == rq.end()) {
-      // LS-first is strict: a BE chunk granted now would sit ahead of that LS tenant's next
-      // chunk on the FIFO link.
-      if (config_.ls_first && d == 0 && held_back) return std::nullopt;
-      continue;
-    }
-
-    Tenant& t = *it->tenant;
-    Request& r = requests_.find(t.queue.front())->second;
-    Grant g;
-    g.id = next_grant_id_++;
-    g.tenant = t.id;
-    g.request = r.id;
-    g.offset = r.next_offset;
-    g.length = std::min(r.chunk_bytes, r.bytes - r.next_offset);
-    r.next_offset += g.length;
-    ++r.inflight;
-    if (r.next_offset == r.bytes) t.queue.pop_front();
-    t.pending_bytes -= g.length;
-    ++t.inflight;
-    ++inflight_total_;
-    t.bytes_granted += g.length;
-    AddRecent(t, g.length, now);
-    grants_.emplace(g.id, GrantRecord{t.id, r.id, g.length});
-
-    // Charge at grant. Re-key through the node handle: no allocation per chunk.
-    const uint64_t charge = std::max<uint64_t>(1, g.length * kNiceZeroWeight / t.weight);
-    auto node = rq.extract(it);
-    t.vruntime += charge;
-    node.value().vruntime = t.vruntime;
-    rq.insert(std::move(node));
-    UpdateMinVruntime(d);
-    return g;
+    held_back = false;
+    if (std::optional<Grant> g = PickFrom(d, now, &held_back)) return g;
+    // LS-first is strict: a BE chunk granted now would sit ahead of that LS tenant's next
+    // chunk on the FIFO link.
+    if (config_.ls_first && d == kLsDomain && held_back) return std::nullopt;
   }
   return std::nullopt;
+}
+
+std::optional<Grant> FairScheduler::PickFrom(int d, uint64_t now, bool* held_back) {
+  RunQueue& rq = run_queues_[d];
+  // Passed over: tenants with only in-flight chunks or at their per-tenant limit. Each holds
+  // an in-flight chunk, so at most max_inflight_chunks_total entries are skipped.
+  auto it = rq.begin();
+  for (; it != rq.end(); ++it) {
+    const Tenant& c = *it->tenant;
+    if (c.queue.empty()) continue;
+    if (c.inflight < config_.max_inflight_chunks_per_tenant) break;
+    *held_back = true;
+  }
+  if (it == rq.end()) return std::nullopt;
+
+  Tenant& t = *it->tenant;
+  Request& r = requests_.find(t.queue.front())->second;
+  Grant g;
+  g.id = next_grant_id_++;
+  g.tenant = t.id;
+  g.request = r.id;
+  g.offset = r.next_offset;
+  g.length = std::min(r.chunk_bytes, r.bytes - r.next_offset);
+  r.next_offset += g.length;
+  ++r.inflight;
+  if (r.next_offset == r.bytes) t.queue.pop_front();
+  t.pending_bytes -= g.length;
+  pending_bytes_[d] -= g.length;
+  ++t.inflight;
+  ++inflight_total_;
+  t.bytes_granted += g.length;
+  AddRecent(t, g.length, now);
+  grants_.emplace(g.id, GrantRecord{t.id, r.id, g.length});
+  ChargeShare(d, g.length, now);
+
+  // Charge at grant. Re-key through the node handle: no allocation per chunk.
+  const uint64_t charge = std::max<uint64_t>(1, g.length * kNiceZeroWeight / t.weight);
+  auto node = rq.extract(it);
+  t.vruntime += charge;
+  node.value().vruntime = t.vruntime;
+  rq.insert(std::move(node));
+  UpdateMinVruntime(d);
+  return g;
+}
+
+bool FairScheduler::BeDue() const {
+  return config_.ls_first && be_earn_ > 0 && pending_bytes_[kBeDomain] > 0 &&
+         be_credit_ + kCreditSlackBytes >= be_credit_max_;
+}
+
+void FairScheduler::ChargeShare(int domain, uint64_t length, uint64_t now) {
+  if (!config_.ls_first || !(be_earn_ > 0)) return;
+  const double bytes = static_cast<double>(length);
+  if (domain == kLsDomain) {
+    // Earned only while a BE tenant has work (pending or in flight), or had some less than
+    // idle_grace_ns ago: an idle BE class banks nothing, and one that submits its next request
+    // once the last one is done (a round trip with nothing of it queued) loses nothing.
+    const bool be_returning = be_idle_since_ns_.has_value() &&
+                              now - *be_idle_since_ns_ < config_.idle_grace_ns;
+    if (!run_queues_[kBeDomain].empty() || be_returning) {
+      be_credit_ = std::min(be_credit_ + bytes * be_earn_, be_credit_max_);
+    }
+  } else {
+    be_credit_ = std::max(be_credit_ - bytes, -be_debt_max_);
+  }
 }
 
 RequestDone FairScheduler::FinishRequest(Request& r, uint64_t now_ns) {
@@ -366,6 +419,7 @@ absl::StatusOr<std::optional<RequestDone>> FairScheduler::Cancel(RequestId reque
   if (r.next_offset < r.bytes) {
     t.queue.erase(std::find(t.queue.begin(), t.queue.end(), r.id));
     t.pending_bytes -= r.bytes - r.next_offset;
+    pending_bytes_[DomainOf(t.cls)] -= r.bytes - r.next_offset;
   }
   r.cancelled = true;
   std::optional<RequestDone> done;
@@ -377,16 +431,38 @@ absl::StatusOr<std::optional<RequestDone>> FairScheduler::Cancel(RequestId reque
 uint64_t FairScheduler::LsWaitBoundNs(double bytes_per_ns) const {
   if (!(bytes_per_ns > 0)) return std::numeric_limits<uint64_t>::max();
   const double largest = static_cast<double>(std::max(config_.chunk_bytes, config_.be_chunk_bytes));
-  const double bytes =
-      static_cast<double>(config_.max_inflight_chunks_total) * largest + config_.chunk_bytes;
+  const double ahead =
+      static_cast<double>(config_.max_inflight_chunks_total) + BeChunksAhead(config_.chunk_bytes);
+  const double bytes = ahead * largest + static_cast<double>(config_.chunk_bytes);
   return CeilNs(bytes / bytes_per_ns);
 }
 
 uint64_t FairScheduler::LsLatencyBoundNs(uint64_t request_bytes, double bytes_per_ns) const {
   if (!(bytes_per_ns > 0)) return std::numeric_limits<uint64_t>::max();
   const double largest = static_cast<double>(std::max(config_.chunk_bytes, config_.be_chunk_bytes));
-  const double bytes = static_cast<double>(config_.max_inflight_chunks_total) * largest +
-                       static_cast<double>(request_bytes);
+  const double ahead =
+      static_cast<double>(config_.max_inflight_chunks_total) + BeChunksAhead(request_bytes);
+  const double bytes = ahead * largest + static_cast<double>(request_bytes);
+  return CeilNs(bytes / bytes_per_ns);
+}
+
+double FairScheduler::BeChunksAhead(uint64_t ls_bytes) const {
+  if (!config_.ls_first || !(be_earn_ > 0)) return 0;
+  // A full credit lets one BE chunk go; each further one needs a chunk's worth earned by the LS
+  // bytes granted meanwhile.
+  return 1 + std::floor(static_cast<double>(ls_bytes) * be_earn_ / be_credit_max_);
+}
+
+uint64_t FairScheduler::BeWaitBoundNs(double bytes_per_ns) const {
+  if (!(bytes_per_ns > 0) || !config_.ls_first || !(be_earn_ > 0)) {
+    return std::numeric_limits<uint64_t>::max();
+  }
+  // From the deepest debt (-largest chunk) to the threshold (one chunk), earned at be_earn_ per
+  // LS byte; the LS chunk that crosses the threshold may be a whole chunk; then the in-flight
+  // chunks (of the largest size) drain ahead of the BE chunk's own slot.
+  const double earn = (be_debt_max_ + be_credit_max_) / be_earn_;
+  const double bytes = earn + be_credit_max_ +
+                       static_cast<double>(config_.max_inflight_chunks_total) * be_debt_max_;
   return CeilNs(bytes / bytes_per_ns);
 }
 

@@ -92,13 +92,23 @@ TEST(FairSchedulerTest, SetClassMovesATenantBetweenClasses) {
 }
 
 TEST(FairSchedulerTest, BypassAndLsBounds) {
-  FairScheduler s = MakeScheduler();
+  Config strict;
+  strict.be_min_share = 0;
+  FairScheduler s = MakeScheduler(strict);
   EXPECT_TRUE(s.ShouldBypass(64 * kKiB - 1));
   EXPECT_FALSE(s.ShouldBypass(64 * kKiB));
   // (2 in flight + 1) x 2 MiB at 55.4 B/ns.
   EXPECT_EQ(s.LsWaitBoundNs(55.4), static_cast<uint64_t>(std::ceil(3.0 * 2 * kMiB / 55.4)));
   EXPECT_EQ(s.LsLatencyBoundNs(4 * kMiB, 55.4),
             static_cast<uint64_t>(std::ceil((2.0 * 2 * kMiB + 4 * kMiB) / 55.4)));
+  // With the BE minimum share (default 5 %), one BE chunk more may go ahead; a request long
+  // enough to earn the BE another chunk (2 MiB x 19) lets one more go ahead.
+  FairScheduler shared = MakeScheduler();
+  EXPECT_EQ(shared.LsWaitBoundNs(55.4), static_cast<uint64_t>(std::ceil(4.0 * 2 * kMiB / 55.4)));
+  EXPECT_EQ(shared.LsLatencyBoundNs(4 * kMiB, 55.4),
+            static_cast<uint64_t>(std::ceil((3.0 * 2 * kMiB + 4 * kMiB) / 55.4)));
+  EXPECT_EQ(shared.LsLatencyBoundNs(38 * kMiB, 55.4),
+            static_cast<uint64_t>(std::ceil((4.0 * 2 * kMiB + 38 * kMiB) / 55.4)));
   EXPECT_EQ(s.LsWaitBoundNs(0), std::numeric_limits<uint64_t>::max());
   EXPECT_EQ(s.LsLatencyBoundNs(kMiB, -1), std::numeric_limits<uint64_t>::max());
   EXPECT_STREQ(TenantClassName(kLs), "ls");
@@ -110,6 +120,7 @@ TEST(FairSchedulerTest, BypassAndLsBounds) {
 TEST(FairSchedulerTest, BestEffortChunkSizeAndSubmitOverride) {
   Config c = Limits(4, 4);
   c.be_chunk_bytes = 8 * kMiB;
+  c.be_min_share = 0;
   FairScheduler s = MakeScheduler(c);
   ASSERT_TRUE(s.AddTenant(1, kBe, 1024).ok());
   ASSERT_TRUE(s.AddTenant(2, kLs, 1024).ok());

@@ -134,6 +134,20 @@ class FairScheduler {
     // limit keeps it from using (a BE chunk there would queue ahead of the LS chunks on the FIFO
     // link). When false, LS and BE tenants share one vruntime order and the class only labels.
     bool ls_first = true;
+    // With ls_first: the smallest fraction of the bytes granted that goes to BE tenants while
+    // one of them has pending chunks, in [0, 0.5]. 0: LS strictly first (a BE tenant can wait
+    // for as long as LS tenants keep the link busy). Kept as a credit in bytes: while a BE
+    // tenant has work (pending or in-flight chunks, or had some less than idle_grace_ns ago),
+    // each LS grant of L bytes earns the BE class
+    // L * share / (1 - share), up to chunk_bytes; each BE grant spends its length, down to
+    // minus the largest chunk size; a BE chunk goes ahead of the LS tenants when the credit is
+    // a full chunk_bytes. So neither class banks more than about one chunk (this is the
+    // sliding window), at most one BE chunk goes ahead of the LS at a time, and a BE tenant
+    // first in line waits for at most (largest chunk + chunk_bytes) * (1 - share) / share bytes
+    // of LS grants (see BeWaitBoundNs).
+    // 5 %: a BE job beside 16 saturating LS copiers keeps moving (at >= 1/20 of its solo rate)
+    // while an LS chunk waits for at most one extra BE chunk once per 20 chunks.
+    double be_min_share = 0.05;
     // Copies smaller than this should bypass the scheduler (ShouldBypass): the grant round trip
     // would cost more than the copy, and such a copy holds the link for at most
     // min_bypass_bytes / link rate (64 KiB: about 1.2 us at the H200's 55.4 GB/s).
@@ -158,7 +172,7 @@ class FairScheduler {
     // InvalidArgument unless: chunk_bytes (and be_chunk_bytes unless 0) is a multiple of 4 KiB
     // in [4 KiB, 1 GiB]; the in-flight
     // limits are in [1, 1024] and per tenant <= total; min_bypass_bytes <= chunk_bytes;
-    // share_window_ns >= 1 ms; idle_grace_ns <= 1 s.
+    // share_window_ns >= 1 ms; idle_grace_ns <= 1 s; be_min_share in [0, 0.5].
     absl::Status Validate() const;
   };
 
@@ -192,7 +206,8 @@ class FairScheduler {
   // runnable. The caller loops until nullopt after every Submit and Complete.
   //
   // Policy: with ls_first, the LS tenants go first (no BE grant while an LS tenant has pending
-  // chunks); within a class (or among all tenants without ls_first) the runnable tenant with the
+  // chunks), except that a BE chunk goes ahead whenever the BE class's credit allows it
+  // (Config::be_min_share); within a class (or among all tenants without ls_first) the runnable tenant with the
   // least vruntime wins, ties to the lower id. A tenant at its per-tenant in-flight limit is
   // passed over. The chosen tenant's vruntime grows by length * 1024 / weight AT GRANT, so
   // decisions never wait for completions. A tenant that becomes active (pending or in-flight
@@ -219,11 +234,20 @@ class FairScheduler {
   // (max_inflight_chunks_total of the largest chunk size), then the chunk itself. Needs ls_first;
   // assumes one
   // LS tenant with work, no bypassing copies, and instant grant round trips (each round trip
-  // adds to it in practice). UINT64_MAX for a rate <= 0.
+  // adds to it in practice). UINT64_MAX for a rate <= 0. With be_min_share > 0, one BE chunk
+  // (of the largest size) may go ahead of it, and is counted; for a request, one more per
+  // chunk_bytes the BE class earns from it.
   uint64_t LsWaitBoundNs(double bytes_per_ns) const;
   // The same bound for a whole LS request of `request_bytes` submitted with nothing else of its
   // tenant queued: (max_inflight_chunks_total * largest chunk + request_bytes) / rate.
   uint64_t LsLatencyBoundNs(uint64_t request_bytes, double bytes_per_ns) const;
+  // How long the BE chunk that is next in the BE class's order can wait for its grant while LS
+  // tenants keep the link busy, with ls_first and be_min_share > 0: the chunks in flight drain,
+  // then the LS grants that refill the BE credit (one largest chunk's worth, plus the LS chunk
+  // that crosses zero). Assumes the BE tenant is below its per-tenant in-flight limit and
+  // instant grant round trips. UINT64_MAX for a rate <= 0, be_min_share == 0 or without
+  // ls_first.
+  uint64_t BeWaitBoundNs(double bytes_per_ns) const;
 
   uint32_t inflight_chunks() const { return inflight_total_; }
   SchedulerSnapshot Snapshot(uint64_t now_ns) const;
@@ -281,14 +305,25 @@ class FairScheduler {
   // With ls_first, LS and BE tenants live in separate vruntime domains (run queues); otherwise
   // everyone is in domain 0.
   static constexpr int kNumDomains = 2;
+  static constexpr int kLsDomain = 0;
+  static constexpr int kBeDomain = 1;
   static constexpr uint64_t kVruntimeRebaseThreshold = uint64_t{1} << 62;
 
-  explicit FairScheduler(const Config& config) : config_(config) {}
+  explicit FairScheduler(const Config& config);
 
   int DomainOf(TenantClass cls) const;
   uint64_t Now(uint64_t now_ns);
   Tenant* FindTenant(TenantId id);
-  std::optional<Grant> PickFrom(int domain);
+  // The grant from `domain`'s least-vruntime runnable tenant, or nullopt when none is below
+  // its per-tenant limit (then `*held_back` says whether one with pending chunks is at it).
+  std::optional<Grant> PickFrom(int domain, uint64_t now, bool* held_back);
+  // True when the BE class is owed a chunk now (ls_first, be_min_share > 0, credit >= 0).
+  bool BeDue() const;
+  // Keeps the BE credit (Config::be_min_share) after a grant from `domain` of `length` bytes.
+  void ChargeShare(int domain, uint64_t length, uint64_t now);
+  // How many BE chunks may go ahead of LS grants totalling `ls_bytes` (0 without a minimum
+  // share).
+  double BeChunksAhead(uint64_t ls_bytes) const;
   // Keeps `t` in its run queue iff it has pending or in-flight chunks; places it on entry.
   void Activate(Tenant& t);
   void DeactivateIfIdle(Tenant& t);
@@ -304,6 +339,12 @@ class FairScheduler {
   absl::flat_hash_map<GrantId, GrantRecord> grants_;
   std::array<RunQueue, kNumDomains> run_queues_;
   std::array<uint64_t, kNumDomains> min_vruntime_{};
+  std::array<uint64_t, kNumDomains> pending_bytes_{};  // Submitted, not granted, per domain.
+  double be_credit_ = 0;      // Bytes the BE class may take ahead of the LS (be_min_share).
+  double be_credit_max_ = 0;  // chunk_bytes: the BE class is due at this credit, its cap.
+  double be_debt_max_ = 0;    // The largest chunk size of the config: the deepest debt.
+  double be_earn_ = 0;        // be_min_share / (1 - be_min_share).
+  std::optional<uint64_t> be_idle_since_ns_;  // When the BE class last ran out of work.
   uint64_t rebase_threshold_ = kVruntimeRebaseThreshold;  // Lowered by tests.
   uint32_t inflight_total_ = 0;
   RequestId next_request_id_ = 1;
