@@ -128,7 +128,7 @@ std::set<std::string> DescribedKeys(const DaemonConfig& config) {
 
 TEST(ConfigTest, ExampleFileAndDescribeConfigListEveryKey) {
   const std::set<std::string> keys = ExampleKeys();
-  EXPECT_EQ(keys.size(), 41u);
+  EXPECT_EQ(keys.size(), 44u);
   EXPECT_EQ(keys, DescribedKeys(DaemonConfig{}));
 }
 

@@ -26,6 +26,7 @@
 #include "cuda_loader.h"
 #include "gpu_open.h"
 #include "logger.h"
+#include "metrics_snapshot.h"
 #include "missile/version.h"
 #include "mps.h"
 #include "reload.h"
@@ -238,6 +239,16 @@ int RunServer(DaemonConfig config, std::optional<unsigned> socket_gid,
     return 1;
   }
   log->info("serving on {} (descriptors on {})", config.daemon.socket, options.fd_socket_path);
+  absl::StatusOr<std::unique_ptr<metrics::HttpServer>> metrics_server;  // [metrics]
+  if (config.metrics.enabled) {
+    metrics_server = StartMetricsEndpoint(core, config.metrics.address, config.metrics.port,
+                                          missile::kVersion);
+    if (!metrics_server.ok()) {
+      log->error("{}", std::string(metrics_server.status().message()));
+      return 1;
+    }
+    log->info("metrics on http://{}:{}/metrics", config.metrics.address, config.metrics.port);
+  }
   SdNotify("READY=1\nSTATUS=serving on " + config.daemon.socket);
 
   std::atomic<bool> done{false};
@@ -251,6 +262,7 @@ int RunServer(DaemonConfig config, std::optional<unsigned> socket_gid,
   log->info("received {}: shutting down", strsignal(sig));
   SdNotify("STOPPING=1");
   done = true;
+  if (metrics_server.ok() && *metrics_server) (*metrics_server)->Stop();
   core.BeginShutdown();
   server.Shutdown();
   side.Shutdown();
