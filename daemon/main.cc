@@ -184,6 +184,22 @@ void Reload(const Reread& reread, DaemonConfig* running, DaemonCore* core) {
   }
 }
 
+// [metrics]: starts the Prometheus endpoint when enabled; false (logged) when it cannot listen.
+bool StartMetrics(const DaemonConfig& config, const DaemonCore& core,
+                  std::unique_ptr<metrics::HttpServer>* server) {
+  if (!config.metrics.enabled) return true;
+  auto started =
+      StartMetricsEndpoint(core, config.metrics.address, config.metrics.port, missile::kVersion);
+  if (!started.ok()) {
+    GetLogger(kCoreLog)->error("{}", std::string(started.status().message()));
+    return false;
+  }
+  *server = *std::move(started);
+  GetLogger(kCoreLog)->info("metrics on {} port {}, GET /metrics", config.metrics.address,
+                            config.metrics.port);
+  return true;
+}
+
 int RunServer(DaemonConfig config, std::optional<unsigned> socket_gid,
               std::optional<unsigned> admin_gid, const sigset_t& signals, const Reread& reread) {
   auto log = GetLogger(kCoreLog);
@@ -239,16 +255,8 @@ int RunServer(DaemonConfig config, std::optional<unsigned> socket_gid,
     return 1;
   }
   log->info("serving on {} (descriptors on {})", config.daemon.socket, options.fd_socket_path);
-  absl::StatusOr<std::unique_ptr<metrics::HttpServer>> metrics_server;  // [metrics]
-  if (config.metrics.enabled) {
-    metrics_server = StartMetricsEndpoint(core, config.metrics.address, config.metrics.port,
-                                          missile::kVersion);
-    if (!metrics_server.ok()) {
-      log->error("{}", std::string(metrics_server.status().message()));
-      return 1;
-    }
-    log->info("metrics on http://{}:{}/metrics", config.metrics.address, config.metrics.port);
-  }
+  std::unique_ptr<metrics::HttpServer> metrics_server;  // [metrics], when enabled
+  if (!StartMetrics(config, core, &metrics_server)) return 1;
   SdNotify("READY=1\nSTATUS=serving on " + config.daemon.socket);
 
   std::atomic<bool> done{false};
@@ -262,7 +270,7 @@ int RunServer(DaemonConfig config, std::optional<unsigned> socket_gid,
   log->info("received {}: shutting down", strsignal(sig));
   SdNotify("STOPPING=1");
   done = true;
-  if (metrics_server.ok() && *metrics_server) (*metrics_server)->Stop();
+  if (metrics_server) metrics_server->Stop();
   core.BeginShutdown();
   server.Shutdown();
   side.Shutdown();
