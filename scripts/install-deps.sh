@@ -9,6 +9,9 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # Tests only: the metrics endpoint scraped by a real Prometheus, missilectl top run under tmux,
+  # bench/plot_results.py's charts.
+  prometheus tmux python3-matplotlib
 )
 
 missing=()
