@@ -22,6 +22,10 @@ const char kCtlUsage[] =
     "      TARGET: --pid PID | --name NAME | --class ls|be (the class defaults)\n"
     "      CHANGE: --class-to ls|be  --priority N (-20..19)  --weight N (1..1048576)\n"
     "              --quota SIZE (per tenant, per GPU)  --class-quota SIZE (--class only)\n"
+    "  top [--interval S] [--once] a live view of GPUs and tenants (memory, PCIe rates and\n"
+    "                              shares, time held), redrawn every S seconds (default 1,\n"
+    "                              0.1..3600); q quits. One frame when stdout is not a\n"
+    "                              terminal, or with --once\n"
     "  set PACING...               change the daemon's pacing of BE GPU work on every GPU\n"
     "                              (no TARGET); prints what changed, before -> after\n"
     "      PACING: --pacing on|off  --window-items N (1..1024)  --window-us N (0..1000000)\n"
@@ -133,7 +137,7 @@ absl::StatusOr<bool> ParsePacingOption(ArgReader& reader, PacingArgs& pacing) {
 
 // The options every command takes, and the commands, for "did you mean".
 constexpr std::string_view kGlobalOptions[] = {"--socket", "--json", "--help", "--version"};
-constexpr std::string_view kCommands[] = {"status", "tenants", "set", "help"};
+constexpr std::string_view kCommands[] = {"status", "tenants", "set", "top", "help"};
 constexpr std::string_view kSetOptions[] = {"--pid",      "--name",   "--class",
                                             "--class-to", "--priority", "--weight",
                                             "--quota",    "--class-quota", "--pacing",
@@ -260,6 +264,29 @@ absl::Status CheckSet(const SetArgs& set) {
   return absl::OkStatus();
 }
 
+// An option of `top` at the reader's position.
+absl::Status ParseTopOption(ArgReader& reader, TopArgs& top) {
+  const std::string flag(reader.CurrentName());
+  if (flag == "--once") {
+    top.once = true;
+    return reader.TakeSwitch();
+  }
+  if (flag != "--interval") {
+    if (reader.Current().starts_with("-")) {
+      return UnknownOption("top: ", flag, {"--interval", "--once"});
+    }
+    return absl::InvalidArgumentError("top takes no arguments, got '" + reader.Current() + "'");
+  }
+  absl::StatusOr<std::string> v = reader.TakeValue();
+  if (!v.ok()) return v.status();
+  double seconds = 0;
+  if (!absl::SimpleAtod(*v, &seconds) || !(seconds >= 0.1 && seconds <= 3600)) {
+    return absl::InvalidArgumentError("--interval: '" + *v + "' is not seconds in [0.1, 3600]");
+  }
+  top.interval_s = seconds;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args,
@@ -299,6 +326,8 @@ absl::StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args,
         out.command = CtlCommand::kTenants;
       } else if (word == "set") {
         out.command = CtlCommand::kSet;
+      } else if (word == "top") {
+        out.command = CtlCommand::kTop;
       } else if (word == "help") {
         out.command = CtlCommand::kHelp;
         return out;
@@ -307,7 +336,7 @@ absl::StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args,
             word, std::vector<std::string_view>(std::begin(kCommands), std::end(kCommands)));
         return absl::InvalidArgumentError(
             "unknown command '" + word + "'" +
-            (suggestion.empty() ? std::string(" (status, tenants or set; try --help)")
+            (suggestion.empty() ? std::string(" (status, tenants, set or top; try --help)")
                                 : suggestion));
       }
       reader.TakePositional();
@@ -318,13 +347,17 @@ absl::StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args,
       if (absl::Status s = ParseSetOption(reader, out.set); !s.ok()) return s;
       continue;
     }
+    if (out.command == CtlCommand::kTop) {
+      if (absl::Status s = ParseTopOption(reader, out.top); !s.ok()) return s;
+      continue;
+    }
     std::string command = out.command == CtlCommand::kStatus ? "status" : "tenants";
     if (reader.Current().starts_with("-")) return UnknownOption(command + ": ", flag);
     return absl::InvalidArgumentError(command + " takes no arguments, got '" + reader.Current() +
                                       "'");
   }
   if (!have_command) {
-    return absl::InvalidArgumentError("no command (status, tenants or set; try --help)");
+    return absl::InvalidArgumentError("no command (status, tenants, set or top; try --help)");
   }
   if (out.command == CtlCommand::kSet) {
     if (absl::Status s = CheckSet(out.set); !s.ok()) return s;

@@ -26,7 +26,7 @@ inline constexpr std::string_view kDefaultSocket = "/run/missile/missiled.sock";
 extern const char kCtlUsage[];
 
 // kSet: a tenant or class policy change; kSetPacing: `set` with pacing options only.
-enum class CtlCommand { kHelp, kVersion, kStatus, kTenants, kSet, kSetPacing };
+enum class CtlCommand { kHelp, kVersion, kStatus, kTenants, kSet, kSetPacing, kTop };
 
 // `set` with pacing options: the daemon's pacing policy, no target. Ranges as in [compute].
 struct PacingArgs {
@@ -59,11 +59,18 @@ struct SetArgs {
   PacingArgs pacing;
 };
 
+// `top` (cli/ctl_top.h).
+struct TopArgs {
+  double interval_s = 1.0;  // --interval SECONDS, 0.1..3600
+  bool once = false;        // --once: one frame, as when stdout is not a terminal
+};
+
 struct CtlArgs {
   std::string socket;
   bool json = false;
   CtlCommand command = CtlCommand::kHelp;
   SetArgs set;  // for kSet and kSetPacing
+  TopArgs top;  // for kTop
 };
 
 // The socket when --socket is not given: $MISSILE_SOCKET if set and not empty, else the default.

@@ -177,7 +177,8 @@ absl::StatusOr<std::string> RunCtlCommand(const CtlArgs& args, v1::Admin::StubIn
     }
     case CtlCommand::kHelp:
     case CtlCommand::kVersion:
-      return absl::InvalidArgumentError("help and version are not daemon commands");
+    case CtlCommand::kTop:  // RunTop (ctl_top.h): it owns the terminal
+      return absl::InvalidArgumentError("help, version and top are not one-call commands");
   }
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                       RpcErrorMessage(status, args.socket));

@@ -7,6 +7,7 @@
 
 #include "ctl_args.h"
 #include "ctl_client.h"
+#include "ctl_top.h"
 #include "grpc/support/log.h"
 #include "missile/version.h"
 
@@ -36,6 +37,11 @@ int main(int argc, char** argv) {
   if (parsed->command == missile::cli::CtlCommand::kVersion) {
     std::printf("missilectl %s\n", missile::kVersion);
     return 0;
+  }
+  if (parsed->command == missile::cli::CtlCommand::kTop) {
+    absl::StatusOr<int> status = missile::cli::RunTop(*parsed);
+    if (!status.ok()) Fail(std::string(status.status().message()));
+    return status.ok() ? *status : 1;
   }
   absl::StatusOr<std::string> out = missile::cli::RunCtl(*parsed);
   if (!out.ok()) {

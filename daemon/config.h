@@ -202,12 +202,25 @@ struct ComputeSection {
   bool operator==(const ComputeSection&) const = default;
 };
 
+// [metrics]: the Prometheus endpoint (GET /metrics over HTTP; docs/operations.md, "Metrics").
+struct MetricsSection {
+  // Serve the endpoint at all. Off by default: it opens a TCP port.
+  bool enabled = false;
+  // An IPv4 or IPv6 address literal to listen on ("127.0.0.1", "::1", "0.0.0.0", "::").
+  std::string address = "127.0.0.1";
+  // TCP port, in [1, 65535].
+  int port = 9850;
+
+  bool operator==(const MetricsSection&) const = default;
+};
+
 struct DaemonConfig {
   DaemonSection daemon;
   GpuSection gpu;
   ClassesSection classes;
   PcieSection pcie;
   ComputeSection compute;
+  MetricsSection metrics;
 
   bool operator==(const DaemonConfig&) const = default;
 };

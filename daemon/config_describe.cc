@@ -80,6 +80,10 @@ std::string DescribeConfig(const DaemonConfig& config) {
   lines.push_back(absl::StrCat("compute.mps_pipe_directory = ", QuoteString(c.mps_pipe_directory)));
   lines.push_back(absl::StrCat("compute.mps_log_directory = ", QuoteString(c.mps_log_directory)));
   lines.push_back(absl::StrCat("compute.mps_control = ", QuoteString(c.mps_control)));
+  const MetricsSection& m = config.metrics;
+  lines.push_back(absl::StrCat("metrics.enabled = ", boolean(m.enabled)));
+  lines.push_back(absl::StrCat("metrics.address = ", QuoteString(m.address)));
+  lines.push_back(absl::StrCat("metrics.port = ", m.port));
   return absl::StrJoin(lines, "\n");
 }
 

@@ -34,7 +34,8 @@ void Parser::ParseRoot(const toml::table& root) {
          {"gpu", [this](Node n, Key k) { ParseGpu(n, k); }},
          {"classes", [this](Node n, Key k) { ParseClasses(n, k); }},
          {"pcie", [this](Node n, Key k) { ParsePcie(n, k); }},
-         {"compute", [this](Node n, Key k) { ParseCompute(n, k); }}});
+         {"compute", [this](Node n, Key k) { ParseCompute(n, k); }},
+         {"metrics", [this](Node n, Key k) { ParseMetrics(n, k); }}});
 }
 
 void Parser::ParseClasses(const toml::node& node, const std::string& path) {

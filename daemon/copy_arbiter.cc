@@ -49,6 +49,8 @@ struct CopyArbiter::Channel {
   struct Request {
     uint32_t first = 0;  // the gate of its first chunk
     uint64_t chunk = 0;  // how it is cut
+    uint64_t queued_ns = 0;  // when it joined the scheduler
+    bool granted = false;    // its first grant is counted in `waits`
   };
   struct Flight {
     uint64_t since_ns = 0;
@@ -62,6 +64,7 @@ struct CopyArbiter::Channel {
     absl::flat_hash_map<pcie::GrantId, Flight> inflight;
     std::vector<uint32_t> expired;  // gates of written-off grants, counted when they finish
     uint64_t outstanding_chunks = 0;  // gates of read requests not yet counted back
+    GrantWaits waits;
   } dir[2];
 
   ~Channel() {
@@ -205,6 +208,11 @@ std::vector<PcieUse> CopyArbiter::Usage() {
       u.share[d] = t.share;
     }
   }
+  for (const auto& [session, c] : channels_) {
+    PcieUse& u = by_session[session];
+    u.session = session;
+    for (int d = 0; d < 2; ++d) u.waits[d] = c->dir[d].waits;
+  }
   std::vector<PcieUse> out;
   for (auto& [id, u] : by_session) out.push_back(u);
   return out;
@@ -249,7 +257,7 @@ bool CopyArbiter::SubmitArrived(Channel& c, int d, uint64_t now, PassResult* pas
     }
     auto id = sched_[d]->Submit(c.session, e.bytes, now, e.chunk_bytes);
     if (!id.ok()) return false;
-    cd.queued[*id] = {e.first, e.chunk_bytes};
+    cd.queued[*id] = {e.first, e.chunk_bytes, now, false};
     cd.waiting.erase(cd.waiting.begin() + static_cast<ptrdiff_t>(i));
     pass->moved = true;
   }
@@ -301,6 +309,10 @@ void CopyArbiter::OpenGrantedGates(uint64_t now, PassResult* pass) {
       Channel::Direction& cd = c.dir[d];
       auto q = cd.queued.find(g->request);
       if (q == cd.queued.end()) continue;  // cannot happen: queued until its last chunk is done
+      if (!q->second.granted) {
+        q->second.granted = true;
+        cd.waits.Observe(now - q->second.queued_ns);
+      }
       uint32_t gate = copych::GateOf(q->second.first, g->offset / q->second.chunk);
       Ring& r = c.region->ring[d];
       // seq_cst store then load, against the tenant's increment then load (copy_gate.cc WaitGo):

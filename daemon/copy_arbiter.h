@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -33,10 +34,31 @@
 
 namespace missile::daemon {
 
+// Upper bounds of the grant-wait buckets (nanoseconds); a last bucket holds longer waits.
+inline constexpr uint64_t kGrantWaitBoundsNs[] = {
+    10'000,    25'000,     50'000,     100'000,    250'000,     500'000,
+    1'000'000, 2'500'000,  5'000'000,  10'000'000, 25'000'000,  50'000'000,
+    100'000'000, 250'000'000, 500'000'000};
+inline constexpr size_t kGrantWaitBuckets = std::size(kGrantWaitBoundsNs) + 1;
+
+// How long a tenant's copy requests waited for their first chunk's grant, from the moment the
+// request reached the head of its stream (its `arrived` gate) and joined the scheduler.
+struct GrantWaits {
+  uint64_t counts[kGrantWaitBuckets] = {};  // by bucket, not cumulative
+  uint64_t sum_ns = 0;
+  void Observe(uint64_t ns) {
+    size_t b = 0;
+    while (b < std::size(kGrantWaitBoundsNs) && ns > kGrantWaitBoundsNs[b]) ++b;
+    ++counts[b];
+    sum_ns += ns;
+  }
+};
+
 struct PcieUse {
   uint64_t session = 0;
   uint64_t bytes[2] = {0, 0};  // granted, by copych::Direction
   double share[2] = {0, 0};    // of what the link carried recently
+  GrantWaits waits[2];         // by copych::Direction, while the channel is open
 };
 
 class CopyArbiter {

@@ -16,6 +16,7 @@ namespace missile::daemon {
 namespace {
 
 using copych::kHostToDevice;
+using copych::kDeviceToHost;
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr TenantClass kLs = TenantClass::kLatencySensitive;
 constexpr TenantClass kBe = TenantClass::kBestEffort;
@@ -109,6 +110,23 @@ TEST(CopyArbiterTest, GrantsChunkByChunkAndCountsFinishedGates) {
   std::vector<PcieUse> use = (*arbiter)->Usage();
   ASSERT_EQ(use.size(), 1u);
   EXPECT_EQ(use[0].bytes[kHostToDevice], 5 * kMiB);
+  // One request: one wait for its first grant, in some bucket; none the other way.
+  uint64_t waits = 0;
+  for (uint64_t n : use[0].waits[kHostToDevice].counts) waits += n;
+  EXPECT_EQ(waits, 1u);
+  for (uint64_t n : use[0].waits[kDeviceToHost].counts) EXPECT_EQ(n, 0u);
+}
+
+TEST(CopyArbiterTest, GrantWaitsFallInTheirBuckets) {
+  GrantWaits w;
+  w.Observe(0);
+  w.Observe(kGrantWaitBoundsNs[0]);      // a bound belongs to its bucket (le)
+  w.Observe(kGrantWaitBoundsNs[0] + 1);  // the next one
+  w.Observe(uint64_t{10} * 1'000'000'000);  // above every bound: the last bucket
+  EXPECT_EQ(w.counts[0], 2u);
+  EXPECT_EQ(w.counts[1], 1u);
+  EXPECT_EQ(w.counts[kGrantWaitBuckets - 1], 1u);
+  EXPECT_EQ(w.sum_ns, 2 * kGrantWaitBoundsNs[0] + 1 + uint64_t{10} * 1'000'000'000);
 }
 
 // A request is queued only once it has arrived at the head of its stream; until then it holds

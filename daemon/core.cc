@@ -156,6 +156,7 @@ absl::StatusOr<SessionInfo> DaemonCore::Register(const PeerCredentials& creds,
   }
   sessions_[info.id] = session;
   session_by_pid_[creds.pid] = info.id;
+  sessions_opened_.fetch_add(1, std::memory_order_relaxed);
   Log()->info("session {}: pid {} uid {} registered as '{}' ({}, priority {}, weight {}){}",
               info.id, creds.pid, creds.uid, name, TenantClassName(info.cls), info.priority,
               info.weight, kept != nullptr ? "; policy kept for this name and uid" : "");
@@ -256,6 +257,7 @@ void DaemonCore::EndSession(uint64_t session, const std::string& reason) {
     sessions_.erase(it);
     session_by_pid_.erase(s->info.creds.pid);
     s->info.ended = true;
+    sessions_ended_.fetch_add(1, std::memory_order_relaxed);
     if (s->pidfd >= 0) {
       if (epoll_fd_ >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, s->pidfd, nullptr);
       close(s->pidfd);

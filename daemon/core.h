@@ -173,6 +173,9 @@ class DaemonCore {
   // `settings`; returns the policy in force before and after.
   absl::StatusOr<PacingUpdate> ReplacePacing(const PacingSettings& settings);
   std::chrono::steady_clock::duration uptime() const;
+  // Sessions registered and ended since the daemon started (for the metrics endpoint).
+  uint64_t sessions_opened() const { return sessions_opened_.load(std::memory_order_relaxed); }
+  uint64_t sessions_ended() const { return sessions_ended_.load(std::memory_order_relaxed); }
 
  private:
   struct Session;
@@ -236,6 +239,8 @@ class DaemonCore {
 
   std::atomic<bool> stopping_{false};
   std::atomic<bool> stopped_{false};
+  std::atomic<uint64_t> sessions_opened_{0};
+  std::atomic<uint64_t> sessions_ended_{0};
   int epoll_fd_ = -1;
   std::thread process_watcher_;
 };

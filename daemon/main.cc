@@ -25,6 +25,7 @@
 #include "cuda_loader.h"
 #include "gpu_open.h"
 #include "logger.h"
+#include "metrics_snapshot.h"
 #include "missile/version.h"
 #include "mps.h"
 #include "reload.h"
@@ -187,6 +188,22 @@ void Reload(const Reread& reread, DaemonConfig* running, DaemonCore* core) {
   }
 }
 
+// [metrics]: starts the Prometheus endpoint when enabled; false (logged) when it cannot listen.
+bool StartMetrics(const DaemonConfig& config, const DaemonCore& core,
+                  std::unique_ptr<metrics::HttpServer>* server) {
+  if (!config.metrics.enabled) return true;
+  auto started =
+      StartMetricsEndpoint(core, config.metrics.address, config.metrics.port, missile::kVersion);
+  if (!started.ok()) {
+    GetLogger(kCoreLog)->error("{}", std::string(started.status().message()));
+    return false;
+  }
+  *server = *std::move(started);
+  GetLogger(kCoreLog)->info("metrics on {} port {}, GET /metrics", config.metrics.address,
+                            config.metrics.port);
+  return true;
+}
+
 int RunServer(DaemonConfig config, std::optional<unsigned> socket_gid,
               std::optional<unsigned> admin_gid, const sigset_t& signals, const Reread& reread) {
   auto log = GetLogger(kCoreLog);
@@ -243,6 +260,8 @@ int RunServer(DaemonConfig config, std::optional<unsigned> socket_gid,
     return 1;
   }
   log->info("serving on {} (descriptors on {})", config.daemon.socket, options.fd_socket_path);
+  std::unique_ptr<metrics::HttpServer> metrics_server;  // [metrics], when enabled
+  if (!StartMetrics(config, core, &metrics_server)) return 1;
   SdNotify("READY=1\nSTATUS=serving on " + config.daemon.socket);
 
   std::unique_ptr<Watchdog> watchdog = StartWatchdog(core);
@@ -255,6 +274,7 @@ int RunServer(DaemonConfig config, std::optional<unsigned> socket_gid,
   log->info("received {}: shutting down", strsignal(sig));
   SdNotify("STOPPING=1");
   if (watchdog) watchdog->Stop();
+  if (metrics_server) metrics_server->Stop();
   core.BeginShutdown();
   server.Shutdown();
   side.Shutdown();

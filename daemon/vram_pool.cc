@@ -86,7 +86,7 @@ absl::Status VramPool::Prealloc(uint64_t bytes) {
 
 absl::Status VramPool::AddTenant(SessionId session, TenantClass cls, uint64_t quota_bytes) {
   absl::MutexLock lock(&mu_);
-  auto [it, inserted] = tenants_.try_emplace(session, Tenant{cls, quota_bytes, 0, {}});
+  auto [it, inserted] = tenants_.try_emplace(session, Tenant{cls, quota_bytes, 0, 0, 0, {}});
   if (!inserted) {
     return absl::AlreadyExistsError(absl::StrFormat("tenant %d is already registered", session));
   }
@@ -246,7 +246,8 @@ PoolSnapshot VramPool::Snapshot() const {
   snap.class_used_bytes[0] = class_used_[0];
   snap.class_used_bytes[1] = class_used_[1];
   for (const auto& [session, tenant] : tenants_) {
-    snap.tenants.push_back(TenantStats{session, tenant.cls, UsageOf(tenant), tenant.blocks.size()});
+    snap.tenants.push_back(TenantStats{session, tenant.cls, UsageOf(tenant), tenant.blocks.size(),
+                                       tenant.allocations, tenant.refusals});
   }
   std::sort(snap.tenants.begin(), snap.tenants.end(),
             [](const TenantStats& a, const TenantStats& b) { return a.session < b.session; });
@@ -336,7 +337,10 @@ absl::StatusOr<std::vector<Lease>> VramPool::AllocateLocked(SessionId session, u
   if (!tenant.ok()) return tenant.status();
   Tenant& t = **tenant;
   // count * bytes <= capacity: the callers checked count and bytes against it.
-  if (absl::Status s = CheckLimits(session, t, count * bytes); !s.ok()) return s;
+  if (absl::Status s = CheckLimits(session, t, count * bytes); !s.ok()) {
+    ++t.refusals;
+    return s;
+  }
 
   std::vector<BlockId> taken;
   taken.reserve(count);
@@ -344,6 +348,7 @@ absl::StatusOr<std::vector<Lease>> VramPool::AllocateLocked(SessionId session, u
     absl::StatusOr<BlockId> id = TakeBlock(bytes, t.cls);
     if (!id.ok()) {
       for (BlockId undo : taken) InsertCache(undo);  // never handed out: no scrub needed
+      ++t.refusals;
       return WithContext(id.status(), absl::StrFormat("tenant %d, block %d of %d (%s)", session,
                                                       i + 1, count, FormatSize(bytes)));
     }
@@ -360,6 +365,7 @@ absl::StatusOr<std::vector<Lease>> VramPool::AllocateLocked(SessionId session, u
     leases.push_back(Lease{id, state.phys.bytes, state.phys.colours, state.phys.handle});
   }
   t.used_bytes += count * bytes;
+  ++t.allocations;
   class_used_[ClassIndex(t.cls)] += count * bytes;
   leased_bytes_ += count * bytes;
   return leases;

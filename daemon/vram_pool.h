@@ -107,6 +107,8 @@ struct TenantStats {
   colorer::TenantClass cls = colorer::TenantClass::kBestEffort;
   Usage usage;
   uint64_t blocks = 0;
+  uint64_t allocations = 0;  // allocation calls served since the tenant was added
+  uint64_t refusals = 0;     // allocation calls refused (a quota, the pool or the source)
 };
 
 struct PoolSnapshot {
@@ -186,6 +188,8 @@ class VramPool {
     colorer::TenantClass cls;
     uint64_t asked_quota = 0;  // 0: the class default
     uint64_t used_bytes = 0;
+    uint64_t allocations = 0;
+    uint64_t refusals = 0;
     absl::flat_hash_set<BlockId> blocks;
   };
   // Cached blocks by (bytes, colour bits), each bucket by age.

@@ -11,6 +11,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # the Debian package and its test: man pages, dpkg-shlibdeps, systemd-analyze verify
   help2man dpkg-dev systemd
+  # Tests only: the metrics endpoint scraped by a real Prometheus, missilectl top run under tmux,
+  # bench/plot_results.py's charts.
+  prometheus tmux python3-matplotlib
 )
 
 missing=()

@@ -63,6 +63,7 @@ class Parser {
   void ParseClass(const toml::node& node, const std::string& path, ClassSection* cls);
   void ParsePcie(const toml::node& node, const std::string& path);
   void ParseCompute(const toml::node& node, const std::string& path);
+  void ParseMetrics(const toml::node& node, const std::string& path);  // config_metrics.cc
   // A PCIe chunk size: a multiple of 4 KiB in [64 KiB, 64 MiB] (or 0 when zero_ok).
   void GetChunk(const toml::node& node, const std::string& key, bool zero_ok, uint64_t* out);
   void ParseSocketMode(const toml::node& node, const std::string& key);

@@ -1,0 +1,191 @@
+#include "metrics_snapshot.h"
+
+#include <chrono>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "core.h"
+#include "metrics_registry.h"
+
+namespace missile::daemon {
+namespace {
+
+using metrics::Exposition;
+using metrics::HistogramValue;
+using metrics::Labels;
+using metrics::MetricType;
+
+constexpr double kNsPerSecond = 1e9;
+
+struct Family {
+  const char* name;
+  MetricType type;
+  const char* help;
+};
+
+// Every family, in the order of the exposition (and of the table in docs/operations.md).
+constexpr Family kFamilies[] = {
+    {"missile_build_info", MetricType::kGauge, "Always 1; the label version is missiled's."},
+    {"missile_uptime_seconds", MetricType::kGauge, "Seconds since missiled started."},
+    {"missile_sessions_opened_total", MetricType::kCounter, "Tenant sessions registered."},
+    {"missile_sessions_ended_total", MetricType::kCounter, "Tenant sessions ended."},
+    {"missile_sessions_active", MetricType::kGauge, "Tenant sessions open now."},
+    {"missile_gpu_pool_capacity_bytes", MetricType::kGauge,
+     "The most VRAM the pool may create on the GPU."},
+    {"missile_gpu_pool_created_bytes", MetricType::kGauge, "VRAM the pool holds."},
+    {"missile_gpu_pool_leased_bytes", MetricType::kGauge, "VRAM leased to tenants."},
+    {"missile_gpu_pool_cached_bytes", MetricType::kGauge, "VRAM held free for fast allocation."},
+    {"missile_gpu_colours", MetricType::kGauge, "VRAM colours the pool places blocks by."},
+    {"missile_tenant_used_bytes", MetricType::kGauge, "VRAM the tenant holds on the GPU."},
+    {"missile_tenant_quota_bytes", MetricType::kGauge, "The tenant's VRAM quota on the GPU."},
+    {"missile_tenant_allocations_total", MetricType::kCounter,
+     "Allocation requests the daemon served."},
+    {"missile_tenant_allocations_refused_total", MetricType::kCounter,
+     "Allocation requests the daemon refused (a quota or the pool)."},
+    {"missile_tenant_pcie_bytes_total", MetricType::kCounter,
+     "Bytes of copies granted by the PCIe scheduler, by direction."},
+    {"missile_tenant_pcie_grant_wait_seconds", MetricType::kHistogram,
+     "Wait of a copy request for its first chunk's grant, from reaching its stream's head."},
+    {"missile_tenant_pacing_submissions_total", MetricType::kCounter,
+     "GPU work items the tenant's shim marked (pacing)."},
+    {"missile_tenant_pacing_held_seconds_total", MetricType::kCounter,
+     "BE: time its GPU work submissions were held."},
+    {"missile_tenant_pacing_gpu_seconds_total", MetricType::kCounter,
+     "BE: GPU time accounted to it for the weighted share."},
+    {"missile_tenant_ls_busy_share", MetricType::kGauge,
+     "LS: fraction of about the last second it had GPU work in flight."},
+    {"missile_tenant_pacing_held_share", MetricType::kGauge,
+     "BE: fraction of about the last second its submissions were held."},
+};
+
+HistogramValue Seconds(const GrantWaits& waits) {
+  HistogramValue h;
+  for (uint64_t bound : kGrantWaitBoundsNs) h.bounds.push_back(static_cast<double>(bound) / kNsPerSecond);
+  h.counts.assign(std::begin(waits.counts), std::end(waits.counts));
+  h.sum = static_cast<double>(waits.sum_ns) / kNsPerSecond;
+  return h;
+}
+
+// The tenant families' samples for one tenant on one GPU.
+absl::Status AddTenant(const TenantMetrics& t, Exposition* e) {
+  const Labels labels = {{"name", t.name},
+                         {"class", t.cls},
+                         {"pid", std::to_string(t.pid)},
+                         {"gpu", std::to_string(t.gpu)}};
+  absl::Status s = e->Add("missile_tenant_used_bytes", labels, static_cast<double>(t.used_bytes));
+  s.Update(e->Add("missile_tenant_quota_bytes", labels, static_cast<double>(t.quota_bytes)));
+  s.Update(e->Add("missile_tenant_allocations_total", labels, static_cast<double>(t.allocations)));
+  s.Update(e->Add("missile_tenant_allocations_refused_total", labels,
+                  static_cast<double>(t.refusals)));
+  if (t.pcie) {
+    for (int d = 0; d < 2; ++d) {
+      Labels with = labels;
+      with.emplace_back("direction", d == 0 ? "h2d" : "d2h");
+      s.Update(e->Add("missile_tenant_pcie_bytes_total", with,
+                      static_cast<double>(t.pcie->bytes[d])));
+      s.Update(e->AddHistogram("missile_tenant_pcie_grant_wait_seconds", with,
+                               Seconds(t.pcie->waits[d])));
+    }
+  }
+  if (t.pacing) {
+    const TenantPacing& p = *t.pacing;
+    s.Update(e->Add("missile_tenant_pacing_submissions_total", labels,
+                    static_cast<double>(p.submissions)));
+    s.Update(e->Add("missile_tenant_pacing_held_seconds_total", labels, p.held_seconds));
+    s.Update(e->Add("missile_tenant_pacing_gpu_seconds_total", labels, p.gpu_seconds));
+    s.Update(e->Add("missile_tenant_ls_busy_share", labels, p.ls_busy_share));
+    s.Update(e->Add("missile_tenant_pacing_held_share", labels, p.held_share));
+  }
+  return s;
+}
+
+}  // namespace
+
+MetricsSnapshot TakeMetricsSnapshot(const DaemonCore& core, const std::string& version) {
+  MetricsSnapshot snap;
+  snap.version = version;
+  snap.uptime_seconds = std::chrono::duration<double>(core.uptime()).count();
+  // Ended before opened: a session registering in between is then never counted as ended
+  // without having been opened.
+  snap.sessions_ended = core.sessions_ended();
+  snap.sessions_opened = core.sessions_opened();
+  const std::vector<SessionInfo> sessions = core.ListSessions();
+  snap.sessions_active = sessions.size();
+  const std::vector<Gpu>& gpus = core.gpus();
+  std::vector<absl::flat_hash_map<uint64_t, TenantStats>> pools(gpus.size());
+  std::vector<absl::flat_hash_map<uint64_t, PcieUse>> pcie(gpus.size());
+  for (size_t g = 0; g < gpus.size(); ++g) {
+    const PoolSnapshot pool = gpus[g].pool->Snapshot();
+    snap.gpus.push_back({static_cast<uint32_t>(g), gpus[g].info.uuid, pool.capacity_bytes,
+                         pool.created_bytes, pool.leased_bytes, pool.cached_bytes,
+                         gpus[g].colours});
+    for (const TenantStats& t : pool.tenants) pools[g][t.session] = t;
+    if (gpus[g].arbiter) {
+      for (const PcieUse& u : gpus[g].arbiter->Usage()) pcie[g][u.session] = u;
+    }
+  }
+  for (const SessionInfo& s : sessions) {
+    for (size_t g = 0; g < gpus.size(); ++g) {
+      auto pool = pools[g].find(s.id);
+      if (pool == pools[g].end()) continue;  // ended since ListSessions
+      TenantMetrics t;
+      t.name = s.name;
+      t.cls = std::string(TenantClassName(s.cls));
+      t.pid = s.creds.pid;
+      t.gpu = static_cast<uint32_t>(g);
+      t.used_bytes = pool->second.usage.used_bytes;
+      t.quota_bytes = pool->second.usage.quota_bytes;
+      t.allocations = pool->second.allocations;
+      t.refusals = pool->second.refusals;
+      if (auto u = pcie[g].find(s.id); u != pcie[g].end()) t.pcie = u->second;
+      if (gpus[g].pacing) {
+        if (std::optional<PacingStats> st = gpus[g].pacing->Stats(s.id)) {
+          t.pacing = TenantPacing{st->submissions, static_cast<double>(st->held_ns) / kNsPerSecond,
+                                  static_cast<double>(st->gpu_ns) / kNsPerSecond, st->busy_share,
+                                  st->held_share};
+        }
+      }
+      snap.tenants.push_back(std::move(t));
+    }
+  }
+  return snap;
+}
+
+absl::StatusOr<std::unique_ptr<metrics::HttpServer>> StartMetricsEndpoint(
+    const DaemonCore& core, const std::string& address, int port, const std::string& version) {
+  auto server = std::make_unique<metrics::HttpServer>([&core, version] {
+    absl::StatusOr<std::string> text = FormatMetrics(TakeMetricsSnapshot(core, version));
+    return text.ok() ? *text : "# " + std::string(text.status().message()) + "\n";
+  });
+  metrics::HttpOptions options;
+  options.address = address;
+  options.port = port;
+  if (absl::Status s = server->Start(options); !s.ok()) return s;
+  return server;
+}
+
+absl::StatusOr<std::string> FormatMetrics(const MetricsSnapshot& snapshot) {
+  Exposition e;
+  absl::Status s;
+  for (const Family& f : kFamilies) s.Update(e.Declare(f.name, f.type, f.help));
+  s.Update(e.Add("missile_build_info", {{"version", snapshot.version}}, 1));
+  s.Update(e.Add("missile_uptime_seconds", {}, snapshot.uptime_seconds));
+  s.Update(e.Add("missile_sessions_opened_total", {},
+                 static_cast<double>(snapshot.sessions_opened)));
+  s.Update(e.Add("missile_sessions_ended_total", {}, static_cast<double>(snapshot.sessions_ended)));
+  s.Update(e.Add("missile_sessions_active", {}, static_cast<double>(snapshot.sessions_active)));
+  for (const GpuMetrics& g : snapshot.gpus) {
+    const Labels labels = {{"gpu", std::to_string(g.index)}, {"uuid", g.uuid}};
+    s.Update(e.Add("missile_gpu_pool_capacity_bytes", labels, static_cast<double>(g.capacity_bytes)));
+    s.Update(e.Add("missile_gpu_pool_created_bytes", labels, static_cast<double>(g.created_bytes)));
+    s.Update(e.Add("missile_gpu_pool_leased_bytes", labels, static_cast<double>(g.leased_bytes)));
+    s.Update(e.Add("missile_gpu_pool_cached_bytes", labels, static_cast<double>(g.cached_bytes)));
+    s.Update(e.Add("missile_gpu_colours", labels, g.colours));
+  }
+  for (const TenantMetrics& t : snapshot.tenants) s.Update(AddTenant(t, &e));
+  if (!s.ok()) return s;
+  return e.Format();
+}
+
+}  // namespace missile::daemon

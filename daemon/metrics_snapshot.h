@@ -1,0 +1,81 @@
+// What missiled exposes on its Prometheus endpoint: a plain snapshot of the daemon's state
+// (sessions, every GPU's VRAM pool, copy arbiter and pacing domain), and its rendering in the
+// text exposition format. docs/operations.md ("Metrics") lists every metric.
+//
+// TakeMetricsSnapshot reads DaemonCore through its public, thread-safe accessors, each part
+// under that part's own lock: the parts are each consistent, not all taken at one instant.
+// FormatMetrics is pure.
+// Thread-safety: TakeMetricsSnapshot may be called from any thread; the rest are plain values.
+#ifndef MISSILE_DAEMON_METRICS_SNAPSHOT_H_
+#define MISSILE_DAEMON_METRICS_SNAPSHOT_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "copy_arbiter.h"
+#include "metrics_http.h"
+
+namespace missile::daemon {
+
+class DaemonCore;
+
+struct GpuMetrics {
+  uint32_t index = 0;
+  std::string uuid;
+  uint64_t capacity_bytes = 0;
+  uint64_t created_bytes = 0;
+  uint64_t leased_bytes = 0;
+  uint64_t cached_bytes = 0;
+  int colours = 1;
+};
+
+struct TenantPacing {
+  uint64_t submissions = 0;
+  double held_seconds = 0;  // BE: time its submissions were held
+  double gpu_seconds = 0;   // BE: GPU time accounted for its weighted share
+  double ls_busy_share = 0;  // LS: fraction of about the last second with work in flight
+  double held_share = 0;     // BE: fraction of about the last second held
+};
+
+// One tenant on one GPU.
+struct TenantMetrics {
+  std::string name;
+  std::string cls;  // "ls" or "be"
+  int pid = 0;
+  uint32_t gpu = 0;
+  uint64_t used_bytes = 0;
+  uint64_t quota_bytes = 0;
+  uint64_t allocations = 0;
+  uint64_t refusals = 0;
+  std::optional<PcieUse> pcie;         // when the tenant opened a copy channel on the GPU
+  std::optional<TenantPacing> pacing;  // when the GPU is paced
+};
+
+struct MetricsSnapshot {
+  std::string version;
+  double uptime_seconds = 0;
+  uint64_t sessions_opened = 0;
+  uint64_t sessions_ended = 0;
+  uint64_t sessions_active = 0;
+  std::vector<GpuMetrics> gpus;
+  std::vector<TenantMetrics> tenants;  // by session, then GPU
+};
+
+MetricsSnapshot TakeMetricsSnapshot(const DaemonCore& core, const std::string& version);
+
+// Serves GET /metrics at address:port (an IP literal; port 0: any free one) with the daemon's
+// snapshot, rendered on the server's thread at each scrape. `core` must outlive the server.
+absl::StatusOr<std::unique_ptr<metrics::HttpServer>> StartMetricsEndpoint(
+    const DaemonCore& core, const std::string& address, int port, const std::string& version);
+
+// The exposition text; an error only if a metric were declared wrongly (a bug, which the
+// unit test would catch).
+absl::StatusOr<std::string> FormatMetrics(const MetricsSnapshot& snapshot);
+
+}  // namespace missile::daemon
+
+#endif  // MISSILE_DAEMON_METRICS_SNAPSHOT_H_

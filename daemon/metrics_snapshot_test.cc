@@ -1,0 +1,137 @@
+// The metrics snapshot and its exposition: every family documented is written, and the values
+// come from the daemon's state (a DaemonCore over a fake BlockSource, this process a tenant).
+#include "metrics_snapshot.h"
+
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/vram_pool_test_util.h"
+
+namespace missile::daemon {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using pool_test::FakeSource;
+using pool_test::kBe;
+using pool_test::kG;
+using pool_test::kLs;
+using pool_test::MakePool;
+using pool_test::OneColourPolicy;
+using pool_test::PoolSetup;
+
+Gpu FakeGpu(FakeSource* source) {
+  Gpu gpu;
+  gpu.info.uuid = "GPU-00000000-0000-0000-0000-000000000001";
+  gpu.info.name = "fake";
+  gpu.info.total_bytes = 16 * kG;
+  gpu.info.granularity = kG;
+  PoolSetup setup;
+  setup.ls = {4 * kG, 8 * kG};
+  gpu.quota[ClassIndex(kLs)] = setup.ls;
+  gpu.quota[ClassIndex(kBe)] = setup.be;
+  gpu.pool = MakePool(source, OneColourPolicy(), setup);
+  return gpu;
+}
+
+TEST(MetricsSnapshotTest, ValuesComeFromTheDaemon) {
+  FakeSource source;
+  std::vector<Gpu> gpus;
+  gpus.push_back(FakeGpu(&source));
+  {
+    DaemonCore core(CoreOptions{}, std::move(gpus));
+    ASSERT_TRUE(core.Start().ok());
+    const PeerCredentials me{getpid(), 1000, 1000};
+    absl::StatusOr<SessionInfo> s = core.Register(me, "web.1", kLs, 0);
+    ASSERT_TRUE(s.ok()) << s.status();
+    ASSERT_TRUE(core.Allocate(me, s->id, 0, /*single=*/true, 2 * kG).ok());
+    EXPECT_FALSE(core.Allocate(me, s->id, 0, /*single=*/true, 4 * kG).ok());  // over quota
+
+    MetricsSnapshot snap = TakeMetricsSnapshot(core, "1.2.3");
+    EXPECT_EQ(snap.sessions_opened, 1u);
+    EXPECT_EQ(snap.sessions_ended, 0u);
+    ASSERT_EQ(snap.gpus.size(), 1u);
+    EXPECT_EQ(snap.gpus[0].leased_bytes, 2 * kG);
+    ASSERT_EQ(snap.tenants.size(), 1u);
+    EXPECT_EQ(snap.tenants[0].used_bytes, 2 * kG);
+    EXPECT_EQ(snap.tenants[0].quota_bytes, 4 * kG);
+    EXPECT_EQ(snap.tenants[0].allocations, 1u);
+    EXPECT_EQ(snap.tenants[0].refusals, 1u);
+
+    absl::StatusOr<std::string> text = FormatMetrics(snap);
+    ASSERT_TRUE(text.ok()) << text.status();
+    const std::string labels = "{name=\"web.1\",class=\"ls\",pid=\"" +
+                               std::to_string(getpid()) + "\",gpu=\"0\"}";
+    EXPECT_THAT(*text, HasSubstr("missile_build_info{version=\"1.2.3\"} 1\n"));
+    EXPECT_THAT(*text, HasSubstr("missile_sessions_opened_total 1\n"));
+    EXPECT_THAT(*text, HasSubstr("missile_tenant_used_bytes" + labels + " 4194304\n"));
+    EXPECT_THAT(*text, HasSubstr("missile_tenant_quota_bytes" + labels + " 8388608\n"));
+    EXPECT_THAT(*text, HasSubstr("missile_tenant_allocations_total" + labels + " 1\n"));
+    EXPECT_THAT(*text, HasSubstr("missile_tenant_allocations_refused_total" + labels + " 1\n"));
+    EXPECT_THAT(*text, HasSubstr("missile_gpu_pool_leased_bytes{gpu=\"0\",uuid=\"GPU-00000000-"
+                                 "0000-0000-0000-000000000001\"} 4194304\n"));
+    // No arbiter and no pacing on this GPU: no PCIe or pacing samples.
+    EXPECT_THAT(*text, Not(HasSubstr("missile_tenant_pcie_bytes_total{")));
+
+    core.EndSession(s->id, "test");
+    snap = TakeMetricsSnapshot(core, "1.2.3");
+    EXPECT_EQ(snap.sessions_ended, 1u);
+    EXPECT_EQ(snap.sessions_active, 0u);
+    EXPECT_TRUE(snap.tenants.empty());
+    core.Stop();
+  }
+}
+
+TEST(MetricsSnapshotTest, WritesEveryFamilyWithPcieAndPacing) {
+  MetricsSnapshot snap;
+  snap.version = "v";
+  snap.gpus.push_back({0, "GPU-x", 10, 8, 6, 2, 1});
+  TenantMetrics t;
+  t.name = "batch";
+  t.cls = "be";
+  t.pid = 42;
+  PcieUse use;
+  use.bytes[0] = 1 << 20;
+  use.waits[0].Observe(30'000);       // 30 us: the 50 us bucket
+  use.waits[0].Observe(900'000'000);  // 0.9 s: above every bound
+  t.pcie = use;
+  t.pacing = TenantPacing{5, 0.5, 0.25, 0, 0.125};
+  snap.tenants.push_back(t);
+  absl::StatusOr<std::string> text = FormatMetrics(snap);
+  ASSERT_TRUE(text.ok()) << text.status();
+  const std::string h2d = "name=\"batch\",class=\"be\",pid=\"42\",gpu=\"0\",direction=\"h2d\"";
+  EXPECT_THAT(*text, HasSubstr("missile_tenant_pcie_bytes_total{" + h2d + "} 1048576\n"));
+  EXPECT_THAT(*text,
+              HasSubstr("missile_tenant_pcie_grant_wait_seconds_bucket{" + h2d + ",le=\"2.5e-05\"} 0\n"));
+  EXPECT_THAT(*text,
+              HasSubstr("missile_tenant_pcie_grant_wait_seconds_bucket{" + h2d + ",le=\"5e-05\"} 1\n"));
+  EXPECT_THAT(*text,
+              HasSubstr("missile_tenant_pcie_grant_wait_seconds_bucket{" + h2d + ",le=\"+Inf\"} 2\n"));
+  EXPECT_THAT(*text, HasSubstr("missile_tenant_pcie_grant_wait_seconds_count{" + h2d + "} 2\n"));
+  EXPECT_THAT(*text, HasSubstr("missile_tenant_pacing_held_seconds_total{name=\"batch\",class="
+                               "\"be\",pid=\"42\",gpu=\"0\"} 0.5\n"));
+  // Every family has its HELP and TYPE lines and at least one sample.
+  for (const char* family :
+       {"missile_build_info", "missile_uptime_seconds", "missile_sessions_opened_total",
+        "missile_sessions_ended_total", "missile_sessions_active", "missile_gpu_pool_capacity_bytes",
+        "missile_gpu_pool_created_bytes", "missile_gpu_pool_leased_bytes",
+        "missile_gpu_pool_cached_bytes", "missile_gpu_colours", "missile_tenant_used_bytes",
+        "missile_tenant_quota_bytes", "missile_tenant_allocations_total",
+        "missile_tenant_allocations_refused_total", "missile_tenant_pcie_bytes_total",
+        "missile_tenant_pcie_grant_wait_seconds", "missile_tenant_pacing_submissions_total",
+        "missile_tenant_pacing_held_seconds_total", "missile_tenant_pacing_gpu_seconds_total",
+        "missile_tenant_ls_busy_share", "missile_tenant_pacing_held_share"}) {
+    EXPECT_THAT(*text, HasSubstr(std::string("# HELP ") + family + " ")) << family;
+    EXPECT_THAT(*text, HasSubstr(std::string("# TYPE ") + family + " ")) << family;
+    EXPECT_THAT(*text, HasSubstr(std::string("\n") + family)) << family;
+  }
+}
+
+}  // namespace
+}  // namespace missile::daemon

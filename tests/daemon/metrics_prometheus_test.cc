@@ -1,0 +1,189 @@
+// missiled's metrics endpoint scraped by a real Prometheus: missiled and a tenant run on the
+// driver test double, a Prometheus (the Debian package's binary) scrapes missiled every second
+// from a temporary configuration and storage directory on free loopback ports, and the test
+// reads the values back through Prometheus's HTTP query API (/api/v1/query).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "daemon_process_fixture.h"
+
+namespace missile::process_test {
+namespace {
+
+// A loopback port nobody listens on now (the kernel's choice for port 0).
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    close(fd);
+    return -1;
+  }
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// GET http://127.0.0.1:<port><target>: the whole response, or "" when nothing answers.
+std::string HttpGet(int port, const std::string& target) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    close(fd);
+    return "";
+  }
+  const std::string req =
+      "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 5000) <= 0) break;
+    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
+}
+
+std::string UrlEncode(const std::string& s) {
+  std::string out;
+  char hex[4];
+  for (unsigned char c : s) {
+    if (isalnum(c) || c == '_' || c == '-' || c == '.') {
+      out += static_cast<char>(c);
+    } else {
+      snprintf(hex, sizeof(hex), "%%%02X", c);
+      out += hex;
+    }
+  }
+  return out;
+}
+
+class PrometheusTest : public DaemonTest {
+ protected:
+  void TearDown() override {
+    if (prometheus_.running()) {
+      prometheus_.Kill(SIGTERM);
+      prometheus_.Wait(20);
+    }
+    DaemonTest::TearDown();
+  }
+
+  void StartPrometheus(int target_port) {
+    ASSERT_TRUE(std::string(PROMETHEUS).size() > 0)
+        << "the prometheus binary was not found when configuring (scripts/install-deps.sh "
+           "installs the Debian package prometheus)";
+    const std::string config = dir_.path() + "/prometheus.yml";
+    std::ofstream(config) << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                          << "scrape_configs:\n  - job_name: missiled\n    static_configs:\n"
+                          << "      - targets: ['127.0.0.1:" << target_port << "']\n";
+    prom_port_ = FreePort();
+    ASSERT_GT(prom_port_, 0);
+    ASSERT_TRUE(prometheus_.Start(
+        {PROMETHEUS, "--config.file=" + config, "--storage.tsdb.path=" + dir_.path() + "/tsdb",
+         "--web.listen-address=127.0.0.1:" + std::to_string(prom_port_)},
+        {{"HOME", dir_.path()}}, dir_.path() + "/prometheus.log"));
+    for (int i = 0; i < 600; ++i) {  // at most 60 s on a loaded machine
+      if (HttpGet(prom_port_, "/-/ready").find(" 200 ") != std::string::npos) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    FAIL() << "Prometheus not ready:\n" << testing::ReadFile(dir_.path() + "/prometheus.log");
+  }
+
+  // The value of the first series `query` returns now, or "" when it returns none.
+  std::string Query(const std::string& query) {
+    const std::string r = HttpGet(prom_port_, "/api/v1/query?query=" + UrlEncode(query));
+    size_t pos = r.find("\"value\":[");
+    if (pos == std::string::npos) return "";
+    pos = r.find(",\"", pos);
+    if (pos == std::string::npos) return "";
+    return r.substr(pos + 2, r.find('"', pos + 2) - pos - 2);
+  }
+
+  // Polls `query` until it returns `want` (scrapes come every second); returns the last value.
+  std::string QueryUntil(const std::string& query, const std::string& want) {
+    std::string got;
+    for (int i = 0; i < 300; ++i) {  // at most 30 s
+      got = Query(query);
+      if (got == want) return got;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return got;
+  }
+
+  Child prometheus_;
+  int prom_port_ = 0;
+};
+
+TEST_F(PrometheusTest, PrometheusScrapesTenantMemoryAndSessions) {
+  const int metrics_port = FreePort();
+  ASSERT_GT(metrics_port, 0);
+  StartDaemon("[metrics]\nenabled = true\naddress = \"127.0.0.1\"\nport = " +
+              std::to_string(metrics_port) + "\n");
+  // The endpoint answers before Prometheus is even there.
+  EXPECT_NE(HttpGet(metrics_port, "/metrics").find("missile_build_info{version="),
+            std::string::npos);
+  Child web;
+  ASSERT_TRUE(web.Start({TENANT_PROBE, "alloc:16", "hold"}, TenantEnv("ls", "web")));
+  ASSERT_EQ(web.WaitForLine("ready"), "ready");
+  StartPrometheus(metrics_port);
+  if (HasFatalFailure()) return;
+
+  EXPECT_EQ(QueryUntil("up{job=\"missiled\"}", "1"), "1");
+  EXPECT_EQ(QueryUntil("missile_tenant_used_bytes{name=\"web\",class=\"ls\",pid=\"" +
+                           std::to_string(web.pid()) + "\",gpu=\"0\"}",
+                       "16777216"),
+            "16777216");
+  EXPECT_EQ(QueryUntil("missile_gpu_pool_leased_bytes{gpu=\"0\"}", "16777216"), "16777216");
+  EXPECT_EQ(QueryUntil("missile_tenant_allocations_total{name=\"web\"}", "1"), "1");
+  EXPECT_EQ(QueryUntil("missile_sessions_opened_total", "1"), "1");
+  EXPECT_EQ(QueryUntil("missile_sessions_ended_total", "0"), "0");
+  EXPECT_EQ(QueryUntil("missile_sessions_active", "1"), "1");
+
+  web.CloseStdin();
+  EXPECT_EQ(web.Wait(), 0);
+  EXPECT_EQ(QueryUntil("missile_sessions_ended_total", "1"), "1");
+  EXPECT_EQ(QueryUntil("missile_sessions_active", "0"), "0");
+  EXPECT_EQ(QueryUntil("missile_gpu_pool_leased_bytes{gpu=\"0\"}", "0"), "0");
+  // The tenant's series went stale with its session.
+  EXPECT_EQ(QueryUntil("missile_tenant_used_bytes{name=\"web\"}", ""), "");
+}
+
+TEST_F(PrometheusTest, BusyMetricsPortStopsTheDaemonWithAClearError) {
+  int blocker = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(bind(blocker, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(blocker, 1), 0);
+  ASSERT_EQ(getsockname(blocker, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string config = dir_.path() + "/busy.toml";
+  std::ofstream(config) << "[daemon]\nsocket = \"" << socket_ << "\"\n[gpu]\nprofile_dir = \"\"\n"
+                        << "[metrics]\nenabled = true\nport = " << ntohs(a.sin_port) << "\n";
+  auto env = FakeEnv();
+  env["LD_LIBRARY_PATH"] = FAKECUDA_DIR;
+  ProcessResult r = testing::Run({MISSILED, "--config", config}, env, 30);
+  close(blocker);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("metrics: cannot listen on 127.0.0.1 port"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace missile::process_test
