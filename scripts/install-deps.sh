@@ -9,6 +9,9 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # the self-contained shim (MISSILE_SHIM_STATIC): Debian's static gRPC, c-ares and zlib, and
+  # dpkg-dev's dpkg-source to unpack the abseil and protobuf sources it rebuilds as PIC
+  libc-ares-dev zlib1g-dev dpkg-dev
 )
 
 missing=()

@@ -3,15 +3,18 @@
 # not exist yet), with the machine's own apt sources turned into source entries. It uses apt
 # state of its own under DEST.apt/, so neither the system's apt configuration nor its package
 # lists change, and it runs without root.
-# usage: fetch_debian_source.sh PACKAGE VERSION DEST
+# usage: fetch_debian_source.sh PACKAGE VERSION DEST   (DEST: absent, or an empty directory)
 set -euo pipefail
 if [ $# -ne 3 ]; then
   echo "usage: $0 PACKAGE VERSION DEST" >&2
   exit 2
 fi
 package=$1 version=$2 dest=$3
+if [ -d "$dest" ] && [ -z "$(ls -A "$dest")" ]; then
+  rmdir "$dest"  # CMake's ExternalProject creates the source directory ahead of the download
+fi
 if [ -e "$dest" ]; then
-  echo "fetch_debian_source: $dest already exists" >&2
+  echo "fetch_debian_source: $dest already exists and is not empty" >&2
   exit 2
 fi
 for tool in apt-get dpkg-source; do

@@ -93,12 +93,16 @@ ExternalProject_Add(shim_pic_protobuf
   EXCLUDE_FROM_ALL ON)
 
 # One group, scanned until nothing new is pulled in: gRPC needs abseil, abseil's members need
-# one another. --exclude-libs keeps every symbol from these archives (and from the static
-# libstdc++ and libgcc) out of the shim's dynamic symbol table, on top of missile.map.
+# one another. --exclude-libs keeps every symbol from these archives out of the shim's dynamic
+# symbol table, on top of missile.map; --as-needed drops the shared gRPC, protobuf and abseil
+# libraries that the shim's own static libraries name, once the archives resolved everything.
+# libstdc++ and libgcc_s stay shared on purpose: linked statically, std::random_device
+# (arc4random) and the unwinder (_dl_find_object) raise the glibc floor from 2.34 to 2.36,
+# which Ubuntu 22.04 and RHEL 9 images do not meet, while every distribution with glibc 2.34
+# ships a libstdc++ with GLIBCXX_3.4.29, the newest the shim needs (docs/interception.md).
 add_library(missile_shim_pic_deps INTERFACE)
 target_link_libraries(missile_shim_pic_deps INTERFACE
   -Wl,--start-group ${shim_system_archives} "${shim_protobuf_archive}" ${shim_absl_archives}
   -Wl,--end-group)
-target_link_options(missile_shim_pic_deps INTERFACE
-  -static-libstdc++ -static-libgcc -Wl,--exclude-libs,ALL -Wl,--as-needed)
+target_link_options(missile_shim_pic_deps INTERFACE -Wl,--exclude-libs,ALL -Wl,--as-needed)
 add_dependencies(missile_shim_pic_deps shim_pic_absl shim_pic_protobuf)
