@@ -1,6 +1,7 @@
 # The libraries libmissile.so carries inside itself when MISSILE_SHIM_STATIC is on: gRPC,
 # protobuf and abseil, all kept local to the shim (docs/interception.md, "A self-contained
-# shim"). Defines the interface target missile_shim_pic_deps, which links them.
+# shim"). Sets MISSILE_SHIM_PIC_ARCHIVES (the archives, in link order)
+# and MISSILE_SHIM_PIC_LINK_OPTIONS, and the external projects shim_pic_absl and shim_pic_protobuf.
 #
 # Debian 12's gRPC archives (libgrpc++_unsecure.a, libgrpc_unsecure.a, libgpr.a, libupb.a,
 # libaddress_sorting.a) and libcares.a and libz.a are position-independent code and go in as
@@ -92,17 +93,15 @@ ExternalProject_Add(shim_pic_protobuf
   BUILD_BYPRODUCTS "${shim_protobuf_archive}"
   EXCLUDE_FROM_ALL ON)
 
-# One group, scanned until nothing new is pulled in: gRPC needs abseil, abseil's members need
-# one another. --exclude-libs keeps every symbol from these archives out of the shim's dynamic
+# For libintercept/CMakeLists.txt, which puts them in one group with the shim's own static
+# libraries, scanned until nothing new is pulled in (gRPC needs abseil, abseil's members need one
+# another). --exclude-libs keeps every symbol from these archives out of the shim's dynamic
 # symbol table, on top of missile.map; --as-needed drops the shared gRPC, protobuf and abseil
-# libraries that the shim's own static libraries name, once the archives resolved everything.
+# libraries that the shim's own static libraries name, once the group resolved everything.
 # libstdc++ and libgcc_s stay shared on purpose: linked statically, std::random_device
 # (arc4random) and the unwinder (_dl_find_object) raise the glibc floor from 2.34 to 2.36,
 # which Ubuntu 22.04 and RHEL 9 images do not meet, while every distribution with glibc 2.34
 # ships a libstdc++ with GLIBCXX_3.4.29, the newest the shim needs (docs/interception.md).
-add_library(missile_shim_pic_deps INTERFACE)
-target_link_libraries(missile_shim_pic_deps INTERFACE
-  -Wl,--start-group ${shim_system_archives} "${shim_protobuf_archive}" ${shim_absl_archives}
-  -Wl,--end-group)
-target_link_options(missile_shim_pic_deps INTERFACE -Wl,--exclude-libs,ALL -Wl,--as-needed)
-add_dependencies(missile_shim_pic_deps shim_pic_absl shim_pic_protobuf)
+set(MISSILE_SHIM_PIC_ARCHIVES ${shim_system_archives} "${shim_protobuf_archive}"
+    ${shim_absl_archives})
+set(MISSILE_SHIM_PIC_LINK_OPTIONS -Wl,--exclude-libs,ALL -Wl,--as-needed)
