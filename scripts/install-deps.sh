@@ -14,6 +14,9 @@ packages=(
   # Tests only: the metrics endpoint scraped by a real Prometheus, missilectl top run under tmux,
   # bench/plot_results.py's charts.
   prometheus tmux python3-matplotlib
+  # the self-contained shim (MISSILE_SHIM_STATIC): Debian's static gRPC, c-ares and zlib, and
+  # dpkg-dev's dpkg-source to unpack the abseil and protobuf sources it rebuilds as PIC
+  libc-ares-dev zlib1g-dev dpkg-dev
 )
 
 missing=()
