@@ -82,7 +82,7 @@ void DevicePlugin::PollLoop() {
       if (gpus.ok()) {
         Log().info("missiled answers: {} GPU(s)", gpus->size());
       } else {
-        Log().warn("{}", gpus.status().message());
+        Log().warn("{}", std::string(gpus.status().message()));
       }
       answered_before = gpus.ok();
     }
@@ -110,12 +110,12 @@ void DevicePlugin::CheckKubelet() {
   if (registered_) Log().info("the kubelet restarted: serving and registering again");
   ShutdownAll();
   if (absl::Status s = ServeAll(); !s.ok()) {
-    Log().error("{}", s.message());
+    Log().error("{}", std::string(s.message()));
     ShutdownAll();
     return;
   }
   if (absl::Status s = RegisterAll(); !s.ok()) {
-    Log().warn("{} (trying again)", s.message());
+    Log().warn("{} (trying again)", std::string(s.message()));
     ShutdownAll();
     return;
   }

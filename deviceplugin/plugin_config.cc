@@ -20,7 +20,7 @@ std::vector<ClassResource> PluginConfig::Resources() const {
 
 namespace {
 
-absl::StatusOr<uint32_t> ParseCount(std::string_view flag, const std::string& text,
+absl::StatusOr<uint32_t> ParseCount(const std::string& flag, const std::string& text,
                                     uint32_t min, uint32_t max) {
   uint32_t value = 0;
   const char* end = text.data() + text.size();
@@ -32,7 +32,7 @@ absl::StatusOr<uint32_t> ParseCount(std::string_view flag, const std::string& te
   return value;
 }
 
-absl::StatusOr<uint64_t> ParseQuota(std::string_view flag, const std::string& text) {
+absl::StatusOr<uint64_t> ParseQuota(const std::string& flag, const std::string& text) {
   absl::StatusOr<uint64_t> bytes = ParseSize(text);
   if (!bytes.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(flag, ": ", bytes.status().message()));
@@ -44,19 +44,19 @@ absl::StatusOr<uint64_t> ParseQuota(std::string_view flag, const std::string& te
   return *bytes;
 }
 
-absl::StatusOr<std::string> ParsePath(std::string_view flag, const std::string& text) {
+absl::StatusOr<std::string> ParsePath(const std::string& flag, const std::string& text) {
   if (text.empty() || text[0] != '/') {
     return absl::InvalidArgumentError(absl::StrCat(flag, ": '", text, "' is not an absolute path"));
   }
   return text;
 }
 
-using Setter = std::function<absl::Status(PluginConfig&, std::string_view, const std::string&)>;
+using Setter = std::function<absl::Status(PluginConfig&, const std::string&, const std::string&)>;
 
 // Stores a parsed value through `field` of the configuration.
 template <typename T, typename Parse>
 Setter Set(T PluginConfig::*field, Parse parse) {
-  return [field, parse](PluginConfig& c, std::string_view flag, const std::string& text) {
+  return [field, parse](PluginConfig& c, const std::string& flag, const std::string& text) {
     auto value = parse(flag, text);
     if (!value.ok()) return value.status();
     c.*field = static_cast<T>(*value);
@@ -67,7 +67,7 @@ Setter Set(T PluginConfig::*field, Parse parse) {
 Setter SetPath(std::string PluginConfig::*field) { return Set(field, ParsePath); }
 
 Setter SetSlots(ClassResource PluginConfig::*res) {
-  return [res](PluginConfig& c, std::string_view flag, const std::string& text) {
+  return [res](PluginConfig& c, const std::string& flag, const std::string& text) {
     absl::StatusOr<uint32_t> n = ParseCount(flag, text, 0, 1000);
     if (!n.ok()) return n.status();
     (c.*res).slots_per_gpu = *n;
@@ -76,7 +76,7 @@ Setter SetSlots(ClassResource PluginConfig::*res) {
 }
 
 Setter SetQuota(ClassResource PluginConfig::*res) {
-  return [res](PluginConfig& c, std::string_view flag, const std::string& text) {
+  return [res](PluginConfig& c, const std::string& flag, const std::string& text) {
     absl::StatusOr<uint64_t> q = ParseQuota(flag, text);
     if (!q.ok()) return q.status();
     (c.*res).quota_per_slot = *q;
@@ -99,14 +99,14 @@ const std::map<std::string, Setter, std::less<>>& Setters() {
       {"--socket-container-dir", SetPath(&PluginConfig::socket_container_dir)},
       {"--device-root", SetPath(&PluginConfig::device_root)},
       {"--poll-ms",
-       [](PluginConfig& c, std::string_view flag, const std::string& text) {
+       [](PluginConfig& c, const std::string& flag, const std::string& text) {
          absl::StatusOr<uint32_t> ms = ParseCount(flag, text, 10, 60000);
          if (!ms.ok()) return ms.status();
          c.poll_interval = std::chrono::milliseconds(*ms);
          return absl::OkStatus();
        }},
       {"--unhealthy-after",
-       [](PluginConfig& c, std::string_view flag, const std::string& text) {
+       [](PluginConfig& c, const std::string& flag, const std::string& text) {
          absl::StatusOr<uint32_t> n = ParseCount(flag, text, 1, 100);
          if (!n.ok()) return n.status();
          c.failures_before_unhealthy = *n;

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <functional>
 #include <thread>
+#include <tuple>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "allocation.h"
 
 namespace missile::deviceplugin {
 
