@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -75,10 +76,10 @@ void DevicePlugin::Stop() {
 }
 
 void DevicePlugin::PollLoop() {
-  bool answered_before = true;
+  std::optional<bool> answered_before;  // logs the first outcome, then each change
   while (true) {
     absl::StatusOr<std::vector<GpuRef>> gpus = gpus_->ListGpus();
-    if (gpus.ok() != answered_before) {
+    if (answered_before != gpus.ok()) {
       if (gpus.ok()) {
         Log().info("missiled answers: {} GPU(s)", gpus->size());
       } else {
