@@ -23,9 +23,9 @@ class CheckManifestsTest(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.tmp)
 
-    def check(self):
-        r = subprocess.run([sys.executable, CHECKER, "--dir", self.tmp, "--constants", CONSTANTS],
-                           capture_output=True, text=True)
+    def check(self, *extra):
+        r = subprocess.run([sys.executable, CHECKER, "--dir", self.tmp, "--constants", CONSTANTS,
+                            *extra], capture_output=True, text=True)
         return r.returncode, r.stdout + r.stderr
 
     def edit(self, name, old, new):
@@ -90,6 +90,14 @@ class CheckManifestsTest(unittest.TestCase):
     def test_plugin_flag_disagrees_with_the_mounts(self):
         self.edit("daemonset.yaml", "- --ls-slots=4", "- --kubelet-dir=/var/lib/other")
         self.assertReports("the plugin's --kubelet-dir '/var/lib/other' differs")
+
+    @unittest.skipUnless(os.environ.get("MISSILED"), "MISSILED (a missiled binary) not given")
+    def test_missiled_refuses_a_config_it_would_not_start_with(self):
+        self.edit("configmap.yaml", 'socket_mode = "0660"', 'socket_mode = "0666"')
+        rc, out = self.check("--missiled", os.environ["MISSILED"])
+        self.assertEqual(rc, 1, out)
+        self.assertIn("missiled --check-config refuses missiled.toml", out)
+        self.assertIn("daemon.socket_mode", out)
 
 
 if __name__ == "__main__":
