@@ -1,0 +1,146 @@
+#include "plugin_config.h"
+
+#include <charconv>
+#include <functional>
+#include <map>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "flags.h"
+
+namespace missile::deviceplugin {
+
+std::vector<ClassResource> PluginConfig::Resources() const {
+  std::vector<ClassResource> out;
+  if (ls.slots_per_gpu > 0) out.push_back(ls);
+  if (be.slots_per_gpu > 0) out.push_back(be);
+  return out;
+}
+
+namespace {
+
+absl::StatusOr<uint32_t> ParseCount(const std::string& flag, const std::string& text,
+                                    uint32_t min, uint32_t max) {
+  uint32_t value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end || value < min || value > max) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": '", text, "' is not a whole number in ",
+                                                   min, "..", max));
+  }
+  return value;
+}
+
+absl::StatusOr<uint64_t> ParseQuota(const std::string& flag, const std::string& text) {
+  absl::StatusOr<uint64_t> bytes = ParseSize(text);
+  if (!bytes.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", bytes.status().message()));
+  }
+  // The bound keeps quota x slots (at most 1000) far from overflowing 64 bits.
+  if (*bytes == 0 || *bytes > 16 * kTiB) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": '", text, "' is not in 1B..16TiB"));
+  }
+  return *bytes;
+}
+
+absl::StatusOr<std::string> ParsePath(const std::string& flag, const std::string& text) {
+  if (text.empty() || text[0] != '/') {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": '", text, "' is not an absolute path"));
+  }
+  return text;
+}
+
+using Setter = std::function<absl::Status(PluginConfig&, const std::string&, const std::string&)>;
+
+// Stores a parsed value through `field` of the configuration.
+template <typename T, typename Parse>
+Setter Set(T PluginConfig::*field, Parse parse) {
+  return [field, parse](PluginConfig& c, const std::string& flag, const std::string& text) {
+    auto value = parse(flag, text);
+    if (!value.ok()) return value.status();
+    c.*field = static_cast<T>(*value);
+    return absl::OkStatus();
+  };
+}
+
+Setter SetPath(std::string PluginConfig::*field) { return Set(field, ParsePath); }
+
+Setter SetSlots(ClassResource PluginConfig::*res) {
+  return [res](PluginConfig& c, const std::string& flag, const std::string& text) {
+    absl::StatusOr<uint32_t> n = ParseCount(flag, text, 0, 1000);
+    if (!n.ok()) return n.status();
+    (c.*res).slots_per_gpu = *n;
+    return absl::OkStatus();
+  };
+}
+
+Setter SetQuota(ClassResource PluginConfig::*res) {
+  return [res](PluginConfig& c, const std::string& flag, const std::string& text) {
+    absl::StatusOr<uint64_t> q = ParseQuota(flag, text);
+    if (!q.ok()) return q.status();
+    (c.*res).quota_per_slot = *q;
+    return absl::OkStatus();
+  };
+}
+
+const std::map<std::string, Setter, std::less<>>& Setters() {
+  static const auto* setters = new std::map<std::string, Setter, std::less<>>{
+      {"--kubelet-dir", SetPath(&PluginConfig::kubelet_dir)},
+      {"--kubelet-socket", SetPath(&PluginConfig::kubelet_socket)},
+      {"--missiled-socket", SetPath(&PluginConfig::missiled_socket)},
+      {"--ls-slots", SetSlots(&PluginConfig::ls)},
+      {"--be-slots", SetSlots(&PluginConfig::be)},
+      {"--ls-quota-per-slot", SetQuota(&PluginConfig::ls)},
+      {"--be-quota-per-slot", SetQuota(&PluginConfig::be)},
+      {"--shim-host-dir", SetPath(&PluginConfig::shim_host_dir)},
+      {"--shim-container-dir", SetPath(&PluginConfig::shim_container_dir)},
+      {"--socket-host-dir", SetPath(&PluginConfig::socket_host_dir)},
+      {"--socket-container-dir", SetPath(&PluginConfig::socket_container_dir)},
+      {"--device-root", SetPath(&PluginConfig::device_root)},
+      {"--poll-ms",
+       [](PluginConfig& c, const std::string& flag, const std::string& text) {
+         absl::StatusOr<uint32_t> ms = ParseCount(flag, text, 10, 60000);
+         if (!ms.ok()) return ms.status();
+         c.poll_interval = std::chrono::milliseconds(*ms);
+         return absl::OkStatus();
+       }},
+      {"--unhealthy-after",
+       [](PluginConfig& c, const std::string& flag, const std::string& text) {
+         absl::StatusOr<uint32_t> n = ParseCount(flag, text, 1, 100);
+         if (!n.ok()) return n.status();
+         c.failures_before_unhealthy = *n;
+         return absl::OkStatus();
+       }},
+  };
+  return *setters;
+}
+
+}  // namespace
+
+absl::StatusOr<PluginArgs> ParsePluginArgs(const std::vector<std::string>& args) {
+  PluginArgs out;
+  cli::ArgReader reader(args);
+  while (!reader.Done()) {
+    const std::string name(reader.CurrentName());
+    if (name == "--help" || name == "-h" || name == "--version") {
+      if (absl::Status s = reader.TakeSwitch(); !s.ok()) return s;
+      (name == "--version" ? out.version : out.help) = true;
+      continue;
+    }
+    auto it = Setters().find(name);
+    if (it == Setters().end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown argument '", reader.Current(), "' (see --help)"));
+    }
+    absl::StatusOr<std::string> value = reader.TakeValue();
+    if (!value.ok()) return value.status();
+    if (absl::Status s = it->second(out.config, name, *value); !s.ok()) return s;
+  }
+  if (out.config.Resources().empty() && !out.help && !out.version) {
+    return absl::InvalidArgumentError("--ls-slots and --be-slots are both 0: nothing to advertise");
+  }
+  return out;
+}
+
+}  // namespace missile::deviceplugin
