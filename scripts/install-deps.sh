@@ -17,6 +17,7 @@ packages=(
   # the self-contained shim (MISSILE_SHIM_STATIC): Debian's static gRPC, c-ares and zlib, and
   # dpkg-dev's dpkg-source to unpack the abseil and protobuf sources it rebuilds as PIC
   libc-ares-dev zlib1g-dev dpkg-dev
+  # the Kubernetes manifests' offline check (deploy/kubernetes/check_manifests.py)
   python3-yaml
 )
 
