@@ -9,6 +9,8 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # clang's sanitizer and libFuzzer runtimes, for scripts/fuzz.sh
+  libclang-rt-14-dev
 )
 
 missing=()
