@@ -40,3 +40,12 @@ if(missile_sanitizer_flags)
   add_link_options(${missile_sanitizer_flags})
   message(STATUS "Missile sanitizer flags: ${missile_sanitizer_flags}")
 endif()
+
+# Debian's abseil is not instrumented for TSan: every target links (first, so that it comes
+# before abseil in the search order) the library that tells TSan about absl::Mutex
+# (tests/sanitizers/tsan_absl_mutex.cc).
+if(MISSILE_SANITIZE STREQUAL "thread")
+  add_library(missile_tsan_absl SHARED "${CMAKE_CURRENT_LIST_DIR}/../tests/sanitizers/tsan_absl_mutex.cc")
+  target_link_libraries(missile_tsan_absl PRIVATE ${CMAKE_DL_LIBS})
+  link_libraries(missile_tsan_absl)
+endif()
