@@ -60,7 +60,8 @@ class Tenant {
       r.gates.go[copych::GateOf(first, k)] = 0;
       r.gates.done[copych::GateOf(first, k)] = 0;
     }
-    r.gates.arrived[first] = arrived ? 1 : 0;
+    // A first gate out of range (a malformed request) has no arrived word to write.
+    if (first < copych::kGates) r.gates.arrived[first] = arrived ? 1 : 0;
     r.requests[head_ % copych::kGates] = {bytes, chunk, first, 0};
     r.request_head.store(++head_, std::memory_order_release);
     uint64_t one = 1;
