@@ -85,8 +85,10 @@ absl::StatusOr<std::unique_ptr<CopyArbiter>> CopyArbiter::Create(const Options& 
   }
   a->wake_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (a->wake_ < 0) return absl::InternalError("eventfd failed");
-  CopyArbiter* raw = a.get();
-  a->thread_ = std::thread([raw] { raw->Run(); });
+  if (options.start_thread) {
+    CopyArbiter* raw = a.get();
+    a->thread_ = std::thread([raw] { raw->Run(); });
+  }
   return a;
 }
 
@@ -356,6 +358,11 @@ CopyArbiter::PassResult CopyArbiter::Poll() {
   prev_poll_ns_ = now;
   OpenGrantedGates(now, &pass);
   return pass;
+}
+
+void CopyArbiter::PollOnce() {
+  absl::MutexLock lock(&mu_);
+  Poll();
 }
 
 void CopyArbiter::Run() {

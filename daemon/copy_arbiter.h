@@ -78,6 +78,9 @@ class CopyArbiter {
     // offered it; later, the channel is dropped as malformed (its tenant then copies
     // unscheduled, which the daemon logs).
     uint64_t large_chunk_grace_ns = 1'000'000'000;
+    // Off: no thread is started, and the caller drives the passes with PollOnce (tests and the
+    // fuzzer of the shared region, which need each pass to happen at a point they choose).
+    bool start_thread = true;
   };
   static absl::StatusOr<std::unique_ptr<CopyArbiter>> Create(const Options& options);
   // Advances on every turn of the thread's loop (at least every 10 ms while it runs), for the
@@ -94,6 +97,9 @@ class CopyArbiter {
   void CloseChannel(uint64_t session);
   void SetPolicy(uint64_t session, TenantClass cls, uint32_t weight);
   std::vector<PcieUse> Usage();
+  // One pass over every channel, as the thread makes it: for an arbiter created with
+  // Options::start_thread off (with the thread running, passes would interleave).
+  void PollOnce();
 
  private:
   struct Channel;

@@ -190,6 +190,10 @@ bool SideChannelServer::OnReadable(Conn* c) {
     c->got += static_cast<size_t>(n);
     if (c->got < want) continue;
     c->got = 0;
+    // Answering may close the connection and free `c`: what tells whether it is still open is
+    // read now.
+    const int fd = c->fd;
+    const uint64_t serial = c->serial;
     if (c->session == 0) {
       fdpass::Hello hello;
       memcpy(&hello, c->buf, sizeof(hello));
@@ -200,7 +204,8 @@ bool SideChannelServer::OnReadable(Conn* c) {
       memcpy(&req, c->buf, sizeof(req));
       OnRequest(c, req);
     }
-    if (conns_.find(c->fd) == conns_.end()) return false;  // closed while answering
+    auto open = conns_.find(fd);
+    if (open == conns_.end() || open->second->serial != serial) return false;  // closed
   }
   return true;
 }

@@ -19,6 +19,8 @@ packages=(
   libc-ares-dev zlib1g-dev dpkg-dev
   # the Kubernetes manifests' offline check (deploy/kubernetes/check_manifests.py)
   python3-yaml
+  # clang's sanitizer and libFuzzer runtimes, for scripts/fuzz.sh
+  libclang-rt-14-dev
 )
 
 missing=()

@@ -45,3 +45,17 @@ if command -v clang++ >/dev/null; then
 else
   echo "test: clang++ not found: SKIPPING the clang -Wthread-safety build" >&2
 fi
+
+# Sanitizer builds of the CPU tests (ASan+UBSan, TSan) and the fuzz targets, run for a bounded
+# time: scripts/sanitize.sh and scripts/fuzz.sh, documented in docs/testing.md. CI (CI=true)
+# always runs both; elsewhere MISSILE_SKIP_SANITIZERS=1 or MISSILE_SKIP_FUZZ=1 skips one.
+if [ "${CI:-}" = "true" ] || [ "${MISSILE_SKIP_SANITIZERS:-0}" != "1" ]; then
+  ./scripts/sanitize.sh
+else
+  echo "test: MISSILE_SKIP_SANITIZERS=1: SKIPPING the sanitizer builds" >&2
+fi
+if [ "${CI:-}" = "true" ] || [ "${MISSILE_SKIP_FUZZ:-0}" != "1" ]; then
+  ./scripts/fuzz.sh
+else
+  echo "test: MISSILE_SKIP_FUZZ=1: SKIPPING the fuzz targets" >&2
+fi

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (tests/fuzz) with clang, ASan and UBSan in build-fuzz/, replays
+# each target's corpus (seeds and regression inputs), then fuzzes each target for a bounded
+# time. New inputs go to a scratch copy of the corpus, never into the repository; a crash leaves
+# its input in build-fuzz/artifacts/ (add it to tests/fuzz/corpus/<target>/ as regression-<what>
+# once fixed) and fails the script.
+#   MISSILE_FUZZ_BUILD_DIR  build directory (default: build-fuzz)
+#   MISSILE_FUZZ_SECONDS    fuzzing time per target (default 45; 0 replays the corpus only)
+#   MISSILE_FUZZ_TARGETS    the targets to run (default: all four)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir=${MISSILE_FUZZ_BUILD_DIR:-build-fuzz}
+seconds=${MISSILE_FUZZ_SECONDS:-45}
+targets=${MISSILE_FUZZ_TARGETS:-"rpc_fuzzer side_channel_fuzzer copy_channel_fuzzer config_fuzzer"}
+
+if ! command -v clang++ >/dev/null; then
+  echo "fuzz: clang++ not found (scripts/install-deps.sh installs it)" >&2
+  exit 1
+fi
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+# The benchmarks are not needed; only the fuzz targets (and what they link) are built.
+CC=clang CXX=clang++ cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DMISSILE_FUZZ=ON -DMISSILE_BUILD_BENCH=OFF -DMISSILE_WERROR=OFF "$@" >/dev/null
+# shellcheck disable=SC2086
+cmake --build "$build_dir" --parallel "$(nproc)" --target $targets
+
+artifacts="$build_dir/artifacts"
+scratch="$build_dir/scratch-corpus"
+mkdir -p "$artifacts"
+# Fuzz targets leak-check every input (LeakSanitizer); a leak or a crash ends the run at once.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+status=0
+for target in $targets; do
+  bin="$build_dir/tests/fuzz/$target"
+  corpus="tests/fuzz/corpus/$target"
+  echo "fuzz: $target: replaying $(find "$corpus" -type f | wc -l) inputs of $corpus"
+  if ! "$bin" -runs=0 -artifact_prefix="$artifacts/$target-" "$corpus" >"$build_dir/$target.replay.log" 2>&1; then
+    echo "fuzz: $target: FAILED replaying its corpus:" >&2
+    tail -n 60 "$build_dir/$target.replay.log" >&2
+    status=1
+    continue
+  fi
+  [ "$seconds" -gt 0 ] || continue
+  rm -rf "${scratch:?}/$target"
+  mkdir -p "$scratch/$target"
+  echo "fuzz: $target: fuzzing for ${seconds} s"
+  # -timeout: one input taking longer than 10 s is a hang; -rss_limit_mb: a runaway allocation.
+  if ! "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
+      -print_final_stats=1 -artifact_prefix="$artifacts/$target-" "$scratch/$target" "$corpus" \
+      >"$build_dir/$target.fuzz.log" 2>&1; then
+    echo "fuzz: $target: FAILED (input saved under $artifacts):" >&2
+    tail -n 80 "$build_dir/$target.fuzz.log" >&2
+    status=1
+    continue
+  fi
+  grep -E "^stat::number_of_executed_units|^stat::new_units_added" "$build_dir/$target.fuzz.log" |
+    sed "s/^/fuzz: $target: /"
+done
+[ $status -eq 0 ] && echo "fuzz: every target: OK"
+exit $status
