@@ -138,6 +138,10 @@ bool Pacer::Paces() const {
   return pol.be_tenants.load(std::memory_order_relaxed) != 0;
 }
 
+bool Pacer::LsTenantsPresent() const {
+  return region_->header.policy.ls_tenants.load(std::memory_order_relaxed) != 0;
+}
+
 bool Pacer::best_effort() const {
   return slot_->cls.load(std::memory_order_relaxed) == pacingreg::kBe;
 }
@@ -474,9 +478,12 @@ std::string PacingManager::Summary() {
 
 bool PacingManager::HostPacedCopies() {
   Pacer* p = Current();
-  // Only while paced: a BE tenant alone on its GPU keeps its copies asynchronous (nobody's
-  // work can wait behind its gate there).
-  return p != nullptr && p->best_effort() && p->Paces();
+  // Only next to an LS tenant: a BE copy's gate waiting on the GPU would make its context
+  // runnable and cost the LS a time slice. With BE tenants only, the copies stay asynchronous
+  // with their gates on the GPU, so each tenant keeps chunks queued and the scheduler can share
+  // the link by weight (host-paced, each tenant has one chunk at a time and 1:3 weights gave
+  // 1:2 on the H200, bench/results/2026-12-01-pcie7-h200).
+  return p != nullptr && p->best_effort() && p->Paces() && p->LsTenantsPresent();
 }
 
 }  // namespace missile::shim

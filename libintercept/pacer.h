@@ -66,6 +66,8 @@ class Pacer {
   // is not run, and nothing may be added to it.
   bool Capturing(CUstream stream, bool ptsz) const;
   bool best_effort() const;
+  // Whether an LS tenant has joined this GPU's pacing domain.
+  bool LsTenantsPresent() const;
 
   // One work item between Begin and End; holds its lane (so the sequence numbers of a lane
   // reach the GPU in order).
@@ -188,7 +190,8 @@ class PacingManager {
 
   // The pacer of the calling thread's GPU, or null (no daemon, no pacing there, or it failed).
   Pacer* Current();
-  // Whether this process's copies should go to the GPU as host-paced pieces (a paced BE).
+  // Whether this process's copies should go to the GPU as host-paced pieces (a paced BE on a
+  // GPU with an LS tenant).
   bool HostPacedCopies();
   // For the exit report: "N work items marked, M held for X ms" over every pacer.
   std::string Summary();

@@ -327,6 +327,22 @@ TEST_F(PacingTest, BeCopiesAreHostPacedAndNeverWaitOnTheStream) {
   EXPECT_EQ(idle_ls.Wait(10), 0) << idle_ls.out();
 }
 
+// With BE tenants only on the GPU, a BE copy keeps its gates on the stream (asynchronous, so
+// the scheduler can share the link between BE tenants by weight): only an LS tenant on the GPU
+// makes BE copies host-paced.
+TEST_F(PacingTest, BeCopiesNextToBeTenantsOnlyKeepTheirGatesOnTheStream) {
+  StartDaemon("max_hold_ms = 0\nls_stale_ms = 10000");
+  Child other_be;
+  ASSERT_TRUE(other_be.Start({PACE_PROBE, "idle"}, TenantEnv("be", "other-be")));
+  ASSERT_FALSE(other_be.WaitForLine("ready", 20).empty()) << other_be.out();
+  Child be;
+  StartBe(&be, 16);
+  const std::string line = RunBe(&be);
+  EXPECT_GT(Field(line, "waits"), 0u) << line;
+  other_be.CloseStdin();
+  EXPECT_EQ(other_be.Wait(10), 0) << other_be.out();
+}
+
 // "# pacing: N work items marked, ..." of a shim's exit report; -1 without that line.
 long long MarkedItems(const std::string& report) {
   const std::string key = "# pacing: ";
