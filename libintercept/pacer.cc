@@ -479,10 +479,8 @@ std::string PacingManager::Summary() {
 bool PacingManager::HostPacedCopies() {
   Pacer* p = Current();
   // Only next to an LS tenant: a BE copy's gate waiting on the GPU would make its context
-  // runnable and cost the LS a time slice. With BE tenants only, the copies stay asynchronous
-  // with their gates on the GPU, so each tenant keeps chunks queued and the scheduler can share
-  // the link by weight (host-paced, each tenant has one chunk at a time and 1:3 weights gave
-  // 1:2 on the H200, bench/results/2026-12-01-pcie7-h200).
+  // runnable and cost the LS a time slice. With BE tenants only there is nobody to protect, and
+  // the copies stay asynchronous for the program (their gates wait on its stream).
   return p != nullptr && p->best_effort() && p->Paces() && p->LsTenantsPresent();
 }
 
