@@ -78,6 +78,17 @@ class TwoGpuTest : public DaemonTest {
     argv.insert(argv.end(), args.begin(), args.end());
     return testing::Run(argv);
   }
+
+  // An LS tenant that joins `device`'s pacing and then waits: a BE tenant alone on a GPU is not
+  // paced, and these tests look at where a BE tenant's work is marked. Returns the bytes it
+  // holds on `device`.
+  uint64_t StartIdleLs(Child* ls, int device) {
+    auto env = TenantEnv("ls", "idle-gpu" + std::to_string(device));
+    env["PACE_PROBE_DEVICE"] = std::to_string(device);
+    EXPECT_TRUE(ls->Start({PACE_PROBE, "idle"}, env));
+    EXPECT_FALSE(ls->WaitForLine("ready", 20).empty()) << ls->out();
+    return UseOn(TenantNamed("idle-gpu" + std::to_string(device)), device).used;
+  }
 };
 
 TEST_F(TwoGpuTest, StatusListsBothGpusWithTheirPools) {
@@ -103,6 +114,8 @@ TEST_F(TwoGpuTest, StatusListsBothGpusWithTheirPools) {
 // GPU 1's pacing domain; GPU 0 sees nothing of it.
 TEST_F(TwoGpuTest, ATenantOnGpu1UsesGpu1sPoolQuotaArbiterAndPacingOnly) {
   StartDaemon();
+  Child idle0, idle1;
+  const uint64_t idle_on0 = StartIdleLs(&idle0, 0), idle_on1 = StartIdleLs(&idle1, 1);
   Child t;
   auto env = TenantEnv("be", "on-gpu1");
   env["MISSILE_QUOTA"] = "8MiB";
@@ -115,8 +128,8 @@ TEST_F(TwoGpuTest, ATenantOnGpu1UsesGpu1sPoolQuotaArbiterAndPacingOnly) {
   EXPECT_NE(t.out().find("alloc 2 err 2"), std::string::npos) << t.out();
   v1::StatusResponse st = Status();
   ASSERT_EQ(st.pools_size(), 2);
-  EXPECT_EQ(st.pools(0).leased_bytes(), 0u);
-  EXPECT_EQ(st.pools(1).leased_bytes(), 8 * kMiB);
+  EXPECT_EQ(st.pools(0).leased_bytes(), idle_on0);
+  EXPECT_EQ(st.pools(1).leased_bytes(), 8 * kMiB + idle_on1);
   const v1::TenantInfo info = TenantNamed("on-gpu1");
   const GpuUse gpu0 = UseOn(info, 0), gpu1 = UseOn(info, 1);
   EXPECT_EQ(gpu1.used, 8 * kMiB) << info.DebugString();
@@ -127,6 +140,10 @@ TEST_F(TwoGpuTest, ATenantOnGpu1UsesGpu1sPoolQuotaArbiterAndPacingOnly) {
   EXPECT_EQ(gpu0.submissions, 0u) << info.DebugString();
   t.CloseStdin();
   EXPECT_EQ(t.Wait(), 0);
+  idle0.CloseStdin();
+  idle1.CloseStdin();
+  EXPECT_EQ(idle0.Wait(), 0);
+  EXPECT_EQ(idle1.Wait(), 0);
 }
 
 // One process on both GPUs, switching the current context: each GPU's pool and arbiter sees its
@@ -135,6 +152,8 @@ TEST_F(TwoGpuTest, ATenantOnGpu1UsesGpu1sPoolQuotaArbiterAndPacingOnly) {
 // between the two GPUs' memory goes through no arbiter (it does not cross the host link).
 TEST_F(TwoGpuTest, AProcessOnBothGpusIsAccountedOnEachSeparately) {
   StartDaemon();
+  Child idle0, idle1;
+  const uint64_t idle_on0 = StartIdleLs(&idle0, 0), idle_on1 = StartIdleLs(&idle1, 1);
   Child t;
   auto env = TenantEnv("be", "both");
   env["MISSILE_QUOTA"] = "16MiB";
@@ -150,8 +169,8 @@ TEST_F(TwoGpuTest, AProcessOnBothGpusIsAccountedOnEachSeparately) {
   EXPECT_NE(out.find("check ok"), std::string::npos) << out;
   v1::StatusResponse st = Status();
   ASSERT_EQ(st.pools_size(), 2);
-  EXPECT_EQ(st.pools(0).leased_bytes(), 16 * kMiB);
-  EXPECT_EQ(st.pools(1).leased_bytes(), 12 * kMiB);
+  EXPECT_EQ(st.pools(0).leased_bytes(), 16 * kMiB + idle_on0);
+  EXPECT_EQ(st.pools(1).leased_bytes(), 12 * kMiB + idle_on1);
   const v1::TenantInfo info = TenantNamed("both");
   const GpuUse gpu0 = UseOn(info, 0), gpu1 = UseOn(info, 1);
   EXPECT_EQ(gpu0.used, 16 * kMiB) << info.DebugString();
@@ -167,6 +186,10 @@ TEST_F(TwoGpuTest, AProcessOnBothGpusIsAccountedOnEachSeparately) {
   EXPECT_GT(gpu1.submissions, 0u) << info.DebugString();
   t.CloseStdin();
   EXPECT_EQ(t.Wait(), 0);
+  idle0.CloseStdin();
+  idle1.CloseStdin();
+  EXPECT_EQ(idle0.Wait(), 0);
+  EXPECT_EQ(idle1.Wait(), 0);
 }
 
 class TwoGpuPacingTest : public TwoGpuTest {
