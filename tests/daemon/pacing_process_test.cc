@@ -233,9 +233,10 @@ TEST_F(PacingTest, TwoBeTenantsShareTheGpuByWeight) {
   const double ratio = static_cast<double>(k3) / static_cast<double>(k1);
   std::printf("be1 %llu kernels, be3 %llu kernels: %.2f\n", static_cast<unsigned long long>(k1),
               static_cast<unsigned long long>(k3), ratio);
-  // The share brings it near 3: 2.4 to 3.6 in repeated runs of 5 s in earlier versions, 2.5 to
-  // 5.0 now on a 2-core machine (with the pacer's old always-pace rule too, so not from the
-  // lone-BE rule); without weights it is 1. The 5 % target is the GPU benchmark's (pair d).
+  // The share brings it toward 3: 2.4 to 3.6 in repeated runs of 5 s in earlier versions; now
+  // up to 5.0 on a quiet 2-core machine and 5.6 on a loaded one, with the pacer's earlier
+  // always-pace rule as well (not from the lone-BE rule); without weights it is 1. The 5 %
+  // target is the GPU benchmark's (pair d).
   EXPECT_GT(ratio, 2.0) << k1 << " vs " << k3;
   EXPECT_LT(ratio, 6.0) << k1 << " vs " << k3;
   EXPECT_EQ(one.Wait(10), 0);
