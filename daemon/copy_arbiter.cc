@@ -44,8 +44,8 @@ struct CopyArbiter::Channel {
   // tenant cannot keep using it while LS tenants copy, but a request posted just before the
   // offer changed is not refused.
   uint64_t large_offered_ns = 0;
-  int memfd = -1;
-  Region* region = nullptr;
+  shm::ShmRegion memory;
+  Region* region = nullptr;  // in `memory`
   struct Request {
     uint32_t first = 0;  // the gate of its first chunk
     uint64_t chunk = 0;  // how it is cut
@@ -67,11 +67,7 @@ struct CopyArbiter::Channel {
     GrantWaits waits;
   } dir[2];
 
-  ~Channel() {
-    if (region != nullptr) munmap(region, copych::kRegionBytes);
-    if (memfd >= 0) close(memfd);
-    // `bell` is closed by the arbiter's thread (retired_bells_): it may be polling it now.
-  }
+  // `bell` is closed by the arbiter's thread (retired_bells_): it may be polling it now.
 };
 
 absl::StatusOr<std::unique_ptr<CopyArbiter>> CopyArbiter::Create(const Options& options) {
@@ -117,16 +113,16 @@ absl::StatusOr<std::pair<int, int>> CopyArbiter::OpenChannel(uint64_t session,
   auto c = std::make_unique<Channel>();
   c->session = session;
   c->ls = cls == TenantClass::kLatencySensitive;
-  c->memfd = memfd_create("missile-copy-channel", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   // Sealed at its size: a tenant that could shrink the file would make the daemon's next read
-  // of its region fault (SIGBUS) and take every tenant's scheduling down with it.
-  if (c->memfd < 0 || ftruncate(c->memfd, copych::kRegionBytes) != 0 ||
-      fcntl(c->memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-    return absl::InternalError(std::string("copy channel memory: ") + strerror(errno));
-  }
-  void* p = mmap(nullptr, copych::kRegionBytes, PROT_READ | PROT_WRITE, MAP_SHARED, c->memfd, 0);
-  if (p == MAP_FAILED) return absl::InternalError("mapping the copy channel failed");
-  c->region = new (p) Region();  // zero-filled by ftruncate; construct the atomics in place
+  // of its region fault (SIGBUS) and take every tenant's scheduling down with it. Both sides
+  // write it; the seals are frozen so.
+  absl::StatusOr<shm::ShmRegion> memory =
+      shm::ShmRegion::Create("missile-copy-channel", copych::kRegionBytes);
+  if (!memory.ok()) return memory.status();
+  if (absl::Status s = memory->FreezeSeals(); !s.ok()) return s;
+  c->memory = *std::move(memory);
+  // Zero-filled by ftruncate; construct the atomics in place.
+  c->region = new (c->memory.data()) Region();
   c->region->magic = copych::kMagic;
   c->region->version = copych::kVersion;
   Offer(*c, copych::MonotonicNs());
@@ -145,12 +141,18 @@ absl::StatusOr<std::pair<int, int>> CopyArbiter::OpenChannel(uint64_t session,
     for (int d = 0; d < 2; ++d) sched_[d]->RemoveTenant(session).IgnoreError();
     return absl::InternalError(std::string("copy channel doorbell: ") + strerror(errno));
   }
+  absl::StatusOr<int> mem = c->memory.Dup();
+  if (!mem.ok()) {
+    close(bell[0]);
+    close(bell[1]);
+    for (int d = 0; d < 2; ++d) sched_[d]->RemoveTenant(session).IgnoreError();
+    return mem.status();
+  }
   c->bell = bell[0];
-  int mem = fcntl(c->memfd, F_DUPFD_CLOEXEC, 0);
   channels_[session] = std::move(c);
   uint64_t one = 1;
   (void)!write(wake_, &one, sizeof(one));  // the thread polls the new doorbell from now on
-  return std::make_pair(mem, bell[1]);
+  return std::make_pair(*mem, bell[1]);
 }
 
 uint64_t CopyArbiter::OfferedChunk(bool latency_sensitive, uint64_t now) const {

@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "missile/common/copy_channel.h"
+#include "missile/common/shm_region.h"
 #include "missile/common/tenant_class.h"
 #include "missile/pcie_sched/fair_scheduler.h"
 

@@ -433,14 +433,25 @@ absl::StatusOr<std::pair<int, int>> DaemonCore::OpenCopyChannel(const PeerCreden
   return gpus_[gpu].arbiter->OpenChannel(session, info.cls, info.weight);
 }
 
-absl::StatusOr<int> DaemonCore::OpenPacing(const PeerCredentials& creds, uint64_t session,
-                                           uint32_t gpu) {
+absl::StatusOr<std::pair<int, int>> DaemonCore::OpenPacing(const PeerCredentials& creds,
+                                                           uint64_t session, uint32_t gpu) {
   if (absl::Status s = CheckGpu(gpu); !s.ok()) return s;
   auto held = Authenticate(creds, session);
   if (!held.ok()) return held.status();
   if (!gpus_[gpu].pacing) return absl::UnavailableError("no pacing domain on this GPU");
   SessionInfo info = SnapshotOf(**held);
-  return gpus_[gpu].pacing->Join(session, info.creds.pid, info.cls, info.weight);
+  auto fds = gpus_[gpu].pacing->Join(session, info.creds.pid, info.cls, info.weight);
+  if (!fds.ok()) return fds.status();
+  return std::make_pair(fds->directory, fds->lanes);
+}
+
+absl::StatusOr<int> DaemonCore::OpenPeerLanes(const PeerCredentials& creds, uint64_t session,
+                                              uint32_t gpu, uint32_t slot, uint64_t epoch) {
+  if (absl::Status s = CheckGpu(gpu); !s.ok()) return s;
+  auto held = Authenticate(creds, session);
+  if (!held.ok()) return held.status();
+  if (!gpus_[gpu].pacing) return absl::UnavailableError("no pacing domain on this GPU");
+  return gpus_[gpu].pacing->OpenPeerLanes(session, slot, epoch);
 }
 
 }  // namespace missile::daemon

@@ -148,8 +148,14 @@ class DaemonCore {
   // The session's copy channel on `gpu`: the region's memfd and the doorbell's tenant end.
   absl::StatusOr<std::pair<int, int>> OpenCopyChannel(const PeerCredentials& creds,
                                                       uint64_t session, uint32_t gpu);
-  // The session's pacing page on `gpu` (a memfd).
-  absl::StatusOr<int> OpenPacing(const PeerCredentials& creds, uint64_t session, uint32_t gpu);
+  // The session's pacing descriptors on `gpu`: the GPU's directory (read-only for the tenant)
+  // and the session's lanes page (pacing_domain.h).
+  absl::StatusOr<std::pair<int, int>> OpenPacing(const PeerCredentials& creds, uint64_t session,
+                                                 uint32_t gpu);
+  // A read-only descriptor of another session's published lanes page on `gpu`, for a BE
+  // session (PacingDomain::OpenPeerLanes).
+  absl::StatusOr<int> OpenPeerLanes(const PeerCredentials& creds, uint64_t session, uint32_t gpu,
+                                    uint32_t slot, uint64_t epoch);
 
   // Advances while the process watcher's loop runs (at least every 200 ms), for the watchdog.
   uint64_t heartbeat() const { return heartbeat_.load(std::memory_order_relaxed); }

@@ -1,7 +1,5 @@
 #include "pacing_domain.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,7 +13,6 @@
 
 namespace missile::daemon {
 
-using pacingreg::kLanes;
 using pacingreg::kSlots;
 
 namespace {
@@ -84,20 +81,19 @@ std::string DescribePacingChange(const PacingSettings& before, const PacingSetti
 absl::StatusOr<std::unique_ptr<PacingDomain>> PacingDomain::Create(
     const PacingSettings& settings) {
   std::unique_ptr<PacingDomain> d(new PacingDomain());
-  d->memfd_ = memfd_create("missile-pacing", MFD_CLOEXEC);
-  if (d->memfd_ < 0) return absl::InternalError("memfd_create for the pacing region failed");
-  if (ftruncate(d->memfd_, static_cast<off_t>(pacingreg::kRegionBytes)) != 0) {
-    return absl::InternalError("sizing the pacing region failed");
-  }
-  void* p = mmap(nullptr, pacingreg::kRegionBytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-                 d->memfd_, 0);
-  if (p == MAP_FAILED) return absl::InternalError("mapping the pacing region failed");
-  d->region_ = static_cast<pacingreg::Region*>(p);  // zeroed by ftruncate
-  pacingreg::InitRegion(d->region_);
+  absl::StatusOr<shm::ShmRegion> dir =
+      shm::ShmRegion::Create("missile-pacing", sizeof(pacingreg::Directory));
+  if (!dir.ok()) return dir.status();
+  d->directory_ = *std::move(dir);
+  // Zeroed by ftruncate; the atomics are lock-free words, valid as zeros.
+  pacingreg::InitDirectory(d->dir());
   {
     absl::MutexLock lock(&d->mu_);
     d->Publish(settings);
   }
+  // From here on only the daemon's own mapping can write the directory: every tenant's is
+  // read-only, whatever it does with its descriptor.
+  if (absl::Status s = d->directory_.SealWrites(); !s.ok()) return s;
   d->sampler_ = std::thread([domain = d.get()] { domain->RunSampler(); });
   return d;
 }
@@ -109,13 +105,11 @@ PacingDomain::~PacingDomain() {
     wake_.Signal();
   }
   if (sampler_.joinable()) sampler_.join();
-  if (region_ != nullptr) munmap(region_, pacingreg::kRegionBytes);
-  if (memfd_ >= 0) close(memfd_);
 }
 
 void PacingDomain::Publish(const PacingSettings& s) {
   settings_ = s;
-  pacingreg::Policy& p = region_->header.policy;
+  pacingreg::Policy& p = dir()->policy;
   p.window_items.store(s.window_items, std::memory_order_relaxed);
   p.window_ns.store(s.window_ns, std::memory_order_relaxed);
   p.ls_idle_ns.store(s.ls_idle_ns, std::memory_order_relaxed);
@@ -131,77 +125,93 @@ void PacingDomain::Publish(const PacingSettings& s) {
 void PacingDomain::CountLs() {
   uint32_t ls = 0, be = 0;
   for (const auto& [session, slot] : slot_of_) {
-    const uint32_t cls = region_->slots[slot].cls.load(std::memory_order_relaxed);
+    const uint32_t cls = dir()->entries[slot].cls.load(std::memory_order_relaxed);
     ls += cls == pacingreg::kLs;
     be += cls == pacingreg::kBe;
   }
-  region_->header.policy.ls_tenants.store(ls, std::memory_order_release);
-  region_->header.policy.be_tenants.store(be, std::memory_order_release);
+  pacingreg::Policy& p = dir()->policy;
+  p.ls_tenants.store(ls, std::memory_order_release);
+  p.be_tenants.store(be, std::memory_order_release);
+  p.members.fetch_add(1, std::memory_order_release);
 }
 
-absl::StatusOr<int> PacingDomain::Join(uint64_t session, int pid, TenantClass cls,
-                                       uint32_t weight) {
+absl::StatusOr<PacingDomain::Descriptors> PacingDomain::Join(uint64_t session, int pid,
+                                                             TenantClass cls, uint32_t weight) {
   if (absl::Status s = Assign(session, pid, cls, weight); !s.ok()) return s;
-  int fd = fcntl(memfd_, F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError("duplicating the pacing region's descriptor failed");
-  return fd;
+  absl::MutexLock lock(&mu_);
+  auto it = slot_of_.find(session);
+  if (it == slot_of_.end()) return absl::NotFoundError("the session left meanwhile");
+  SlotState& st = slots_[it->second];
+  if (!st.lanes.valid()) {
+    // The daemon only reads the page: its tenant (and the GPU, for the tenant) writes it.
+    absl::StatusOr<shm::ShmRegion> lanes = shm::ShmRegion::Create(
+        "missile-pacing-lanes", sizeof(pacingreg::LanesPage), shm::Access::kReadOnly);
+    if (!lanes.ok()) return lanes.status();
+    st.lanes = *std::move(lanes);
+  }
+  Descriptors out;
+  absl::StatusOr<int> dir_fd = directory_.Dup();
+  if (!dir_fd.ok()) return dir_fd.status();
+  absl::StatusOr<int> lanes_fd = st.lanes.Dup();
+  if (!lanes_fd.ok()) {
+    close(*dir_fd);
+    return lanes_fd.status();
+  }
+  out.directory = *dir_fd;
+  out.lanes = *lanes_fd;
+  return out;
 }
 
 absl::Status PacingDomain::Assign(uint64_t session, int pid, TenantClass cls, uint32_t weight) {
   if (session == 0) return absl::InvalidArgumentError("no session");
   absl::MutexLock lock(&mu_);
-  auto it = slot_of_.find(session);
-  if (it == slot_of_.end()) {
-    std::optional<uint32_t> free;
-    for (uint32_t i = 0; i < kSlots && !free; ++i) {
-      if (region_->slots[i].session.load(std::memory_order_relaxed) == 0) free = i;
-    }
-    if (!free) {
-      return absl::ResourceExhaustedError("every pacing slot of this GPU is taken (" +
-                                          std::to_string(kSlots) + " tenants)");
-    }
-    pacingreg::Slot& s = region_->slots[*free];
-    // Start clean: a slot holds nothing of its previous session.
-    for (uint32_t l = 0; l < kLanes; ++l) {
-      s.lanes[l].submitted.store(0, std::memory_order_relaxed);
-      s.lanes[l].completed.store(0, std::memory_order_relaxed);
-      s.lanes[l].stream.store(0, std::memory_order_relaxed);
-    }
-    s.last_submit_ns.store(0, std::memory_order_relaxed);
-    s.held_ns.store(0, std::memory_order_relaxed);
-    s.held_count.store(0, std::memory_order_relaxed);
-    s.inflight.store(0, std::memory_order_relaxed);
-    s.gpu_ns.store(0, std::memory_order_relaxed);
-    s.active.store(0, std::memory_order_relaxed);
-    s.lanes_used.store(0, std::memory_order_relaxed);
-    s.submissions.store(0, std::memory_order_relaxed);
-    s.pid.store(pid, std::memory_order_relaxed);
-    s.weight.store(weight == 0 ? 1 : weight, std::memory_order_relaxed);
-    s.cls.store(cls == TenantClass::kLatencySensitive ? pacingreg::kLs : pacingreg::kBe, std::memory_order_relaxed);
-    s.session.store(session, std::memory_order_release);
-    samples_[*free] = Sample();
-    slot_of_.emplace(session, *free);
-    CountLs();
-    wake_.Signal();  // the sampler sleeps while no slot is taken
+  if (slot_of_.contains(session)) return absl::OkStatus();
+  std::optional<uint32_t> free;
+  for (uint32_t i = 0; i < kSlots && !free; ++i) {
+    if (dir()->entries[i].session.load(std::memory_order_relaxed) == 0) free = i;
   }
+  if (!free) {
+    return absl::ResourceExhaustedError("every pacing slot of this GPU is taken (" +
+                                        std::to_string(kSlots) + " tenants)");
+  }
+  pacingreg::Entry& e = dir()->entries[*free];
+  slots_[*free] = SlotState();  // nothing of the previous session: a new page comes with Join
+  e.lanes_epoch.store(0, std::memory_order_relaxed);
+  e.pid.store(pid, std::memory_order_relaxed);
+  e.weight.store(weight == 0 ? 1 : weight, std::memory_order_relaxed);
+  e.cls.store(cls == TenantClass::kLatencySensitive ? pacingreg::kLs : pacingreg::kBe,
+              std::memory_order_relaxed);
+  e.session.store(session, std::memory_order_release);
+  slot_of_.emplace(session, *free);
+  CountLs();
+  wake_.Signal();  // the sampler sleeps while no slot is taken
   return absl::OkStatus();
+}
+
+absl::StatusOr<int> PacingDomain::OpenPeerLanes(uint64_t reader, uint32_t slot, uint64_t epoch) {
+  absl::MutexLock lock(&mu_);
+  auto me = slot_of_.find(reader);
+  if (me == slot_of_.end()) return absl::NotFoundError("the session has no pacing slot here");
+  if (dir()->entries[me->second].cls.load(std::memory_order_relaxed) != pacingreg::kBe) {
+    return absl::PermissionDeniedError("only best-effort tenants read their peers' lanes");
+  }
+  if (slot >= kSlots || epoch == 0 || slots_[slot].epoch != epoch) {
+    return absl::NotFoundError("no published lanes page in slot " + std::to_string(slot) +
+                               " with epoch " + std::to_string(epoch));
+  }
+  return slots_[slot].lanes.Dup();
 }
 
 void PacingDomain::Leave(uint64_t session) {
   absl::MutexLock lock(&mu_);
   auto it = slot_of_.find(session);
   if (it == slot_of_.end()) return;
-  pacingreg::Slot& s = region_->slots[it->second];
-  // First make every lane read idle, then free the slot: a reader that still sees the session
-  // sees nothing in flight.
-  for (uint32_t l = 0; l < kLanes; ++l) {
-    s.lanes[l].completed.store(s.lanes[l].submitted.load(std::memory_order_relaxed),
-                               std::memory_order_release);
-  }
-  s.active.store(0, std::memory_order_release);
-  s.cls.store(pacingreg::kFree, std::memory_order_release);
-  s.session.store(0, std::memory_order_release);
-  samples_[it->second] = Sample();
+  pacingreg::Entry& e = dir()->entries[it->second];
+  // Readers check the epoch before they read a page: from here on nobody reads this one.
+  e.lanes_epoch.store(0, std::memory_order_release);
+  e.cls.store(pacingreg::kFree, std::memory_order_release);
+  e.session.store(0, std::memory_order_release);
+  slots_[it->second] = SlotState();  // unmaps and closes the daemon's side of the page
   slot_of_.erase(it);
   CountLs();
 }
@@ -210,9 +220,10 @@ void PacingDomain::SetPolicy(uint64_t session, TenantClass cls, uint32_t weight)
   absl::MutexLock lock(&mu_);
   auto it = slot_of_.find(session);
   if (it == slot_of_.end()) return;
-  pacingreg::Slot& s = region_->slots[it->second];
-  s.weight.store(weight == 0 ? 1 : weight, std::memory_order_relaxed);
-  s.cls.store(cls == TenantClass::kLatencySensitive ? pacingreg::kLs : pacingreg::kBe, std::memory_order_release);
+  pacingreg::Entry& e = dir()->entries[it->second];
+  e.weight.store(weight == 0 ? 1 : weight, std::memory_order_relaxed);
+  e.cls.store(cls == TenantClass::kLatencySensitive ? pacingreg::kLs : pacingreg::kBe,
+              std::memory_order_release);
   CountLs();
 }
 
@@ -233,15 +244,30 @@ std::optional<uint32_t> PacingDomain::SlotOf(uint64_t session) const {
   return it->second;
 }
 
-bool PacingDomain::LanesBusy(const pacingreg::Slot& s) const {
-  const uint32_t used = std::min(s.lanes_used.load(std::memory_order_relaxed), kLanes);
-  for (uint32_t l = 0; l < used; ++l) {
-    if (s.lanes[l].submitted.load(std::memory_order_relaxed) !=
-        s.lanes[l].completed.load(std::memory_order_relaxed)) {
-      return true;
-    }
+void PacingDomain::PublishSealed() {
+  absl::MutexLock lock(&mu_);
+  PublishSealedLocked();
+}
+
+void PacingDomain::PublishSealedLocked() {
+  bool any = false;
+  for (const auto& [session, slot] : slot_of_) {
+    SlotState& st = slots_[slot];
+    if (st.epoch != 0 || !st.lanes.valid()) continue;
+    // Unsealed, the page's tenant could still hand out writable mappings of it: a BE peer that
+    // read it could then be told anything by whoever got one. Its readers wait for the seal.
+    if (!shm::ShmRegion::WritesSealed(st.lanes.fd())) continue;
+    st.epoch = next_epoch_++;
+    dir()->entries[slot].lanes_epoch.store(st.epoch, std::memory_order_release);
+    any = true;
   }
-  return false;
+  if (any) dir()->policy.members.fetch_add(1, std::memory_order_release);
+}
+
+pacingreg::LanesView PacingDomain::View(uint32_t slot, uint64_t now) const {
+  const SlotState& st = slots_[slot];
+  if (st.epoch == 0) return {};
+  return pacingreg::ReadLanes(*static_cast<const pacingreg::LanesPage*>(st.lanes.data()), now);
 }
 
 void PacingDomain::RunSampler() {
@@ -249,12 +275,13 @@ void PacingDomain::RunSampler() {
   while (!stopping_) {
     heartbeat_.fetch_add(1, std::memory_order_relaxed);
     if (slot_of_.empty()) {
-      // Nothing to sample: sleep until a session joins (Join signals), and start afresh then;
+      // Nothing to sample: sleep until a session joins (Assign signals), and start afresh then;
       // waking now and then all the same, so the watchdog sees the loop alive.
       last_sample_ns_ = 0;
       wake_.WaitWithTimeout(&mu_, absl::Milliseconds(100));
       continue;
     }
+    PublishSealedLocked();
     SampleLocked(pacingreg::NowNs());
     wake_.WaitWithTimeout(&mu_, absl::Nanoseconds(kSampleNs));
   }
@@ -269,21 +296,20 @@ void PacingDomain::SampleLocked(uint64_t now) {
   // machine) weighs as much as the time it missed.
   const double keep = std::exp(-static_cast<double>(elapsed) / kShareWindowNs);
   for (const auto& [session, slot] : slot_of_) {
-    const pacingreg::Slot& s = region_->slots[slot];
-    Sample& x = samples_[slot];
-    // The tenant adds a hold's time when the hold ends: the growth is spread over the following
-    // samples, at most the elapsed time each (so the share never passes 1), and at most a
-    // window's worth is owed (several threads held at once).
-    const uint64_t held = s.held_ns.load(std::memory_order_relaxed);
-    if (held >= x.last_held_ns) {
-      x.owed_held_ns = std::min(x.owed_held_ns + (held - x.last_held_ns), kShareWindowNs);
+    const pacingreg::LanesView v = View(slot, now);
+    Sample& x = slots_[slot].sample;
+    // Held time (ended holds and the one going on) is spread over the following samples, at
+    // most the elapsed time each (so the share never passes 1), and at most a window's worth is
+    // owed (several threads held at once, or a tenant's lie).
+    if (v.held_ns >= x.last_held_ns) {
+      x.owed_held_ns = std::min(x.owed_held_ns + (v.held_ns - x.last_held_ns), kShareWindowNs);
     }
-    x.last_held_ns = held;  // a value that went back (the tenant's own writes) starts afresh
+    x.last_held_ns = v.held_ns;  // a value that went back (the tenant's own writes) starts afresh
     if (elapsed == 0) continue;
     const uint64_t counted = std::min(x.owed_held_ns, elapsed);
     x.owed_held_ns -= counted;
     const double held_fraction = static_cast<double>(counted) / static_cast<double>(elapsed);
-    const double busy_fraction = LanesBusy(s) ? 1.0 : 0.0;
+    const double busy_fraction = v.in_flight ? 1.0 : 0.0;
     x.busy_share = x.busy_share * keep + busy_fraction * (1 - keep);
     x.held_share = x.held_share * keep + held_fraction * (1 - keep);
   }
@@ -293,16 +319,18 @@ std::optional<PacingStats> PacingDomain::Stats(uint64_t session) const {
   absl::MutexLock lock(&mu_);
   auto it = slot_of_.find(session);
   if (it == slot_of_.end()) return std::nullopt;
-  const pacingreg::Slot& s = region_->slots[it->second];
-  const Sample& x = samples_[it->second];
+  const uint32_t slot = it->second;
+  const pacingreg::LanesView v = View(slot, pacingreg::NowNs());
+  const Sample& x = slots_[slot].sample;
   PacingStats st;
-  st.ls = s.cls.load(std::memory_order_relaxed) == pacingreg::kLs;
-  st.submissions = s.submissions.load(std::memory_order_relaxed);
-  st.held_ns = s.held_ns.load(std::memory_order_relaxed);
-  st.held_count = s.held_count.load(std::memory_order_relaxed);
-  st.inflight = s.inflight.load(std::memory_order_relaxed);
-  st.gpu_ns = s.gpu_ns.load(std::memory_order_relaxed);
-  st.busy = LanesBusy(s);
+  st.ls = directory()->entries[slot].cls.load(std::memory_order_relaxed) == pacingreg::kLs;
+  st.lanes = slots_[slot].epoch != 0;
+  st.submissions = v.submissions;
+  st.held_ns = v.held_ns;
+  st.held_count = v.held_count;
+  st.inflight = v.inflight;
+  st.gpu_ns = v.gpu_ns;
+  st.busy = v.in_flight;
   st.busy_share = st.ls ? std::clamp(x.busy_share, 0.0, 1.0) : 0;
   st.held_share = st.ls ? 0 : std::clamp(x.held_share, 0.0, 1.0);
   return st;

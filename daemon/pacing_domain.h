@@ -1,11 +1,15 @@
-// The pacing domain of one GPU: the daemon's side of the pacing region
-// (common/pacing_region.h). It creates the region, gives each tenant session a slot and the
-// region's descriptor (on the side channel), publishes the [compute] policy every shim reads,
-// clears a session's slot when the session ends (so a dead LS never holds the BE tenants), and
-// reads the tenants' pacing figures for missilectl. A sampler thread (started by Create, stopped
-// by the destructor) reads every occupied slot once a millisecond (and sleeps while no slot is
-// taken) and keeps, per slot, how much of about the last second an LS tenant had work in flight
-// and a BE tenant was held. No CUDA.
+// The pacing domain of one GPU: the daemon's side of the pacing regions
+// (common/pacing_region.h). It owns the GPU's directory (the policy and one entry per tenant
+// session, written by the daemon alone and sealed read-only for everyone else), creates each
+// session's lanes page and hands the tenant its writable descriptor, publishes a page once its
+// tenant has sealed it against other writers, and hands read-only descriptors of published pages
+// to the BE tenants of the GPU, which must see their peers' lanes. It clears a session's entry
+// when the session ends (so a dead LS never holds the BE tenants), and reads the tenants' pacing
+// figures for missilectl, bounded (ReadLanes: they are each tenant's own report). A sampler
+// thread (started by Create, stopped by the destructor) reads every occupied slot once a
+// millisecond (and sleeps while no slot is taken), publishes newly sealed lanes pages, and keeps,
+// per slot, how much of about the last second an LS tenant had work in flight and a BE tenant
+// was held. No CUDA.
 // Thread-safety: every method may be called from any thread.
 #ifndef MISSILE_DAEMON_PACING_DOMAIN_H_
 #define MISSILE_DAEMON_PACING_DOMAIN_H_
@@ -23,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "missile/common/pacing_region.h"
+#include "missile/common/shm_region.h"
 #include "missile/common/tenant_class.h"
 
 namespace missile::daemon {
@@ -77,6 +82,7 @@ struct PacingStats {
   uint64_t inflight = 0;     // BE: items in flight now
   uint64_t gpu_ns = 0;       // BE: GPU time accounted for its weighted share
   bool busy = false;         // LS: work in flight now
+  bool lanes = false;        // its lanes page is published (sealed by the tenant)
   // From the sampler, decayed over about a second (time constant kShareWindowNs):
   double busy_share = 0;  // LS: fraction of the time it had work in flight (0 for BE)
   double held_share = 0;  // BE: fraction of the time its submissions were held (0 for LS)
@@ -88,9 +94,9 @@ class PacingDomain {
   static constexpr uint64_t kSampleNs = 1'000'000;
   static constexpr uint64_t kShareWindowNs = 1'000'000'000;
 
-  // Creates the region and starts the sampler thread.
+  // Creates the directory and starts the sampler thread.
   static absl::StatusOr<std::unique_ptr<PacingDomain>> Create(const PacingSettings& settings);
-  // Stops the sampler, then unmaps the region.
+  // Stops the sampler, then unmaps the regions.
   ~PacingDomain();
   PacingDomain(const PacingDomain&) = delete;
   PacingDomain& operator=(const PacingDomain&) = delete;
@@ -101,9 +107,21 @@ class PacingDomain {
 
   // Gives `session` a slot (keeps the one it has). RESOURCE_EXHAUSTED when every slot is taken.
   absl::Status Assign(uint64_t session, int pid, TenantClass cls, uint32_t weight);
-  // Assign, then a new descriptor of the region for the tenant (the caller sends and closes it).
-  absl::StatusOr<int> Join(uint64_t session, int pid, TenantClass cls, uint32_t weight);
-  // Frees the session's slot: its lanes read as idle at once. No-op for an unknown session.
+  // The descriptors a tenant's shim maps, the caller's to send and close: the directory (sealed:
+  // any mapping of it is read-only) and the session's lanes page (writable; created on the first
+  // Join of the session, and a new descriptor of the same page on a later one).
+  struct Descriptors {
+    int directory = -1;
+    int lanes = -1;
+  };
+  // Assign, then the descriptors.
+  absl::StatusOr<Descriptors> Join(uint64_t session, int pid, TenantClass cls, uint32_t weight);
+  // A read-only descriptor of the lanes page in `slot`, for `reader`, a BE session of this GPU
+  // (only BE tenants read their peers' lanes). NOT_FOUND unless the slot's page is published
+  // with `epoch` (the reader saw it in the directory); PERMISSION_DENIED for an LS reader.
+  absl::StatusOr<int> OpenPeerLanes(uint64_t reader, uint32_t slot, uint64_t epoch);
+  // Frees the session's slot: its lanes are no longer read by anyone. No-op for an unknown
+  // session.
   void Leave(uint64_t session);
   void SetPolicy(uint64_t session, TenantClass cls, uint32_t weight);
   void Configure(const PacingSettings& settings);
@@ -111,32 +129,46 @@ class PacingDomain {
   std::optional<PacingStats> Stats(uint64_t session) const;
   // The slot index of a session (tests).
   std::optional<uint32_t> SlotOf(uint64_t session) const;
-  // The region as the daemon maps it (tests).
-  pacingreg::Region* region() const { return region_; }
+  // The directory as the daemon maps it (tests).
+  const pacingreg::Directory* directory() const {
+    return static_cast<const pacingreg::Directory*>(directory_.data());
+  }
+  // Publishes the lanes pages their tenants have sealed since the sampler's last turn (tests;
+  // the sampler does it every turn).
+  void PublishSealed();
 
  private:
   // The sampler's estimate for one slot, reset when a session takes or leaves it.
   struct Sample {
     uint64_t last_held_ns = 0;  // held_ns at the previous sample
-    uint64_t owed_held_ns = 0;  // growth of held_ns not yet counted (a hold is added when it ends)
+    uint64_t owed_held_ns = 0;  // growth of held_ns not yet counted
     double busy_share = 0;
     double held_share = 0;
   };
+  // What the daemon keeps of one slot besides its directory entry.
+  struct SlotState {
+    shm::ShmRegion lanes;   // the session's lanes page, once it joined
+    uint64_t epoch = 0;     // published as the entry's lanes_epoch; 0 while not sealed
+    Sample sample;
+  };
 
   PacingDomain() = default;
+  pacingreg::Directory* dir() { return static_cast<pacingreg::Directory*>(directory_.data()); }
   void Publish(const PacingSettings& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Publishes how many LS and BE tenants the GPU has.
+  // Publishes how many LS and BE tenants the GPU has, and that the entries changed.
   void CountLs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PublishSealedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunSampler();
   void SampleLocked(uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool LanesBusy(const pacingreg::Slot& s) const;
+  // The slot's lanes as the daemon may use them (all idle while the page is not published).
+  pacingreg::LanesView View(uint32_t slot, uint64_t now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  int memfd_ = -1;
-  pacingreg::Region* region_ = nullptr;
+  shm::ShmRegion directory_;
   mutable absl::Mutex mu_;
   PacingSettings settings_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, uint32_t> slot_of_ ABSL_GUARDED_BY(mu_);
-  std::array<Sample, pacingreg::kSlots> samples_ ABSL_GUARDED_BY(mu_);
+  std::array<SlotState, pacingreg::kSlots> slots_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_epoch_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t last_sample_ns_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> heartbeat_{0};

@@ -335,7 +335,12 @@ absl::StatusOr<std::vector<int>> SideChannelServer::Answer(const PeerCredentials
       return std::vector<int>{pair->first, pair->second};
     }
     case fdpass::kOpenPacing: {
-      auto fd = core_->OpenPacing(creds, session, req.gpu);
+      auto pair = core_->OpenPacing(creds, session, req.gpu);
+      if (!pair.ok()) return pair.status();
+      return std::vector<int>{pair->first, pair->second};
+    }
+    case fdpass::kOpenPeerLanes: {
+      auto fd = core_->OpenPeerLanes(creds, session, req.gpu, req.reserved, req.block_ids[0]);
       if (!fd.ok()) return fd.status();
       return std::vector<int>{*fd};
     }

@@ -38,10 +38,12 @@ absl::StatusOr<std::unique_ptr<CopyGate>> CopyGate::Open(int memfd, int doorbell
   g->daemon_alive_ = std::move(daemon_alive);
   g->api_ = &api;
   g->log_ = log;
-  g->memfd_ = memfd;
   g->doorbell_ = doorbell;
-  void* p = mmap(nullptr, copych::kRegionBytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-  if (p == MAP_FAILED) return absl::InternalError("mapping the copy channel failed");
+  absl::StatusOr<shm::ShmRegion> memory =
+      shm::ShmRegion::Attach(memfd, copych::kRegionBytes, shm::Access::kReadWrite);
+  if (!memory.ok()) return memory.status();
+  g->memory_ = *std::move(memory);
+  void* p = g->memory_.data();
   g->region_ = static_cast<copych::Region*>(p);
   if (g->region_->magic != copych::kMagic || g->region_->version != copych::kVersion) {
     return absl::FailedPreconditionError("copy channel: unknown format (daemon too old or new)");
@@ -79,8 +81,6 @@ CopyGate::~CopyGate() {
   Abandon();
   if (watcher_.joinable()) watcher_.join();
   if (registered_) api_->MemHostUnregister(region_);
-  if (region_ != nullptr) munmap(region_, copych::kRegionBytes);
-  if (memfd_ >= 0) close(memfd_);
   if (doorbell_ >= 0) close(doorbell_);
 }
 

@@ -38,6 +38,7 @@
 #include "absl/synchronization/mutex.h"
 #include "driver_api.h"
 #include "missile/common/copy_channel.h"
+#include "missile/common/shm_region.h"
 #include "spdlog/logger.h"
 
 namespace missile::shim {
@@ -114,9 +115,9 @@ class CopyGate {
 
   const DriverApi* api_ = nullptr;
   spdlog::logger* log_ = nullptr;
-  int memfd_ = -1;
+  shm::ShmRegion memory_;
   int doorbell_ = -1;
-  copych::Region* region_ = nullptr;
+  copych::Region* region_ = nullptr;  // in memory_
   bool registered_ = false;
   CUdeviceptr region_dev_ = 0;  // the region as the GPU sees it
   uint64_t opened_chunk_bytes_ = 0;  // the chunk size when the channel opened

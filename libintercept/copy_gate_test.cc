@@ -28,12 +28,13 @@ constexpr uint64_t kChunk = 2 * kMiB;
 class CopyGateTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    int memfd = memfd_create("copy_gate_test", MFD_CLOEXEC);
-    ASSERT_GE(memfd, 0);
-    ASSERT_EQ(ftruncate(memfd, copych::kRegionBytes), 0);
-    void* p = mmap(nullptr, copych::kRegionBytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-    ASSERT_NE(p, MAP_FAILED);
-    region_ = static_cast<copych::Region*>(p);
+    // As the daemon makes it: sized for good (the gate refuses a region that could shrink).
+    auto memory = shm::ShmRegion::Create("copy_gate_test", copych::kRegionBytes);
+    ASSERT_TRUE(memory.ok()) << memory.status();
+    memory_ = *std::move(memory);
+    auto memfd = memory_.Dup();
+    ASSERT_TRUE(memfd.ok());
+    region_ = static_cast<copych::Region*>(memory_.data());
     region_->magic = copych::kMagic;
     region_->version = copych::kVersion;
     region_->chunk_bytes.store(kChunk);
@@ -41,14 +42,13 @@ class CopyGateTest : public ::testing::Test {
     int pair[2];
     ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
     daemon_end_ = pair[0];
-    auto gate = CopyGate::Open(memfd, pair[1], driver_.api(), log_.get(),
+    auto gate = CopyGate::Open(*memfd, pair[1], driver_.api(), log_.get(),
                                [this] { return alive_.load(); });
     ASSERT_TRUE(gate.ok()) << gate.status();
     gate_ = std::move(*gate);
   }
   void TearDown() override {
     gate_.reset();
-    if (region_ != nullptr) munmap(region_, copych::kRegionBytes);
     if (daemon_end_ >= 0) close(daemon_end_);
   }
 
@@ -101,7 +101,8 @@ class CopyGateTest : public ::testing::Test {
   RecordingDriver driver_;
   std::shared_ptr<spdlog::logger> log_ = std::make_shared<spdlog::logger>(
       "copy_gate_test", std::make_shared<spdlog::sinks::null_sink_mt>());
-  copych::Region* region_ = nullptr;
+  shm::ShmRegion memory_;
+  copych::Region* region_ = nullptr;  // in memory_
   int daemon_end_ = -1;
   std::atomic<bool> alive_{true};
   std::unique_ptr<CopyGate> gate_;

@@ -197,15 +197,12 @@ absl::Status DaemonClient::FetchDescriptors(uint32_t gpu, std::vector<BlockLease
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<int>> DaemonClient::OpenOnSideChannel(uint32_t op, uint32_t gpu,
+absl::StatusOr<std::vector<int>> DaemonClient::OpenOnSideChannel(const fdpass::FetchRequest& req,
                                                                  size_t descriptors,
                                                                  const char* what) {
   if (!connected()) return absl::UnavailableError("the session with missiled ended");
   absl::MutexLock lock(&side_mu_);
   if (side_fd_ < 0) return absl::UnavailableError("no side channel");
-  fdpass::FetchRequest req;
-  req.op = op;
-  req.gpu = gpu;
   fdpass::Reply reply;
   std::vector<int> fds;
   absl::Status s = fdpass::SendMessage(side_fd_, &req, sizeof(req));
@@ -225,15 +222,30 @@ absl::StatusOr<std::vector<int>> DaemonClient::OpenOnSideChannel(uint32_t op, ui
 }
 
 absl::StatusOr<std::pair<int, int>> DaemonClient::OpenCopyChannel(uint32_t gpu) {
-  absl::StatusOr<std::vector<int>> fds =
-      OpenOnSideChannel(fdpass::kOpenCopyChannel, gpu, 2, "copy channel");
+  fdpass::FetchRequest req;
+  req.op = fdpass::kOpenCopyChannel;
+  req.gpu = gpu;
+  absl::StatusOr<std::vector<int>> fds = OpenOnSideChannel(req, 2, "copy channel");
   if (!fds.ok()) return fds.status();
   return std::make_pair((*fds)[0], (*fds)[1]);
 }
 
-absl::StatusOr<int> DaemonClient::OpenPacing(uint32_t gpu) {
-  absl::StatusOr<std::vector<int>> fds =
-      OpenOnSideChannel(fdpass::kOpenPacing, gpu, 1, "pacing region");
+absl::StatusOr<std::pair<int, int>> DaemonClient::OpenPacing(uint32_t gpu) {
+  fdpass::FetchRequest req;
+  req.op = fdpass::kOpenPacing;
+  req.gpu = gpu;
+  absl::StatusOr<std::vector<int>> fds = OpenOnSideChannel(req, 2, "pacing regions");
+  if (!fds.ok()) return fds.status();
+  return std::make_pair((*fds)[0], (*fds)[1]);
+}
+
+absl::StatusOr<int> DaemonClient::OpenPeerLanes(uint32_t gpu, uint32_t slot, uint64_t epoch) {
+  fdpass::FetchRequest req;
+  req.op = fdpass::kOpenPeerLanes;
+  req.gpu = gpu;
+  req.reserved = slot;
+  req.block_ids[0] = epoch;
+  absl::StatusOr<std::vector<int>> fds = OpenOnSideChannel(req, 1, "a peer's pacing lanes");
   if (!fds.ok()) return fds.status();
   return (*fds)[0];
 }

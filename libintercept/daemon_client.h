@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "missile/common/fd_passing.h"
 #include "session_client.h"
 
 namespace grpc {
@@ -49,7 +50,8 @@ class DaemonClient final : public SessionClient {
   absl::Status Free(uint32_t gpu, const std::vector<uint64_t>& block_ids) override;
   absl::StatusOr<TenantUsage> Usage(uint32_t gpu) override;
   absl::StatusOr<std::pair<int, int>> OpenCopyChannel(uint32_t gpu) override;
-  absl::StatusOr<int> OpenPacing(uint32_t gpu) override;
+  absl::StatusOr<std::pair<int, int>> OpenPacing(uint32_t gpu) override;
+  absl::StatusOr<int> OpenPeerLanes(uint32_t gpu, uint32_t slot, uint64_t epoch) override;
 
   // Once false, calls fail without sending anything: the gRPC channel would reach a restarted
   // daemon, which never knew this session.
@@ -57,9 +59,9 @@ class DaemonClient final : public SessionClient {
   bool AwaitEnd(absl::Duration limit) const override;
 
  private:
-  // Sends a side-channel request `op` for `gpu` and returns the `descriptors` descriptors of
+  // Sends the side-channel request `req` and returns the `descriptors` descriptors of
   // the reply (the caller's to close); `what` names the object in errors.
-  absl::StatusOr<std::vector<int>> OpenOnSideChannel(uint32_t op, uint32_t gpu,
+  absl::StatusOr<std::vector<int>> OpenOnSideChannel(const fdpass::FetchRequest& req,
                                                      size_t descriptors, const char* what);
   struct Rpc;  // gRPC channel and stub, kept out of this header
   explicit DaemonClient(int timeout_ms);

@@ -46,73 +46,79 @@ uint64_t StreamKey(CUstream stream, bool ptsz) {
   return static_cast<uint64_t>(v);
 }
 
-bool LanesInFlight(const pacingreg::Slot& s) {
-  const uint32_t used = std::min(s.lanes_used.load(std::memory_order_acquire), kLanes);
-  for (uint32_t l = 0; l < used; ++l) {
-    if (s.lanes[l].submitted.load(std::memory_order_acquire) !=
-        s.lanes[l].completed.load(std::memory_order_acquire)) {
-      return true;
-    }
-  }
-  return false;
-}
+// How often a BE pacer looks for tenants that joined, at most, while fetching their pages
+// fails (the daemon may be busy); when the directory is unchanged it costs one load.
+constexpr uint64_t kPeerRefreshNs = 1'000'000;
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Pacer>> Pacer::Open(int memfd, uint64_t session_id,
+absl::StatusOr<std::unique_ptr<Pacer>> Pacer::Open(int directory_fd, int lanes_fd,
+                                                   uint64_t session_id,
                                                    const SessionClient* session,
-                                                   const DriverApi& api, spdlog::logger* log) {
+                                                   PeerOpener open_peer, const DriverApi& api,
+                                                   spdlog::logger* log) {
   std::unique_ptr<Pacer> p(new Pacer());
   p->client_ = session;
   p->api_ = &api;
   p->log_ = log;
-  p->memfd_ = memfd;
   p->session_ = session_id;
-  void* m = mmap(nullptr, pacingreg::kRegionBytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-  if (m == MAP_FAILED) return absl::InternalError("mapping the pacing region failed");
-  p->region_ = static_cast<pacingreg::Region*>(m);
-  const pacingreg::Header& h = p->region_->header;
-  if (h.magic != pacingreg::kMagic || h.version != pacingreg::kVersion || h.slots != kSlots ||
-      h.lanes != kLanes) {
+  p->open_peer_ = std::move(open_peer);
+  absl::StatusOr<shm::ShmRegion> dir = shm::ShmRegion::Attach(
+      directory_fd, sizeof(pacingreg::Directory), shm::Access::kReadOnly);
+  if (!dir.ok()) {
+    close(lanes_fd);
+    return dir.status();
+  }
+  p->directory_ = *std::move(dir);
+  p->dir_ = static_cast<const pacingreg::Directory*>(p->directory_.data());
+  absl::StatusOr<shm::ShmRegion> lanes = shm::ShmRegion::Attach(
+      lanes_fd, sizeof(pacingreg::LanesPage), shm::Access::kReadWrite);
+  if (!lanes.ok()) return lanes.status();
+  p->lanes_ = *std::move(lanes);
+  p->slot_ = static_cast<pacingreg::LanesPage*>(p->lanes_.data());
+  const pacingreg::Directory& d = *p->dir_;
+  if (d.magic != pacingreg::kMagic || d.version != pacingreg::kVersion || d.slots != kSlots ||
+      d.lanes != kLanes) {
     return absl::FailedPreconditionError("pacing region: unknown format (daemon too old or new)");
   }
   bool found = false;
   for (uint32_t i = 0; i < kSlots && !found; ++i) {
-    if (p->region_->slots[i].session.load(std::memory_order_acquire) == session_id) {
+    if (d.entries[i].session.load(std::memory_order_acquire) == session_id) {
       p->slot_index_ = i;
       found = true;
     }
   }
   if (!found) return absl::NotFoundError("pacing region: no slot for this session");
-  p->slot_ = &p->region_->slots[p->slot_index_];
+  pacingreg::InitLanes(p->slot_);
   if (api.MemHostRegister == nullptr || api.MemHostGetDevicePointer == nullptr ||
       api.StreamWriteValue64 == nullptr || api.StreamWriteValue64Ptsz == nullptr) {
     return absl::UnimplementedError("the driver lacks host registration or 64-bit stream writes");
   }
-  CUresult r = api.MemHostRegister(m, pacingreg::kRegionBytes,
+  CUresult r = api.MemHostRegister(p->slot_, sizeof(pacingreg::LanesPage),
                                    CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE);
   if (r != CUDA_SUCCESS) {
-    return absl::InternalError("cuMemHostRegister of the pacing region failed (" +
+    return absl::InternalError("cuMemHostRegister of the pacing lanes failed (" +
                                std::to_string(static_cast<int>(r)) + ")");
   }
   p->registered_ = true;
   CUdeviceptr dev = 0;
-  if (api.MemHostGetDevicePointer(&dev, m, 0) != CUDA_SUCCESS) {
-    return absl::InternalError("cuMemHostGetDevicePointer for the pacing region failed");
+  if (api.MemHostGetDevicePointer(&dev, p->slot_, 0) != CUDA_SUCCESS) {
+    return absl::InternalError("cuMemHostGetDevicePointer for the pacing lanes failed");
   }
-  p->region_dev_ = dev;
+  p->lanes_dev_ = dev;
+  // This mapping (and the GPU's, through it) stays the only writable one: the daemon publishes
+  // the page to the other tenants only once it is sealed.
+  if (absl::Status s = p->lanes_.SealWrites(); !s.ok()) return s;
   return p;
 }
 
 Pacer::~Pacer() {
-  if (registered_ && api_->MemHostUnregister != nullptr) api_->MemHostUnregister(region_);
-  if (region_ != nullptr) munmap(region_, pacingreg::kRegionBytes);
-  if (memfd_ >= 0) close(memfd_);
+  if (registered_ && api_->MemHostUnregister != nullptr) api_->MemHostUnregister(slot_);
 }
 
 bool Pacer::enabled() const {
-  return region_->header.policy.pacing.load(std::memory_order_relaxed) != 0 &&
-         slot_->session.load(std::memory_order_relaxed) == session_ &&
+  return dir().policy.pacing.load(std::memory_order_relaxed) != 0 &&
+         entry().session.load(std::memory_order_relaxed) == session_ &&
          (client_ == nullptr || client_->connected());
 }
 
@@ -125,7 +131,7 @@ bool Pacer::Capturing(CUstream stream, bool ptsz) const {
 
 bool Pacer::Paces() const {
   if (!enabled()) return false;
-  const pacingreg::Policy& pol = region_->header.policy;
+  const pacingreg::Policy& pol = dir().policy;
   // A BE tenant alone on its GPU (no LS tenant to protect, no other BE tenant to share with)
   // is not paced: its window would only turn the program's CPU hiccups into GPU bubbles (the
   // pacer cost a lone ResNet-152 BE 6.6-8.4 % on the H200, docs/results.md). Its next item
@@ -139,11 +145,11 @@ bool Pacer::Paces() const {
 }
 
 bool Pacer::LsTenantsPresent() const {
-  return region_->header.policy.ls_tenants.load(std::memory_order_relaxed) != 0;
+  return dir().policy.ls_tenants.load(std::memory_order_relaxed) != 0;
 }
 
 bool Pacer::best_effort() const {
-  return slot_->cls.load(std::memory_order_relaxed) == pacingreg::kBe;
+  return entry().cls.load(std::memory_order_relaxed) == pacingreg::kBe;
 }
 
 uint32_t Pacer::LaneOf(CUstream stream, bool ptsz) { return LaneFor(StreamKey(stream, ptsz)); }
@@ -175,18 +181,72 @@ uint32_t Pacer::LaneFor(uint64_t key) {
   return lane;
 }
 
+void Pacer::RefreshPeers(uint64_t now) {
+  const uint64_t members = dir().policy.members.load(std::memory_order_acquire);
+  if (members == peers_seen_.load(std::memory_order_relaxed)) return;
+  const uint64_t tried = peers_tried_ns_.load(std::memory_order_relaxed);
+  if (tried != 0 && now - tried < kPeerRefreshNs) return;
+  peers_tried_ns_.store(now, std::memory_order_relaxed);
+  // Fetch and map outside the lock (a side-channel round trip each), then swap under it: a
+  // reader holds the lock while it reads a page, so none reads a page being unmapped.
+  bool complete = true;
+  std::array<PeerPage, kSlots> fresh;
+  std::array<bool, kSlots> changed{};
+  {
+    absl::ReaderMutexLock lock(&peers_mu_);
+    for (uint32_t i = 0; i < kSlots; ++i) {
+      if (i == slot_index_) continue;
+      const uint64_t epoch = dir().entries[i].lanes_epoch.load(std::memory_order_acquire);
+      if (epoch == peers_[i].epoch) continue;
+      changed[i] = true;
+      if (epoch == 0 || !open_peer_) continue;  // left (or none yet): forget its page
+      absl::StatusOr<int> fd = open_peer_(i, epoch);
+      absl::StatusOr<shm::ShmRegion> page =
+          fd.ok() ? shm::ShmRegion::Attach(*fd, sizeof(pacingreg::LanesPage),
+                                           shm::Access::kReadOnly)
+                  : absl::StatusOr<shm::ShmRegion>(fd.status());
+      if (!page.ok()) {
+        // It left meanwhile (NOT_FOUND), or the daemon cannot answer now: try again later.
+        complete = false;
+        changed[i] = false;
+        continue;
+      }
+      fresh[i] = {epoch, *std::move(page)};
+    }
+  }
+  {
+    absl::MutexLock lock(&peers_mu_);
+    for (uint32_t i = 0; i < kSlots; ++i) {
+      if (changed[i]) std::swap(peers_[i], fresh[i]);
+    }
+  }
+  // `fresh` now holds the pages replaced: unmapped here, outside the lock.
+  if (complete) peers_seen_.store(members, std::memory_order_relaxed);
+}
+
+std::optional<pacingreg::LanesView> Pacer::PeerView(uint32_t slot, uint64_t now) const {
+  const PeerPage& p = peers_[slot];
+  if (p.epoch == 0 || dir().entries[slot].lanes_epoch.load(std::memory_order_acquire) != p.epoch) {
+    return std::nullopt;  // left, or not mapped here yet
+  }
+  return pacingreg::ReadLanes(*static_cast<const pacingreg::LanesPage*>(p.page.data()), now);
+}
+
 pacing::LsObservation Pacer::ObserveLs(uint64_t now) const {
   pacing::LsObservation seen;
-  if (region_->header.policy.ls_tenants.load(std::memory_order_acquire) == 0) return seen;
-  const uint64_t stale = region_->header.policy.ls_stale_ns.load(std::memory_order_relaxed);
+  const pacingreg::Policy& pol = dir().policy;
+  if (pol.ls_tenants.load(std::memory_order_acquire) == 0) return seen;
+  const uint64_t stale = pol.ls_stale_ns.load(std::memory_order_relaxed);
+  absl::ReaderMutexLock lock(&peers_mu_);
   for (uint32_t i = 0; i < kSlots; ++i) {
-    const pacingreg::Slot& s = region_->slots[i];
-    if (i == slot_index_ || s.cls.load(std::memory_order_acquire) != pacingreg::kLs) continue;
-    const uint64_t last = s.last_submit_ns.load(std::memory_order_acquire);
-    if (last == 0 || (now > last && now - last >= stale)) continue;
-    seen.newest_submit_ns = std::max(seen.newest_submit_ns, last);
+    if (i == slot_index_ || dir().entries[i].cls.load(std::memory_order_acquire) != pacingreg::kLs) {
+      continue;
+    }
+    const std::optional<pacingreg::LanesView> v = PeerView(i, now);
+    if (!v || v->last_submit_ns == 0 || now - v->last_submit_ns >= stale) continue;
+    seen.newest_submit_ns = std::max(seen.newest_submit_ns, v->last_submit_ns);
     if (!seen.in_flight) {
-      seen.in_flight = pacing::LsInFlightCounts(LanesInFlight(s), last, now, stale);
+      seen.in_flight = pacing::LsInFlightCounts(v->in_flight, v->last_submit_ns, now, stale);
     }
   }
   return seen;
@@ -194,21 +254,18 @@ pacing::LsObservation Pacer::ObserveLs(uint64_t now) const {
 
 std::vector<pacing::ShareEntry> Pacer::ActivePeers(uint64_t now) const {
   std::vector<pacing::ShareEntry> peers;
+  absl::ReaderMutexLock lock(&peers_mu_);
   for (uint32_t i = 0; i < kSlots; ++i) {
-    const pacingreg::Slot& s = region_->slots[i];
-    if (i == slot_index_ || s.cls.load(std::memory_order_relaxed) != pacingreg::kBe ||
-        s.active.load(std::memory_order_relaxed) == 0) {
-      continue;
-    }
-    const uint64_t last = s.last_submit_ns.load(std::memory_order_relaxed);
-    if (now > last && now - last >= kPeerActiveNs) continue;  // gone quiet: not a peer now
+    const pacingreg::Entry& e = dir().entries[i];
+    if (i == slot_index_ || e.cls.load(std::memory_order_relaxed) != pacingreg::kBe) continue;
+    const std::optional<pacingreg::LanesView> v = PeerView(i, now);
+    if (!v || !v->active) continue;
+    if (v->last_submit_ns == 0 || now - v->last_submit_ns >= kPeerActiveNs) continue;  // quiet
     // Running: what the GPU has not finished yet, not what the prediction says. A tenant's work
     // that waits behind another one's time slice outlasts its prediction, and letting the other
     // one launch more then would keep the first waiting (the GPU time-slices processes).
-    const uint64_t until = s.running_until_ns.load(std::memory_order_relaxed);
-    peers.push_back({s.gpu_ns.load(std::memory_order_relaxed),
-                     std::max<uint32_t>(s.weight.load(std::memory_order_relaxed), 1),
-                     LanesInFlight(s) && now < until + kUnreportedGraceNs});
+    peers.push_back({v->gpu_ns, std::max<uint32_t>(e.weight.load(std::memory_order_relaxed), 1),
+                     v->in_flight && now < v->running_until_ns + kUnreportedGraceNs});
   }
   return peers;
 }
@@ -255,8 +312,8 @@ void Pacer::SetActiveLocked(bool active, uint64_t now) {
   if (active) {
     // Back after a pause: continue from the other BE tenants' weighted time, like CFS.
     const pacing::ShareEntry self{gpu_ns_,
-                                  std::max<uint32_t>(slot_->weight.load(std::memory_order_relaxed), 1)};
-    const uint64_t slack = region_->header.policy.share_slack_ns.load(std::memory_order_relaxed);
+                                  std::max<uint32_t>(entry().weight.load(std::memory_order_relaxed), 1)};
+    const uint64_t slack = dir().policy.share_slack_ns.load(std::memory_order_relaxed);
     gpu_ns_ = pacing::CatchUp(self, ActivePeers(now), slack);
     slot_->gpu_ns.store(gpu_ns_, std::memory_order_relaxed);
   }
@@ -264,11 +321,12 @@ void Pacer::SetActiveLocked(bool active, uint64_t now) {
 }
 
 uint64_t Pacer::Admit(uint64_t key, uint32_t own_lane) {
-  const pacingreg::Policy& pol = region_->header.policy;
+  const pacingreg::Policy& pol = dir().policy;
   const uint64_t since = NowNs();
   bool held = false;
   bool flushed = false;
-  int reason = 0;
+  pacing::Verdict reason = pacing::Verdict::kGo;
+  RefreshPeers(since);
   absl::MutexLock lock(&mu_);
   const uint64_t predicted_ns =
       predictor_.Predict(key, pol.unknown_ns.load(std::memory_order_relaxed));
@@ -291,7 +349,7 @@ uint64_t Pacer::Admit(uint64_t key, uint32_t own_lane) {
         now);
     if (!ls_busy && in.window_admits) {
       const pacing::ShareEntry self{
-          gpu_ns_, std::max<uint32_t>(slot_->weight.load(std::memory_order_relaxed), 1)};
+          gpu_ns_, std::max<uint32_t>(entry().weight.load(std::memory_order_relaxed), 1)};
       const std::vector<pacing::ShareEntry> peers = ActivePeers(now);
       for (const pacing::ShareEntry& p : peers) {
         if (p.running) interfered_ns_ = now;
@@ -309,10 +367,15 @@ uint64_t Pacer::Admit(uint64_t key, uint32_t own_lane) {
     // Pacing turned off, or the daemon went away (nobody clears a dead LS's marks now; the
     // program's next work paces in the new session, once there is one).
     if (verdict == pacing::Verdict::kGo || !enabled()) break;
-    held = true;
-    reason = verdict == pacing::Verdict::kWaitLs ? 0 : verdict == pacing::Verdict::kWaitWindow ? 1 : 2;
+    if (!held) {
+      held = true;
+      // A hold going on is visible to the daemon at once, not only when it ends.
+      if (holding_++ == 0) slot_->hold_since_ns.store(since, std::memory_order_relaxed);
+    }
+    reason = verdict;
     // Wait outside the lock, so other threads' checks (and retires) go on.
     mu_.Unlock();
+    RefreshPeers(now);
     // Whatever holds it, the window must see the BE's earlier items finish: the max_hold bound
     // waits for nothing of the BE in flight, and the share counts GPU time while items are.
     if (!flushed) {
@@ -328,12 +391,15 @@ uint64_t Pacer::Admit(uint64_t key, uint32_t own_lane) {
   }
   --waiters_;
   if (held) {
-    const uint64_t waited = NowNs() - since;
+    const uint64_t end = NowNs();
+    const uint64_t waited = end - since;
+    // Ended holds are in held_ns from here on; another thread's that goes on counts from now.
+    slot_->hold_since_ns.store(--holding_ == 0 ? 0 : end, std::memory_order_relaxed);
     slot_->held_ns.fetch_add(waited, std::memory_order_relaxed);
     slot_->held_count.fetch_add(1, std::memory_order_relaxed);
     held_ns_.fetch_add(waited, std::memory_order_relaxed);
     held_.fetch_add(1, std::memory_order_relaxed);
-    held_by_ns_[reason].fetch_add(waited, std::memory_order_relaxed);
+    held_by_ns_[static_cast<size_t>(reason)].fetch_add(waited, std::memory_order_relaxed);
   }
   return predicted_ns;
 }
@@ -427,24 +493,34 @@ Pacer* PacingManager::Current() {
   CUdevice dev = 0;
   if (api_.CtxGetDevice == nullptr || api_.CtxGetDevice(&dev) != CUDA_SUCCESS) return nullptr;
   const int key = static_cast<int>(dev);
-  {
+  auto known = [&]() -> std::optional<Pacer*> {
     absl::MutexLock lock(&mu_);
     auto it = pacers_.find(key);
     if (it != pacers_.end() && it->second.session == session) return it->second.pacer.get();
-  }
+    return std::nullopt;
+  };
+  if (std::optional<Pacer*> p = known()) return *p;
   if (!session->connected()) return nullptr;
+  // One open at a time: a lanes page can be mapped writable once only (it is sealed then), so
+  // a second thread must find the first one's pacer, not open the page again.
+  absl::MutexLock open_lock(&open_mu_);
+  if (std::optional<Pacer*> p = known()) return *p;
   absl::StatusOr<std::unique_ptr<Pacer>> opened = absl::UnavailableError("no daemon GPU");
   if (absl::StatusOr<const GpuLink*> link = sessions_->LinkOf(session, dev); link.ok()) {
-    absl::StatusOr<int> fd = session->OpenPacing((*link)->index);
-    if (fd.ok()) {
-      opened = Pacer::Open(*fd, session->session_id(), session, api_, log_);
+    const uint32_t gpu = (*link)->index;
+    absl::StatusOr<std::pair<int, int>> fds = session->OpenPacing(gpu);
+    if (fds.ok()) {
+      auto open_peer = [session, gpu](uint32_t slot, uint64_t epoch) {
+        return session->OpenPeerLanes(gpu, slot, epoch);
+      };
+      opened = Pacer::Open(fds->first, fds->second, session->session_id(), session, open_peer,
+                           api_, log_);
     } else {
-      opened = fd.status();
+      opened = fds.status();
     }
   }
   absl::MutexLock lock(&mu_);
   Slot& slot = pacers_[key];
-  if (slot.session == session) return slot.pacer.get();  // another thread was first
   if (slot.pacer != nullptr) retired_.push_back(std::move(slot.pacer));
   slot.session = session;
   if (!opened.ok()) {
@@ -459,21 +535,26 @@ Pacer* PacingManager::Current() {
 }
 
 std::string PacingManager::Summary() {
-  uint64_t marked = 0, held = 0, held_ns = 0, by[3] = {};
+  uint64_t marked = 0, held = 0, held_ns = 0, by[Pacer::kReasons] = {};
   absl::MutexLock lock(&mu_);
   auto add = [&](const Pacer* p) {
     if (p == nullptr) return;
     marked += p->marked();
     held += p->held();
     held_ns += p->held_ns();
-    for (int r = 0; r < 3; ++r) by[r] += p->held_by_ns(r);
+    for (size_t r = 0; r < Pacer::kReasons; ++r) {
+      by[r] += p->held_by_ns(static_cast<pacing::Verdict>(r));
+    }
   };
   for (const auto& [dev, slot] : pacers_) add(slot.pacer.get());
   for (const auto& p : retired_) add(p.get());
   return std::to_string(marked) + " work items marked, " + std::to_string(held) + " held for " +
          std::to_string(held_ns / 1000000) + " ms in all (LS busy " +
-         std::to_string(by[0] / 1000000) + " ms, window " + std::to_string(by[1] / 1000000) +
-         " ms, share " + std::to_string(by[2] / 1000000) + " ms)";
+         std::to_string(by[static_cast<size_t>(pacing::Verdict::kWaitLs)] / 1000000) +
+         " ms, window " +
+         std::to_string(by[static_cast<size_t>(pacing::Verdict::kWaitWindow)] / 1000000) +
+         " ms, share " +
+         std::to_string(by[static_cast<size_t>(pacing::Verdict::kWaitShare)] / 1000000) + " ms)";
 }
 
 bool PacingManager::HostPacedCopies() {

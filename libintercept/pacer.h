@@ -1,5 +1,8 @@
-// The shim's end of one GPU's pacing region (common/pacing_region.h), and the manager that
-// opens one per GPU and daemon session.
+// The shim's end of one GPU's pacing regions (common/pacing_region.h), and the manager that
+// opens one per GPU and daemon session. A pacer maps the GPU's directory read-only, its own
+// lanes page read-write (and seals it against every other writer), and, for a BE tenant, the
+// other tenants' published lanes pages read-only, fetched from the daemon as the directory's
+// entries change (PeerOpener).
 //
 // Every GPU work item of the program (a kernel launch of any kind, a graph launch, a memset, a
 // copy) passes through Begin and End around the real driver call (pacing_hooks.h):
@@ -21,8 +24,10 @@
 
 #include <cuda.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -36,6 +41,7 @@
 #include "driver_api.h"
 #include "session_client.h"
 #include "missile/common/pacing_region.h"
+#include "missile/common/shm_region.h"
 #include "missile/pacing/pacing.h"
 #include "spdlog/logger.h"
 
@@ -46,14 +52,22 @@ class SessionManager;
 
 class Pacer {
  public:
-  // Maps the region from `memfd` (taken; closed on failure too), finds this session's slot and
-  // registers the region with the driver so the GPU can write the lanes. Needs a current
-  // context. `session` (may be null; must outlive the pacer) is the daemon session the region
-  // belongs to: once it has ended (the daemon went away) the pacer paces nothing and lets any
-  // held thread go, since no daemon clears the region's marks any more.
-  static absl::StatusOr<std::unique_ptr<Pacer>> Open(int memfd, uint64_t session_id,
+  // Another tenant's lanes page: a read-only descriptor of the page published in `slot` with
+  // `epoch` (SessionClient::OpenPeerLanes).
+  using PeerOpener = std::function<absl::StatusOr<int>(uint32_t slot, uint64_t epoch)>;
+
+  // Maps the directory from `directory_fd` and this session's lanes page from `lanes_fd` (both
+  // taken; closed on failure too), finds this session's entry, registers the lanes page with
+  // the driver so the GPU can write its lanes, and seals it. Needs a current context.
+  // `session` (may be null; must outlive the pacer) is the daemon session the regions belong
+  // to: once it has ended (the daemon went away) the pacer paces nothing and lets any held
+  // thread go, since no daemon clears the directory's entries any more. `open_peer` fetches
+  // the other tenants' pages (a BE tenant's only).
+  static absl::StatusOr<std::unique_ptr<Pacer>> Open(int directory_fd, int lanes_fd,
+                                                     uint64_t session_id,
                                                      const SessionClient* session,
-                                                     const DriverApi& api, spdlog::logger* log);
+                                                     PeerOpener open_peer, const DriverApi& api,
+                                                     spdlog::logger* log);
   ~Pacer();
 
   // The daemon's policy says pace; the slot is still this session's.
@@ -104,14 +118,24 @@ class Pacer {
   uint64_t marked() const { return marked_.load(std::memory_order_relaxed); }
   uint64_t held() const { return held_.load(std::memory_order_relaxed); }
   uint64_t held_ns() const { return held_ns_.load(std::memory_order_relaxed); }
-  // Time held by the reason that held a submission last: 0 an LS busy, 1 the window, 2 the share.
-  uint64_t held_by_ns(int reason) const {
-    return held_by_ns_[reason].load(std::memory_order_relaxed);
+  // Time held, by the verdict that held a submission last (kWaitLs, kWaitWindow, kWaitShare).
+  static constexpr size_t kReasons = static_cast<size_t>(pacing::Verdict::kWaitShare) + 1;
+  uint64_t held_by_ns(pacing::Verdict reason) const {
+    return held_by_ns_[static_cast<size_t>(reason)].load(std::memory_order_relaxed);
   }
 
  private:
   Pacer() = default;
   uint32_t LaneFor(uint64_t stream_key);
+  // Maps the pages of tenants that joined the GPU since the last look, and forgets those of
+  // tenants that left (at most once per kPeerRefreshNs while a fetch keeps failing).
+  void RefreshPeers(uint64_t now) ABSL_LOCKS_EXCLUDED(peers_mu_);
+  // The bounded view of the lanes page in `slot`, if this pacer has the page the directory
+  // publishes there now.
+  std::optional<pacingreg::LanesView> PeerView(uint32_t slot, uint64_t now) const
+      ABSL_SHARED_LOCKS_REQUIRED(peers_mu_);
+  const pacingreg::Directory& dir() const { return *dir_; }
+  const pacingreg::Entry& entry() const { return dir_->entries[slot_index_]; }
   // BE: waits until item `key` may go (the caller holds `own_lane`); returns the item's
   // predicted duration.
   uint64_t Admit(uint64_t key, uint32_t own_lane);
@@ -127,20 +151,35 @@ class Pacer {
   void FlushMarkers(uint32_t own);
   void SetActiveLocked(bool active, uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   CUdeviceptr DeviceAddress(const void* word) const {
-    return region_dev_ + static_cast<CUdeviceptr>(static_cast<const char*>(word) -
-                                                  reinterpret_cast<const char*>(region_));
+    return lanes_dev_ + static_cast<CUdeviceptr>(static_cast<const char*>(word) -
+                                                 reinterpret_cast<const char*>(slot_));
   }
 
   const DriverApi* api_ = nullptr;
   spdlog::logger* log_ = nullptr;
-  int memfd_ = -1;
-  pacingreg::Region* region_ = nullptr;
+  shm::ShmRegion directory_;
+  shm::ShmRegion lanes_;
+  const pacingreg::Directory* dir_ = nullptr;
   bool registered_ = false;
-  CUdeviceptr region_dev_ = 0;
+  CUdeviceptr lanes_dev_ = 0;
   uint64_t session_ = 0;
   const SessionClient* client_ = nullptr;
+  PeerOpener open_peer_;
   uint32_t slot_index_ = 0;
-  pacingreg::Slot* slot_ = nullptr;
+  pacingreg::LanesPage* slot_ = nullptr;  // this tenant's own lanes page
+
+  // The other tenants' lanes pages this pacer has mapped, by slot, with the epoch each was
+  // published with; the directory says which are current.
+  struct PeerPage {
+    uint64_t epoch = 0;
+    shm::ShmRegion page;
+  };
+  mutable absl::Mutex peers_mu_;
+  std::array<PeerPage, pacingreg::kSlots> peers_ ABSL_GUARDED_BY(peers_mu_);
+  // The directory's `members` count when the peers were last brought up to date, and when a
+  // refresh last ran (so a fetch that fails is not retried on every launch).
+  std::atomic<uint64_t> peers_seen_{0};
+  std::atomic<uint64_t> peers_tried_ns_{0};
 
   // Lanes: stream key -> lane, assigned on first use; when every lane is taken, an idle one is
   // reassigned (or, with more busy streams than lanes, two streams share one).
@@ -171,13 +210,14 @@ class Pacer {
   // that could start before it teach the predictor nothing.
   uint64_t interfered_ns_ ABSL_GUARDED_BY(mu_) = 0;
   int waiters_ ABSL_GUARDED_BY(mu_) = 0;
+  int holding_ ABSL_GUARDED_BY(mu_) = 0;  // threads held now
   bool active_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<pacing::DurationSample> samples_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> write_failure_logged_{false};
   std::atomic<uint64_t> marked_{0};
   std::atomic<uint64_t> held_{0};
   std::atomic<uint64_t> held_ns_{0};
-  std::atomic<uint64_t> held_by_ns_[3] = {};
+  std::atomic<uint64_t> held_by_ns_[kReasons] = {};
 };
 
 // One Pacer per GPU and daemon session, opened at the first work item on that GPU.
@@ -204,6 +244,7 @@ class PacingManager {
   const DriverApi& api_;
   SessionManager* sessions_;
   spdlog::logger* log_;
+  absl::Mutex open_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // held while a pacer is opened
   absl::Mutex mu_;
   absl::flat_hash_map<int, Slot> pacers_ ABSL_GUARDED_BY(mu_);
   // Pacers of ended sessions: threads may still be inside them.

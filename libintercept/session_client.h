@@ -70,8 +70,12 @@ class SessionClient {
   // Opens the GPU's copy channel: {shared region memfd, its end of the doorbell socket pair},
   // the caller's to close.
   virtual absl::StatusOr<std::pair<int, int>> OpenCopyChannel(uint32_t gpu) = 0;
-  // The GPU's pacing region (pacing_region.h): its descriptor, the caller's to close.
-  virtual absl::StatusOr<int> OpenPacing(uint32_t gpu) = 0;
+  // The GPU's pacing regions (pacing_region.h): {the directory, this session's lanes page},
+  // the caller's to close.
+  virtual absl::StatusOr<std::pair<int, int>> OpenPacing(uint32_t gpu) = 0;
+  // Another session's lanes page on the GPU (read-only), published in the directory's `slot`
+  // with `epoch`; the caller's to close.
+  virtual absl::StatusOr<int> OpenPeerLanes(uint32_t gpu, uint32_t slot, uint64_t epoch) = 0;
 
   // False once the daemon ended the session or went away. Every call then fails with
   // UNAVAILABLE without sending anything.

@@ -7,8 +7,10 @@ namespace missile::pacing {
 
 bool LsInFlightCounts(bool lanes_in_flight, uint64_t last_submit_ns, uint64_t now,
                       uint64_t stale_ns) {
-  if (!lanes_in_flight) return false;
-  return now < last_submit_ns || now - last_submit_ns < stale_ns;
+  // A submission in the future is a lie (readers bound it first: pacing_region.h's ReadLanes);
+  // it must not count as busy, or a tenant could hold the BE tenants for as long as it likes.
+  if (!lanes_in_flight || last_submit_ns > now) return false;
+  return now - last_submit_ns < stale_ns;
 }
 
 bool LsBusyTracker::Busy(const LsObservation& seen, uint64_t now, uint64_t idle_ns) {

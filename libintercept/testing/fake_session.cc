@@ -62,8 +62,15 @@ absl::StatusOr<std::pair<int, int>> FakeSession::OpenCopyChannel(uint32_t gpu) {
   return absl::UnimplementedError("no copy channel in this fake");
 }
 
-absl::StatusOr<int> FakeSession::OpenPacing(uint32_t gpu) {
+absl::StatusOr<std::pair<int, int>> FakeSession::OpenPacing(uint32_t gpu) {
   (void)gpu;
+  return absl::UnimplementedError("no pacing in this fake");
+}
+
+absl::StatusOr<int> FakeSession::OpenPeerLanes(uint32_t gpu, uint32_t slot, uint64_t epoch) {
+  (void)gpu;
+  (void)slot;
+  (void)epoch;
   return absl::UnimplementedError("no pacing in this fake");
 }
 

@@ -37,7 +37,8 @@ class FakeSession final : public SessionClient {
   absl::Status Free(uint32_t gpu, const std::vector<uint64_t>& block_ids) override;
   absl::StatusOr<TenantUsage> Usage(uint32_t gpu) override;
   absl::StatusOr<std::pair<int, int>> OpenCopyChannel(uint32_t gpu) override;
-  absl::StatusOr<int> OpenPacing(uint32_t gpu) override;
+  absl::StatusOr<std::pair<int, int>> OpenPacing(uint32_t gpu) override;
+  absl::StatusOr<int> OpenPeerLanes(uint32_t gpu, uint32_t slot, uint64_t epoch) override;
   bool connected() const override { return connected_.load(); }
   bool AwaitEnd(absl::Duration limit) const override;
 

@@ -47,6 +47,8 @@ RecordingDriver::RecordingDriver() {
   api_.StreamWaitValue32Ptsz = &StreamWaitValue32;
   api_.StreamWriteValue32 = &StreamWriteValue32;
   api_.StreamWriteValue32Ptsz = &StreamWriteValue32;
+  api_.StreamWriteValue64 = &StreamWriteValue64;
+  api_.StreamWriteValue64Ptsz = &StreamWriteValue64;
 }
 
 RecordingDriver::~RecordingDriver() { g_installed.store(nullptr); }
@@ -307,6 +309,18 @@ CUresult RecordingDriver::StreamWriteValue32(CUstream stream, CUdeviceptr addr, 
   d->Record(absl::StrFormat("cuStreamWriteValue32 %#x %u", addr, value));
   if (d->run_stream_writes_.load()) {
     reinterpret_cast<std::atomic<uint32_t>*>(addr)->store(value, std::memory_order_release);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult RecordingDriver::StreamWriteValue64(CUstream stream, CUdeviceptr addr, cuuint64_t value,
+                                             unsigned int flags) {
+  (void)stream;
+  (void)flags;
+  RecordingDriver* d = Installed();
+  d->Record(absl::StrFormat("cuStreamWriteValue64 %#x %u", addr, value));
+  if (d->run_stream_writes_.load()) {
+    reinterpret_cast<std::atomic<uint64_t>*>(addr)->store(value, std::memory_order_release);
   }
   return CUDA_SUCCESS;
 }

@@ -50,7 +50,7 @@ class RecordingDriver {
   void set_current_device(CUdevice dev) { current_device_ = dev; }
   // What cuStreamQuery answers (CUDA_SUCCESS: idle; CUDA_ERROR_NOT_READY: busy).
   void set_stream_query(CUresult r) { stream_query_ = r; }
-  // Whether a cuStreamWriteValue32 runs at once (as an idle GPU would) or is only recorded.
+  // Whether a cuStreamWriteValue32/64 runs at once (as an idle GPU would) or is only recorded.
   void set_run_stream_writes(bool run) { run_stream_writes_ = run; }
   // Events created from now on complete only when CompleteEvents is called.
   void set_events_pending(bool pending) { events_pending_ = pending; }
@@ -96,6 +96,8 @@ class RecordingDriver {
   static CUresult CUDAAPI StreamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value,
                                             unsigned int flags);
   static CUresult CUDAAPI StreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+                                             unsigned int flags);
+  static CUresult CUDAAPI StreamWriteValue64(CUstream stream, CUdeviceptr addr, cuuint64_t value,
                                              unsigned int flags);
 
   DriverApi api_;

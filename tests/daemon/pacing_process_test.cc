@@ -2,8 +2,13 @@
 // process (tests/programs/pace_probe), on the driver test double. The LS keeps work on the GPU
 // for a known time (a memset queued behind a sleeping host function), and the test checks when
 // the BE's work could run, comparing CLOCK_MONOTONIC moments the processes print.
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <chrono>
 #include <cstdio>
@@ -133,6 +138,49 @@ TEST_F(PacingTest, BeWorkWaitsForTheBusyLsAndGoesRightAfter) {
   // (tens of ms on a loaded machine); what it must not wait for is the 10 s stale bound.
   EXPECT_LT(static_cast<double>(be_end - ls_done), 1000 * kMs) << line << " / " << done;
   EXPECT_EQ(ls.Wait(10), 0);
+}
+
+// The audit's attack: a tenant found its pacing region in /proc/self/fd and truncated it, and
+// missiled and every tenant of the GPU died of SIGBUS; or it mapped it writable and rewrote the
+// policy (max_hold 0, pacing 0) or another tenant's lanes. Here every pacing descriptor of both
+// tenants is opened again through /proc, as the tenant itself could, and attacked: nothing
+// changes size or takes a writable mapping, and pacing goes on.
+TEST_F(PacingTest, NoTenantCanResizeOrRewriteThePacingRegions) {
+  StartDaemon("max_hold_ms = 0\nls_stale_ms = 10000\nls_idle_us = 1000");
+  Child be, ls;
+  StartBe(&be, 0, /*prior=*/2);
+  StartLs(&ls, 1500);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the BE maps the LS's page
+  int attacked = 0;
+  for (int pid : {be.pid(), ls.pid()}) {
+    const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+    for (int fd = 0; fd < 1024; ++fd) {
+      const std::string path = dir + "/" + std::to_string(fd);
+      char target[256] = {};
+      if (readlink(path.c_str(), target, sizeof(target) - 1) <= 0) continue;
+      if (std::string(target).rfind("/memfd:missile-pacing", 0) != 0) continue;
+      SCOPED_TRACE(path + " -> " + target);
+      ++attacked;
+      const int again = open(path.c_str(), O_RDWR);
+      ASSERT_GE(again, 0) << strerror(errno);
+      EXPECT_NE(ftruncate(again, 0), 0) << "the region could be truncated";
+      void* w = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, again, 0);
+      EXPECT_EQ(w, MAP_FAILED) << "the region could be mapped writable";
+      if (w != MAP_FAILED) munmap(w, 4096);
+      close(again);
+    }
+  }
+  // The directory and each tenant's page in each tenant, the LS's page once more in the BE.
+  EXPECT_GE(attacked, 5);
+  const std::string line = RunBe(&be);
+  const std::string done = ls.WaitForLine("done", 10);
+  ASSERT_FALSE(done.empty()) << ls.out();
+  EXPECT_GE(Field(line, "t1"), Field(done, "t")) << "the BE was not held: " << line;
+  EXPECT_EQ(ls.Wait(10), 0);
+  std::ifstream stat("/proc/" + std::to_string(daemon_.pid()) + "/stat");
+  std::string pid, comm, state;
+  stat >> pid >> comm >> state;
+  EXPECT_TRUE(state == "S" || state == "R") << "missiled died: state " << state;
 }
 
 TEST_F(PacingTest, BeIsNotHeldWithoutABusyLsOrWithPacingOff) {

@@ -125,4 +125,25 @@ write("config_fuzzer", "empty", b"")
 write("config_fuzzer", "small", b'[daemon]\nlog_level = "debug"\n[gpu]\npool_limit = "90%"\n'
       b'[pcie]\nchunk = "2MiB"\nls_first = false\n[classes.be]\npriority = 5\n')
 write("config_fuzzer", "bad", b'[gpu]\npool_limit = 95\n[pcie\nchunk = -1\n')
+
+# --- pacing_region_fuzzer: tenants write words of their lanes pages; op byte, tenant byte, args ---
+def scribble(tenant, word, value):
+    return bytes([0, tenant]) + struct.pack("<HQ", word, value)
+
+
+PUBLISH, STATS = bytes([1, 0]), bytes([2, 0])
+READ_NOW = bytes([3, 0, 0])
+READ_AT = lambda t: bytes([3, 0, 1]) + struct.pack("<Q", t)
+# Words of a lanes page: 1 last_submit_ns, 2 held_ns, 4 hold_since_ns, 5 inflight, 6 gpu_ns,
+# 8 running_until_ns, 9 active | lanes_used << 32, 16.. the lanes (4 words each).
+write("pacing_region_fuzzer", "busy-ls-and-be",
+      PUBLISH + scribble(0, 9, 1 << 32) + scribble(0, 16, 5) + scribble(0, 1, 1) + READ_NOW +
+      scribble(1, 6, 1000) + scribble(1, 9, 1 | 1 << 32) + READ_NOW + STATS)
+write("pacing_region_fuzzer", "lies",
+      PUBLISH + scribble(0, 1, 2**64 - 1) + scribble(0, 9, 2**64 - 1) + scribble(1, 6, 2**64 - 1) +
+      scribble(1, 8, 2**64 - 1) + scribble(1, 4, 2**64 - 1) + scribble(1, 2, 2**64 - 1) +
+      READ_AT(0) + READ_AT(2**64 - 1) + READ_NOW + STATS)
+write("pacing_region_fuzzer", "churn",
+      PUBLISH + bytes([4, 1, 0]) + PUBLISH + bytes([5, 2, 1, 7]) + bytes([4, 3, 1]) + PUBLISH +
+      STATS + READ_NOW)
 sys.exit(0)

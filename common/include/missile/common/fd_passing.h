@@ -10,8 +10,12 @@
 //   daemon -> client  Reply{status, 2} + the copy channel's memfd and the tenant's end of its doorbell socket pair
 //                     (see copy_channel.h)
 //   client -> daemon  FetchRequest{kOpenPacing, gpu}
-//   daemon -> client  Reply{status, 1} + the GPU's pacing region (pacing_region.h); the tenant
-//                     finds its slot by its session id
+//   daemon -> client  Reply{status, 2} + the GPU's pacing directory (sealed: read-only to the
+//                     tenant) and the session's lanes page (pacing_region.h); the tenant finds
+//                     its entry by its session id
+//   client -> daemon  FetchRequest{kOpenPeerLanes, gpu, reserved = slot, block_ids[0] = epoch}
+//   daemon -> client  Reply{status, 1} + that slot's lanes page (sealed: read-only), for a BE
+//                     session, if the directory publishes it with that epoch
 // A status other than 0 is an absl::StatusCode; the message then carries no descriptors.
 // Thread-safety: the helpers are reentrant; one socket must not be used by two threads at once.
 #ifndef MISSILE_COMMON_FD_PASSING_H_
@@ -28,7 +32,7 @@
 namespace missile::fdpass {
 
 inline constexpr uint32_t kMagic = 0x4d534c31;  // "MSL1"
-inline constexpr uint32_t kVersion = 2;
+inline constexpr uint32_t kVersion = 3;
 // Under the kernel's SCM_MAX_FD (253), and small enough that a tenant never holds many
 // unimported descriptors at once.
 inline constexpr uint32_t kMaxFdsPerMessage = 128;
@@ -40,7 +44,7 @@ struct Hello {
   uint8_t token[16] = {};
 };
 
-enum Op : uint32_t { kFetchBlocks = 1, kOpenCopyChannel = 2, kOpenPacing = 3 };
+enum Op : uint32_t { kFetchBlocks = 1, kOpenCopyChannel = 2, kOpenPacing = 3, kOpenPeerLanes = 4 };
 
 struct FetchRequest {
   uint32_t op = kFetchBlocks;

@@ -32,7 +32,8 @@ struct LsObservation {
 };
 
 // Whether one LS tenant counts: a lane in flight counts only while the tenant's last submission
-// is younger than `stale_ns`, so a hung or dead LS cannot hold the BE tenants for ever.
+// is younger than `stale_ns` (and not in the future), so a hung, dead or lying LS cannot hold
+// the BE tenants for ever.
 bool LsInFlightCounts(bool lanes_in_flight, uint64_t last_submit_ns, uint64_t now,
                       uint64_t stale_ns);
 

@@ -1,0 +1,183 @@
+// The pacer in process, against the daemon's own pacing domain: the test is missiled (a
+// PacingDomain), the GPU (a RecordingDriver), and the other tenants of the GPU, honest or not
+// (their lanes pages, written directly). What is checked is what a BE tenant's shim does with
+// what its peers write: an LS that is busy holds it (up to the policy's bounds), an LS that
+// lies about the time, left the GPU, or never sealed its page does not.
+#include "pacer.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "pacing_domain.h"
+#include "spdlog/sinks/null_sink.h"
+#include "testing/recording_driver.h"
+
+namespace missile::shim {
+namespace {
+
+using daemon::PacingDomain;
+using daemon::PacingSettings;
+using ::missile::shim::testing::RecordingDriver;
+
+constexpr uint64_t kLsSession = 1;
+constexpr uint64_t kBeSession = 2;
+constexpr uint64_t kMs = 1'000'000;
+
+class PacerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    PacingSettings s;
+    s.max_hold_ns = 60 * kMs;  // an LS that stays busy holds a BE item this long, no longer
+    s.ls_stale_ns = 10'000 * kMs;
+    s.ls_idle_ns = 0;
+    auto d = PacingDomain::Create(s);
+    ASSERT_TRUE(d.ok()) << d.status();
+    domain_ = std::move(*d);
+    // The GPU is idle: a completion write lands when it is enqueued.
+    driver_.set_run_stream_writes(true);
+  }
+
+  // The LS tenant's page as an LS shim (or a liar) would write it; sealed unless `seal` is false.
+  void JoinLs(bool seal = true) {
+    auto fds = domain_->Join(kLsSession, 100, TenantClass::kLatencySensitive, 1);
+    ASSERT_TRUE(fds.ok());
+    close(fds->directory);
+    auto lanes = shm::ShmRegion::Attach(fds->lanes, sizeof(pacingreg::LanesPage),
+                                        shm::Access::kReadWrite);
+    ASSERT_TRUE(lanes.ok());
+    ls_ = *std::move(lanes);
+    pacingreg::InitLanes(ls());
+    if (seal) {
+      ASSERT_TRUE(ls_.SealWrites().ok());
+    }
+    domain_->PublishSealed();
+  }
+  pacingreg::LanesPage* ls() { return static_cast<pacingreg::LanesPage*>(ls_.data()); }
+  void LsBusy(uint64_t last_submit_ns) {
+    ls()->lanes_used.store(1);
+    ls()->lanes[0].submitted.store(7);
+    ls()->lanes[0].completed.store(6);
+    ls()->last_submit_ns.store(last_submit_ns);
+  }
+
+  void OpenBe() {
+    auto fds = domain_->Join(kBeSession, 200, TenantClass::kBestEffort, 1);
+    ASSERT_TRUE(fds.ok());
+    PacingDomain* d = domain_.get();
+    auto opener = [d](uint32_t slot, uint64_t epoch) {
+      return d->OpenPeerLanes(kBeSession, slot, epoch);
+    };
+    auto p = Pacer::Open(fds->directory, fds->lanes, kBeSession, nullptr, opener, driver_.api(),
+                         log_.get());
+    ASSERT_TRUE(p.ok()) << p.status();
+    be_ = std::move(*p);
+    domain_->PublishSealed();
+  }
+
+  // Milliseconds one BE work item waited in Begin.
+  double HeldMs() {
+    const auto t0 = std::chrono::steady_clock::now();
+    Pacer::Ticket t = be_->Begin(nullptr, false, 1);
+    const auto t1 = std::chrono::steady_clock::now();
+    be_->End(t, CUDA_SUCCESS);
+    return std::chrono::duration<double, std::milli>(t1 - t0).count();
+  }
+
+  RecordingDriver driver_;
+  std::shared_ptr<spdlog::logger> log_ =
+      std::make_shared<spdlog::logger>("pacer_test", std::make_shared<spdlog::sinks::null_sink_mt>());
+  std::unique_ptr<PacingDomain> domain_;
+  shm::ShmRegion ls_;
+  std::unique_ptr<Pacer> be_;
+};
+
+TEST_F(PacerTest, ABusyLsHoldsTheBeUpToMaxHold) {
+  JoinLs();
+  OpenBe();
+  ASSERT_TRUE(be_->Paces());
+  ASSERT_TRUE(be_->best_effort());
+  LsBusy(pacingreg::NowNs());
+  const double held = HeldMs();
+  EXPECT_GE(held, 50.0);
+  EXPECT_LT(held, 5000.0);
+  EXPECT_EQ(be_->held(), 1u);
+  EXPECT_GT(be_->held_by_ns(pacing::Verdict::kWaitLs), 0u);
+  // The hold is in the BE's own page, where the daemon reads it.
+  EXPECT_GE(domain_->Stats(kBeSession)->held_ns, 50 * kMs);
+  // Idle LS: no hold.
+  ls()->lanes[0].completed.store(7);
+  EXPECT_LT(HeldMs(), 50.0);
+}
+
+// The audit's lie: a submission time in the future counted as busy for as long as the liar
+// liked (now < last), so a BE was held without bound.
+TEST_F(PacerTest, AnLsMarkInTheFutureHoldsNobody) {
+  JoinLs();
+  OpenBe();
+  LsBusy(UINT64_MAX);
+  EXPECT_LT(HeldMs(), 50.0);
+  LsBusy(pacingreg::NowNs() + 3'600'000 * kMs);  // an hour ahead
+  EXPECT_LT(HeldMs(), 50.0);
+  EXPECT_EQ(be_->held(), 0u);
+}
+
+// A page its tenant did not seal is not published: nobody can be told anything through it.
+TEST_F(PacerTest, AnUnsealedLsPageIsNotRead) {
+  JoinLs(/*seal=*/false);
+  OpenBe();
+  LsBusy(pacingreg::NowNs());
+  EXPECT_LT(HeldMs(), 50.0);
+  // Sealed late, it counts from then on.
+  ASSERT_TRUE(ls_.SealWrites().ok());
+  domain_->PublishSealed();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));  // past the refresh interval
+  LsBusy(pacingreg::NowNs());
+  EXPECT_GE(HeldMs(), 50.0);
+}
+
+// An LS whose session ended holds nobody, even though its process (here, the test) still has
+// its page and keeps writing "busy" into it; an LS that joins later is seen.
+TEST_F(PacerTest, AnLsThatLeftIsForgottenAndANewOneIsSeen) {
+  JoinLs();
+  OpenBe();
+  LsBusy(pacingreg::NowNs());
+  EXPECT_GE(HeldMs(), 50.0);
+  domain_->Leave(kLsSession);
+  LsBusy(pacingreg::NowNs());
+  EXPECT_LT(HeldMs(), 50.0);
+  // A new LS session in the same slot, with a page of its own.
+  JoinLs();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));  // past the refresh interval
+  LsBusy(pacingreg::NowNs());
+  EXPECT_GE(HeldMs(), 50.0);
+}
+
+TEST_F(PacerTest, TheBeCannotWriteTheDirectoryAndItsOwnPageIsSealed) {
+  JoinLs();
+  OpenBe();
+  // Every pacing descriptor the BE holds: none can be mapped writable or resized.
+  int found = 0;
+  for (int fd = 0; fd < 1024; ++fd) {
+    char target[256] = {};
+    const std::string path = "/proc/self/fd/" + std::to_string(fd);
+    if (readlink(path.c_str(), target, sizeof(target) - 1) <= 0) continue;
+    if (std::string(target).rfind("/memfd:missile-pacing", 0) != 0) continue;
+    ++found;
+    EXPECT_EQ(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), MAP_FAILED)
+        << target;
+    EXPECT_NE(ftruncate(fd, 0), 0) << target;
+  }
+  // Held in this process: the daemon's directory and pages, the test's LS page, and the BE's
+  // directory, own page and copy of the LS page.
+  EXPECT_GE(found, 6);
+}
+
+}  // namespace
+}  // namespace missile::shim
