@@ -142,13 +142,19 @@ absl::StatusOr<PacingDomain::Descriptors> PacingDomain::Join(uint64_t session, i
   auto it = slot_of_.find(session);
   if (it == slot_of_.end()) return absl::NotFoundError("the session left meanwhile");
   SlotState& st = slots_[it->second];
-  if (!st.lanes.valid()) {
-    // The daemon only reads the page: its tenant (and the GPU, for the tenant) writes it.
-    absl::StatusOr<shm::ShmRegion> lanes = shm::ShmRegion::Create(
-        "missile-pacing-lanes", sizeof(pacingreg::LanesPage), shm::Access::kReadOnly);
-    if (!lanes.ok()) return lanes.status();
-    st.lanes = *std::move(lanes);
+  // A fresh page on every join: the tenant seals the page it maps, so a second pacer of the
+  // same session (its shim registered again after a daemon stall) cannot map the first one
+  // writable. The old page is no longer published; whoever still writes it reaches nobody.
+  // The daemon only reads the page: its tenant (and the GPU, for the tenant) writes it.
+  absl::StatusOr<shm::ShmRegion> lanes = shm::ShmRegion::Create(
+      "missile-pacing-lanes", sizeof(pacingreg::LanesPage), shm::Access::kReadOnly);
+  if (!lanes.ok()) return lanes.status();
+  if (st.epoch != 0) {
+    dir()->entries[it->second].lanes_epoch.store(0, std::memory_order_release);
+    dir()->policy.members.fetch_add(1, std::memory_order_release);
   }
+  st.lanes = *std::move(lanes);
+  st.epoch = 0;
   Descriptors out;
   absl::StatusOr<int> dir_fd = directory_.Dup();
   if (!dir_fd.ok()) return dir_fd.status();
@@ -166,6 +172,13 @@ absl::Status PacingDomain::Assign(uint64_t session, int pid, TenantClass cls, ui
   if (session == 0) return absl::InvalidArgumentError("no session");
   absl::MutexLock lock(&mu_);
   if (slot_of_.contains(session)) return absl::OkStatus();
+  if (cls != TenantClass::kLatencySensitive &&
+      dir()->policy.be_tenants.load(std::memory_order_relaxed) >= kSlots - kLsReservedSlots) {
+    return absl::ResourceExhaustedError(
+        "every pacing slot of this GPU that BE tenants may take is taken (" +
+        std::to_string(kSlots - kLsReservedSlots) + "; " + std::to_string(kLsReservedSlots) +
+        " are kept for LS tenants)");
+  }
   std::optional<uint32_t> free;
   for (uint32_t i = 0; i < kSlots && !free; ++i) {
     if (dir()->entries[i].session.load(std::memory_order_relaxed) == 0) free = i;

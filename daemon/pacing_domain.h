@@ -105,11 +105,16 @@ class PacingDomain {
   // watchdog (watchdog.h).
   uint64_t heartbeat() const { return heartbeat_.load(std::memory_order_relaxed); }
 
-  // Gives `session` a slot (keeps the one it has). RESOURCE_EXHAUSTED when every slot is taken.
+  // Slots of a GPU that only LS sessions may take: BE sessions (and sessions that registered
+  // and never work, which come as BE by default) cannot leave an LS tenant without one.
+  static constexpr uint32_t kLsReservedSlots = 16;
+
+  // Gives `session` a slot (keeps the one it has). RESOURCE_EXHAUSTED when every slot is taken,
+  // or, for a BE session, every slot but the LS reserve.
   absl::Status Assign(uint64_t session, int pid, TenantClass cls, uint32_t weight);
   // The descriptors a tenant's shim maps, the caller's to send and close: the directory (sealed:
-  // any mapping of it is read-only) and the session's lanes page (writable; created on the first
-  // Join of the session, and a new descriptor of the same page on a later one).
+  // any mapping of it is read-only) and a new lanes page for the session (writable, published
+  // once its tenant sealed it; a later Join of the session replaces it).
   struct Descriptors {
     int directory = -1;
     int lanes = -1;

@@ -182,15 +182,21 @@ TEST(PacingDomain, SlotsPerSessionWithClassWeightAndLsCount) {
   EXPECT_EQ(r->entries[*sb].weight.load(), 1u);  // 0 is read as 1
   EXPECT_EQ(r->policy.ls_tenants.load(), 1u);
   EXPECT_EQ(r->policy.be_tenants.load(), 1u);
-  // Joining again keeps the slot and the page.
-  auto again = (*d)->Join(1, 100, kLs, 10);
-  ASSERT_TRUE(again.ok());
+  // Joining again (a shim that registered again) keeps the slot with a new page, writable
+  // although the first one was sealed; the first is no longer published.
+  (*d)->PublishSealed();
+  const uint64_t first_epoch = r->entries[*sa].lanes_epoch.load();
+  EXPECT_NE(first_epoch, 0u);
+  std::optional<TenantView> again = MapTenant((*d)->Join(1, 100, kLs, 10));
+  ASSERT_TRUE(again.has_value());
   struct stat first, second;
   ASSERT_EQ(fstat(a->lanes.fd(), &first), 0);
-  ASSERT_EQ(fstat(again->lanes, &second), 0);
-  EXPECT_EQ(first.st_ino, second.st_ino);
-  CloseBoth(again);
+  ASSERT_EQ(fstat(again->lanes.fd(), &second), 0);
+  EXPECT_NE(first.st_ino, second.st_ino);
   EXPECT_EQ((*d)->SlotOf(1), sa);
+  (*d)->PublishSealed();
+  EXPECT_NE(r->entries[*sa].lanes_epoch.load(), 0u);
+  EXPECT_NE(r->entries[*sa].lanes_epoch.load(), first_epoch);
   // A class change reaches the entry and the LS count.
   (*d)->SetPolicy(2, kLs, 7);
   EXPECT_EQ(r->entries[*sb].cls.load(), pacingreg::kLs);
@@ -233,15 +239,25 @@ TEST(PacingDomain, LeaveMakesADeadLsIdleAtOnceAndTheNextSessionGetsAFreshPage) {
   EXPECT_NE(next->dir()->entries[slot].lanes_epoch.load(), 0u);
 }
 
-TEST(PacingDomain, RefusesWhenEverySlotIsTaken) {
+// The audit's attack: 64 plain registrations took every slot, and later LS tenants went
+// unprotected. BE sessions stop short of the LS reserve.
+TEST(PacingDomain, BeSessionsCannotTakeTheSlotsKeptForLs) {
   auto d = PacingDomain::Create({});
   ASSERT_TRUE(d.ok());
-  for (uint64_t s = 1; s <= pacingreg::kSlots; ++s) {
+  const uint64_t be_slots = pacingreg::kSlots - PacingDomain::kLsReservedSlots;
+  for (uint64_t s = 1; s <= be_slots; ++s) {
     auto fds = (*d)->Join(s, 1, kBe, 1);
     ASSERT_TRUE(fds.ok());
     CloseBoth(fds);
   }
-  auto full = (*d)->Join(1000, 1, kBe, 1);
+  EXPECT_EQ((*d)->Join(1000, 1, kBe, 1).status().code(), absl::StatusCode::kResourceExhausted);
+  // The LS tenants still find slots, up to the last one.
+  for (uint64_t s = 2000; s < 2000 + PacingDomain::kLsReservedSlots; ++s) {
+    auto fds = (*d)->Join(s, 1, kLs, 1);
+    ASSERT_TRUE(fds.ok()) << s;
+    CloseBoth(fds);
+  }
+  auto full = (*d)->Join(3000, 1, kLs, 1);
   EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ((*d)->Join(0, 1, kBe, 1).status().code(), absl::StatusCode::kInvalidArgument);
   (*d)->Leave(3);

@@ -46,9 +46,12 @@ uint64_t StreamKey(CUstream stream, bool ptsz) {
   return static_cast<uint64_t>(v);
 }
 
-// How often a BE pacer looks for tenants that joined, at most, while fetching their pages
-// fails (the daemon may be busy); when the directory is unchanged it costs one load.
+// How often a BE pacer tries again to fetch the pages of tenants that joined, at most, while
+// fetching fails (the daemon may be busy); when the directory is unchanged a look costs one load.
 constexpr uint64_t kPeerRefreshNs = 1'000'000;
+// How long a new pacer waits for missiled to publish its sealed page (its sampler looks every
+// millisecond), so that the first item it marks is already visible to the BE tenants.
+constexpr uint64_t kPublishWaitNs = 50'000'000;
 
 }  // namespace
 
@@ -109,6 +112,13 @@ absl::StatusOr<std::unique_ptr<Pacer>> Pacer::Open(int directory_fd, int lanes_f
   // This mapping (and the GPU's, through it) stays the only writable one: the daemon publishes
   // the page to the other tenants only once it is sealed.
   if (absl::Status s = p->lanes_.SealWrites(); !s.ok()) return s;
+  // Once, at the first work item on this GPU: an LS's first request would otherwise go
+  // unseen by a BE that looked before the page was published.
+  const uint64_t until = NowNs() + kPublishWaitNs;
+  while (p->entry().lanes_epoch.load(std::memory_order_acquire) == 0 && NowNs() < until &&
+         (session == nullptr || session->connected())) {
+    usleep(100);
+  }
   return p;
 }
 
@@ -184,9 +194,8 @@ uint32_t Pacer::LaneFor(uint64_t key) {
 void Pacer::RefreshPeers(uint64_t now) {
   const uint64_t members = dir().policy.members.load(std::memory_order_acquire);
   if (members == peers_seen_.load(std::memory_order_relaxed)) return;
-  const uint64_t tried = peers_tried_ns_.load(std::memory_order_relaxed);
-  if (tried != 0 && now - tried < kPeerRefreshNs) return;
-  peers_tried_ns_.store(now, std::memory_order_relaxed);
+  const uint64_t failed = peers_failed_ns_.load(std::memory_order_relaxed);
+  if (failed != 0 && now - failed < kPeerRefreshNs) return;
   // Fetch and map outside the lock (a side-channel round trip each), then swap under it: a
   // reader holds the lock while it reads a page, so none reads a page being unmapped.
   bool complete = true;
@@ -221,7 +230,12 @@ void Pacer::RefreshPeers(uint64_t now) {
     }
   }
   // `fresh` now holds the pages replaced: unmapped here, outside the lock.
-  if (complete) peers_seen_.store(members, std::memory_order_relaxed);
+  if (complete) {
+    peers_seen_.store(members, std::memory_order_relaxed);
+    peers_failed_ns_.store(0, std::memory_order_relaxed);
+  } else {
+    peers_failed_ns_.store(now, std::memory_order_relaxed);
+  }
 }
 
 std::optional<pacingreg::LanesView> Pacer::PeerView(uint32_t slot, uint64_t now) const {

@@ -177,9 +177,9 @@ class Pacer {
   mutable absl::Mutex peers_mu_;
   std::array<PeerPage, pacingreg::kSlots> peers_ ABSL_GUARDED_BY(peers_mu_);
   // The directory's `members` count when the peers were last brought up to date, and when a
-  // refresh last ran (so a fetch that fails is not retried on every launch).
+  // refresh last failed to fetch a page (so it is not retried on every launch).
   std::atomic<uint64_t> peers_seen_{0};
-  std::atomic<uint64_t> peers_tried_ns_{0};
+  std::atomic<uint64_t> peers_failed_ns_{0};
 
   // Lanes: stream key -> lane, assigned on first use; when every lane is taken, an idle one is
   // reassigned (or, with more busy streams than lanes, two streams share one).

@@ -6,12 +6,12 @@
 # once fixed) and fails the script.
 #   MISSILE_FUZZ_BUILD_DIR  build directory (default: build-fuzz)
 #   MISSILE_FUZZ_SECONDS    fuzzing time per target (default 45; 0 replays the corpus only)
-#   MISSILE_FUZZ_TARGETS    the targets to run (default: all four)
+#   MISSILE_FUZZ_TARGETS    the targets to run (default: all five)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${MISSILE_FUZZ_BUILD_DIR:-build-fuzz}
 seconds=${MISSILE_FUZZ_SECONDS:-45}
-targets=${MISSILE_FUZZ_TARGETS:-"rpc_fuzzer side_channel_fuzzer copy_channel_fuzzer config_fuzzer"}
+targets=${MISSILE_FUZZ_TARGETS:-"rpc_fuzzer side_channel_fuzzer copy_channel_fuzzer config_fuzzer pacing_region_fuzzer"}
 
 if ! command -v clang++ >/dev/null; then
   echo "fuzz: clang++ not found (scripts/install-deps.sh installs it)" >&2

@@ -13,16 +13,17 @@ root=$(pwd)
 sanitizers=${MISSILE_SANITIZERS:-"address thread"}
 
 # ASan + UBSan: the daemon's pieces that a tenant's input reaches (side channel server and
-# descriptor passing, daemon core, VRAM pool, copy arbiter, pacing domain) with their unit
-# tests, and the corpus replays of the side-channel, copy-channel and configuration fuzz
-# targets. The gRPC handlers run under ASan+UBSan in the fuzz build (scripts/fuzz.sh), so the
+# descriptor passing, shared regions, daemon core, VRAM pool, copy arbiter, pacing domain and
+# the pacer that reads its peers' pages) with their unit tests, and the corpus replays of the
+# side-channel, copy-channel, configuration and pacing-region fuzz targets. The gRPC handlers run under ASan+UBSan in the fuzz build (scripts/fuzz.sh), so the
 # gRPC-heavy targets are not built a second time here. Left out for CI's time: the pure-logic
 # tests (scheduler, colours, sizes), which the fuzz targets reach with sanitizers anyway, and
 # the multi-process tests (shim, test double, daemon), whose instrumented build is the largest
 # part of the tree.
 asan_targets=(
-  common_fd_passing_test vram_pool_test copy_arbiter_test pacing_domain_test daemon_core_test
-  side_channel_fuzzer copy_channel_fuzzer config_fuzzer
+  common_fd_passing_test common_shm_region_test common_pacing_region_test vram_pool_test
+  copy_arbiter_test pacing_domain_test shim_pacer_test daemon_core_test
+  side_channel_fuzzer copy_channel_fuzzer config_fuzzer pacing_region_fuzzer
 )
 # TSan: the tests whose code runs on several threads at once: the pool under concurrent
 # tenants, the copy arbiter's thread against the tenant side, the pacing sampler, the daemon
@@ -30,7 +31,7 @@ asan_targets=(
 # clients and the core) and of the copy-channel one. Single-threaded pure logic has nothing
 # for TSan.
 tsan_targets=(
-  vram_pool_test copy_arbiter_test pacing_domain_test daemon_core_test
+  vram_pool_test copy_arbiter_test pacing_domain_test shim_pacer_test daemon_core_test
   side_channel_fuzzer copy_channel_fuzzer
 )
 

@@ -133,7 +133,7 @@ TEST_F(PacingTest, BeWorkWaitsForTheBusyLsAndGoesRightAfter) {
   const uint64_t ls_done = Field(done, "t");
   const uint64_t be_end = Field(line, "t1");
   // The BE's memset could not finish before the LS's work did: it was held in the shim.
-  EXPECT_GE(be_end, ls_done) << line << " / " << done;
+  EXPECT_GE(be_end, ls_done) << line << " / " << done << "\nBE: " << be.out();
   // And it went soon after: the hysteresis is 1 ms, the rest is polling and process noise
   // (tens of ms on a loaded machine); what it must not wait for is the 10 s stale bound.
   EXPECT_LT(static_cast<double>(be_end - ls_done), 1000 * kMs) << line << " / " << done;
@@ -170,8 +170,8 @@ TEST_F(PacingTest, NoTenantCanResizeOrRewriteThePacingRegions) {
       close(again);
     }
   }
-  // The directory and each tenant's page in each tenant, the LS's page once more in the BE.
-  EXPECT_GE(attacked, 5);
+  // The directory and its own page in each tenant (the BE maps the LS's page at its next item).
+  EXPECT_GE(attacked, 4);
   const std::string line = RunBe(&be);
   const std::string done = ls.WaitForLine("done", 10);
   ASSERT_FALSE(done.empty()) << ls.out();
