@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -130,6 +131,8 @@ TEST(PeerRegistryLimitsTest, IdleConnectionsWithoutASessionAreShutDown) {
   peers.MarkSession("fd:" + std::to_string(tenant.ours));
   const auto now = PeerRegistry::Clock::now();
   EXPECT_EQ(peers.ExpireIdle(now + std::chrono::milliseconds(500)), 0u);
+  // A call 300 ms after `now`: at now + 1200 ms that connection has been quiet for 900 ms.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ASSERT_TRUE(peers.Lookup("ipv4:fd%3A" + std::to_string(busy.ours)).has_value());
   EXPECT_EQ(peers.ExpireIdle(now + std::chrono::milliseconds(1200)), 1u);
   EXPECT_TRUE(idle.ClosedForClient());

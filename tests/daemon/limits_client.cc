@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -70,9 +71,12 @@ int Flood(const std::string& path, int n) {
   while (!StdinClosed(100)) {
     for (size_t i = 0; i < socks.size(); ++i) {
       if (closed[i]) continue;
-      pollfd p{socks[i], POLLIN, 0};
-      char c;
-      if (poll(&p, 1, 0) > 0 && recv(socks[i], &c, 1, MSG_DONTWAIT) == 0) {
+      // The daemon's gRPC sends its HTTP/2 settings first: read past whatever has arrived.
+      char buf[4096];
+      ssize_t got;
+      while ((got = recv(socks[i], buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
+      }
+      if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
         closed[i] = true;
         ++count;
       }

@@ -137,9 +137,10 @@ class LimitsUidTest : public ::testing::Test {
 // could not hold them all: the connections beyond the cap are closed at once, so another uid
 // still registers and root's Status still answers.
 TEST_F(LimitsUidTest, ConnectionFloodOfOneUidLeavesOthersServed) {
-  StartDaemon("max_connections_per_uid = 16\nmax_sessions_per_uid = 4\n");
+  StartDaemon("max_connections_per_uid = 16\nmax_sessions_per_uid = 4\nadmin_reserve_fds = 64\n");
   ASSERT_TRUE(AdminStatus().ok());
-  // Room for 300 more descriptors: without a cap the flood below fills the table.
+  // Room for 300 more descriptors, 64 of them kept for root: without a cap the flood below
+  // fills the table.
   const long fds = OpenDescriptors(daemon_.pid());
   const rlim_t limit = static_cast<rlim_t>(fds + 300);
   rlimit lim{limit, limit};
