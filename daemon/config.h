@@ -232,7 +232,8 @@ struct LimitsSection {
   // in [100, 86400000]; then the daemon closes it.
   int idle_timeout_ms = 10000;
   // Descriptors kept for root and the admin group, in [64, 1048576]: other uids' connections
-  // are refused while fewer than this many are free below the descriptor limit.
+  // are refused while the lowest free descriptor number is within this many of the descriptor
+  // limit (at most a quarter of the limit is kept).
   int admin_reserve_fds = 1024;
 
   bool operator==(const LimitsSection&) const = default;

@@ -289,8 +289,12 @@ bool RpcServer::Admit(int fd, int accepted_number, int descriptor_limit,
   auto is_admin = [&] { return core_->IsAdmin(creds); };
   absl::Status admitted;
   // accept4 returns the lowest free number: at or above this, fewer than admin_reserve_fds
-  // descriptors are free, and what is left is for the administrators.
-  const int reserve_line = descriptor_limit - static_cast<int>(options_.admin_reserve_fds);
+  // descriptors are free, and what is left is for the administrators. At most a quarter of the
+  // limit, so that a daemon started under a small limit (by hand, with a hard limit of 1024)
+  // still serves tenants; missiled warns at start when the limit is that small.
+  const int reserve =
+      static_cast<int>(std::min<size_t>(options_.admin_reserve_fds, descriptor_limit / 4));
+  const int reserve_line = descriptor_limit - reserve;
   if (accepted_number >= reserve_line && !is_admin()) {
     admitted = absl::ResourceExhaustedError("descriptors low: the rest is kept for "
                                             "administrators (limits.admin_reserve_fds)");

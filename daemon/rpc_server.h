@@ -34,7 +34,7 @@ namespace missile::daemon {
 struct RpcServerOptions {
   ConnectionLimits connections;
   // Non-admin connections are refused while the lowest free descriptor number is within this
-  // many of the descriptor limit (the table is that full), so root's missilectl gets through.
+  // many (at most a quarter) of the descriptor limit, so root's missilectl gets through.
   size_t admin_reserve_fds = 1024;
 };
 
