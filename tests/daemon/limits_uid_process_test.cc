@@ -160,6 +160,29 @@ TEST_F(LimitsUidTest, ConnectionFloodOfOneUidLeavesOthersServed) {
             std::string::npos);
 }
 
+// Two uids, each within its own cap, together reach the total cap and then the descriptors
+// kept for administrators: their further connections are closed at once, and root's Status
+// still answers.
+TEST_F(LimitsUidTest, RootGetsThroughWhenOtherUidsFillTheTable) {
+  StartDaemon("max_connections = 100\nadmin_reserve_fds = 64\n");
+  ASSERT_TRUE(AdminStatus().ok());
+  // Room for 150 more descriptors; each uid may hold 64 connections (two descriptors each).
+  const long fds = OpenDescriptors(daemon_.pid());
+  const rlim_t limit = static_cast<rlim_t>(fds + 150);
+  rlimit lim{limit, limit};
+  ASSERT_EQ(prlimit(daemon_.pid(), RLIMIT_NOFILE, &lim, nullptr), 0);
+  Child* a = StartClient(kNobody, {"flood", socket_, "64"});
+  ASSERT_NE(a->WaitForLine("opened", 60), "");
+  Child* b = StartClient(kOtherUser, {"flood", socket_, "64"});
+  ASSERT_NE(b->WaitForLine("opened", 60), "");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const long held = OpenDescriptors(daemon_.pid());
+  RecordProperty("daemon_descriptors_of_150_with_2x64_connections", std::to_string(held - fds));
+  EXPECT_LT(held, static_cast<long>(limit) - 16);
+  EXPECT_TRUE(AdminStatus().ok());
+  EXPECT_NE(testing::ReadFile(daemon_log_).find("kept for administrators"), std::string::npos);
+}
+
 // A connection that registers no session and makes no call is closed after idle_timeout_ms; a
 // tenant's connection, with its session and Watch stream, stays however long it is quiet.
 TEST_F(LimitsUidTest, IdleConnectionsWithoutASessionAreClosed) {
