@@ -142,8 +142,9 @@ RpcServerOptions RpcOptionsOf(const LimitsSection& caps) {
 // beyond that, since then tenants within their caps could still exhaust the table
 // (deploy/missiled.service's LimitNOFILE is set with room for the defaults).
 void CheckDescriptorLimit(const LimitsSection& caps, const std::vector<Gpu>& gpus) {
-  uint64_t need = 2 * static_cast<uint64_t>(caps.max_connections) + limits::kMaxSideConnections +
-                  static_cast<uint64_t>(caps.admin_reserve_fds) + 256;  // 256: start-up, logs
+  uint64_t need = 2 * static_cast<uint64_t>(caps.max_connections) +
+                  limits::kMaxSideConnections + static_cast<uint64_t>(caps.admin_reserve_fds) +
+                  256;  // start-up, logs, the listening sockets
   for (const Gpu& gpu : gpus) {
     if (gpu.info.granularity > 0) need += gpu.info.total_bytes / gpu.info.granularity;
   }
