@@ -138,9 +138,10 @@ RpcServerOptions RpcOptionsOf(const LimitsSection& caps) {
 }
 
 // What the caps let tenants hold in descriptors: their gRPC connections (two descriptors each:
-// gRPC's and the registry's duplicate), side connections, and one per VRAM block of every pool. Warns when the descriptor limit leaves less than admin_reserve_fds
-// beyond that, since then tenants within their caps could still exhaust the table
-// (deploy/missiled.service's LimitNOFILE is set with room for the defaults).
+// gRPC's and the registry's duplicate), side connections, and one per VRAM block of every pool.
+// Warns when the descriptor limit leaves less than admin_reserve_fds beyond that, since then
+// tenants within their caps could still exhaust the table (deploy/missiled.service's
+// LimitNOFILE is set with room for the defaults).
 void CheckDescriptorLimit(const LimitsSection& caps, const std::vector<Gpu>& gpus) {
   uint64_t need = 2 * static_cast<uint64_t>(caps.max_connections) +
                   limits::kMaxSideConnections + static_cast<uint64_t>(caps.admin_reserve_fds) +
