@@ -214,6 +214,31 @@ struct MetricsSection {
   bool operator==(const MetricsSection&) const = default;
 };
 
+// [limits]: what one uid may hold of the daemon (docs/operations.md, "Limits and timeouts").
+// Root and members of daemon.admin_group are not held to the per-uid and total caps.
+struct LimitsSection {
+  // Sessions (tenant processes) one uid may have at once, in [1, 32]: at most half of a GPU's
+  // 64 pacing slots, so one uid never takes every slot.
+  int max_sessions_per_uid = 16;
+  // gRPC connections one uid may hold open, in [1, 65536]; one beyond it is closed at once.
+  // Rule: >= max_sessions_per_uid (each tenant process holds one).
+  int max_connections_per_uid = 64;
+  // gRPC connections of all uids together, in [1, 1048576]. Rule: >= max_connections_per_uid.
+  int max_connections = 4096;
+  // Side-channel connections one uid may hold open, greeted or not, in [1, 65536].
+  // Rule: >= max_sessions_per_uid (each session holds one).
+  int max_side_connections_per_uid = 64;
+  // Milliseconds a gRPC connection may stay open with no session registered on it and no call,
+  // in [100, 86400000]; then the daemon closes it.
+  int idle_timeout_ms = 10000;
+  // Descriptors kept for root and the admin group, in [64, 1048576]: other uids' connections
+  // are refused while the lowest free descriptor number is within this many of the descriptor
+  // limit (at most a quarter of the limit is kept).
+  int admin_reserve_fds = 1024;
+
+  bool operator==(const LimitsSection&) const = default;
+};
+
 struct DaemonConfig {
   DaemonSection daemon;
   GpuSection gpu;
@@ -221,6 +246,7 @@ struct DaemonConfig {
   PcieSection pcie;
   ComputeSection compute;
   MetricsSection metrics;
+  LimitsSection limits;
 
   bool operator==(const DaemonConfig&) const = default;
 };

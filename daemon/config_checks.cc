@@ -90,6 +90,7 @@ void Parser::CheckRules() {
              absl::StrCat("must be at most pcie.be_chunk (", FormatSizeExact(p.be_chunk),
                           "), got ", FormatSizeExact(p.bypass_below)));
   }
+  CheckLimitRules();
 }
 
 }  // namespace missile::daemon::config_internal

@@ -84,6 +84,14 @@ std::string DescribeConfig(const DaemonConfig& config) {
   lines.push_back(absl::StrCat("metrics.enabled = ", boolean(m.enabled)));
   lines.push_back(absl::StrCat("metrics.address = ", QuoteString(m.address)));
   lines.push_back(absl::StrCat("metrics.port = ", m.port));
+  const LimitsSection& l = config.limits;
+  lines.push_back(absl::StrCat("limits.max_sessions_per_uid = ", l.max_sessions_per_uid));
+  lines.push_back(absl::StrCat("limits.max_connections_per_uid = ", l.max_connections_per_uid));
+  lines.push_back(absl::StrCat("limits.max_connections = ", l.max_connections));
+  lines.push_back(
+      absl::StrCat("limits.max_side_connections_per_uid = ", l.max_side_connections_per_uid));
+  lines.push_back(absl::StrCat("limits.idle_timeout_ms = ", l.idle_timeout_ms));
+  lines.push_back(absl::StrCat("limits.admin_reserve_fds = ", l.admin_reserve_fds));
   return absl::StrJoin(lines, "\n");
 }
 

@@ -35,7 +35,8 @@ void Parser::ParseRoot(const toml::table& root) {
          {"classes", [this](Node n, Key k) { ParseClasses(n, k); }},
          {"pcie", [this](Node n, Key k) { ParsePcie(n, k); }},
          {"compute", [this](Node n, Key k) { ParseCompute(n, k); }},
-         {"metrics", [this](Node n, Key k) { ParseMetrics(n, k); }}});
+         {"metrics", [this](Node n, Key k) { ParseMetrics(n, k); }},
+         {"limits", [this](Node n, Key k) { ParseLimits(n, k); }}});
 }
 
 void Parser::ParseClasses(const toml::node& node, const std::string& path) {

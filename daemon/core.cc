@@ -99,9 +99,20 @@ absl::StatusOr<SessionInfo> DaemonCore::Register(const PeerCredentials& creds,
                                                  const std::string& name, TenantClass cls,
                                                  uint64_t requested_quota) {
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
+  const bool capped = !IsAdmin(creds);  // before mu_: it may read the group database
   absl::MutexLock lock(&mu_);
   if (auto it = session_by_pid_.find(creds.pid); it != session_by_pid_.end()) {
     return sessions_.at(it->second)->info;  // the process registered already
+  }
+  if (capped) {
+    const size_t of_uid = std::count_if(sessions_.begin(), sessions_.end(), [&](const auto& kv) {
+      return kv.second->info.creds.uid == creds.uid;
+    });
+    if (of_uid >= options_.max_sessions_per_uid) {
+      return absl::ResourceExhaustedError(
+          "uid " + std::to_string(creds.uid) + " already has " + std::to_string(of_uid) +
+          " sessions, the most one uid may hold (limits.max_sessions_per_uid); end one first");
+    }
   }
   auto session = std::make_shared<Session>();
   SessionInfo& info = session->info;

@@ -52,6 +52,9 @@ struct CoreOptions {
   ClassDefaults be{10};
   // Where SetPolicy's changes are kept across restarts (policy_state.h); "" = not kept.
   std::string state_file;
+  // Sessions one uid may hold at once (limits.max_sessions_per_uid); administrators (IsAdmin)
+  // are not held to it. Below the pacing slots of a GPU (64), so no one uid takes them all.
+  size_t max_sessions_per_uid = 16;
 };
 
 
@@ -161,6 +164,8 @@ class DaemonCore {
   uint64_t heartbeat() const { return heartbeat_.load(std::memory_order_relaxed); }
 
   // --- admin ---
+  // Root, or a member of options.admin_group (may read the group database: not on hot paths).
+  bool IsAdmin(const PeerCredentials& creds) const;
   std::vector<SessionInfo> ListSessions() const;
   // Root or the admin group only. Logs who (uid, pid) changed what (before -> after), and
   // writes the policy to options.state_file, where a tenant registering later with the same
@@ -190,7 +195,6 @@ class DaemonCore {
                                                         uint64_t session) const;
   // The session's info as it is now (its policy may change on another thread).
   SessionInfo SnapshotOf(const Session& session) const;
-  bool IsAdmin(const PeerCredentials& creds) const;
   // The quota and priority parts of a policy change aimed at a whole class, made by `creds`.
   absl::Status SetClassPolicyLocked(const PeerCredentials& creds, TenantClass cls,
                                     const PolicyChange& change) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -28,10 +28,10 @@ inline constexpr std::chrono::milliseconds kSideHandshakeTimeout{2000};
 // may go hours without an allocation.
 inline constexpr std::chrono::milliseconds kSideMessageTimeout{2000};
 
-// Side connections (greeted or not) one uid may hold open; a connection beyond it is closed at
-// once. Each tenant process needs one, so this is the number of tenant processes one uid can
-// run at a time on the node.
-inline constexpr size_t kMaxSideConnectionsPerUid = 256;
+// Side connections (greeted or not) one uid may hold open, unless limits.max_side_connections_
+// per_uid says otherwise; a connection beyond it is closed at once. Each session needs one.
+// Root and the admin group are not held to it, nor to kMaxSideConnections.
+inline constexpr size_t kMaxSideConnectionsPerUid = 64;
 
 // Side connections of all uids together (one per session once greeted).
 inline constexpr size_t kMaxSideConnections = 4096;
@@ -68,7 +68,11 @@ inline constexpr int kMaxRpcThreads = 64;
 // threads (a small pool that grows with the number of cores), with room to spare. With no
 // thread per connection or stream, the count does not grow with tenants.
 // LimitNOFILE=1048576: one descriptor per VRAM block held (a 141 GB GPU is about 70,000 blocks
-// of 2 MiB), plus at most kMaxSideConnections side connections and the gRPC connections.
+// of 2 MiB), plus at most kMaxSideConnections side connections, limits.max_connections gRPC
+// connections (two descriptors each: gRPC's and the registry's duplicate) and the
+// administrators' reserve, limits.admin_reserve_fds. The per-uid gRPC limits and the idle
+// timeout of connections without a session are in the [limits] section of the configuration
+// (config.h, LimitsSection), not here.
 
 }  // namespace missile::daemon::limits
 

@@ -23,7 +23,9 @@
 #include "config.h"
 #include "core.h"
 #include "cuda_loader.h"
+#include "daemon_limits.h"
 #include "gpu_open.h"
+#include "instance_lock.h"
 #include "logger.h"
 #include "metrics_snapshot.h"
 #include "missile/version.h"
@@ -126,6 +128,34 @@ void RaiseDescriptorLimit() {
   }
 }
 
+RpcServerOptions RpcOptionsOf(const LimitsSection& caps) {
+  RpcServerOptions o;
+  o.connections.per_uid = static_cast<size_t>(caps.max_connections_per_uid);
+  o.connections.total = static_cast<size_t>(caps.max_connections);
+  o.connections.idle_timeout = std::chrono::milliseconds(caps.idle_timeout_ms);
+  o.admin_reserve_fds = static_cast<size_t>(caps.admin_reserve_fds);
+  return o;
+}
+
+// What the caps let tenants hold in descriptors: their gRPC connections (two descriptors each:
+// gRPC's and the registry's duplicate), side connections, and one per VRAM block of every pool.
+// Warns when the descriptor limit leaves less than admin_reserve_fds beyond that, since then
+// tenants within their caps could still exhaust the table (deploy/missiled.service's
+// LimitNOFILE is set with room for the defaults).
+void CheckDescriptorLimit(const LimitsSection& caps, const std::vector<Gpu>& gpus) {
+  uint64_t need = 2 * static_cast<uint64_t>(caps.max_connections) +
+                  limits::kMaxSideConnections + static_cast<uint64_t>(caps.admin_reserve_fds) +
+                  256;  // start-up, logs, the listening sockets
+  for (const Gpu& gpu : gpus) {
+    if (gpu.info.granularity > 0) need += gpu.info.total_bytes / gpu.info.granularity;
+  }
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur >= need) return;
+  GetLogger(kCoreLog)->warn("the descriptor limit ({}) is below what tenants may hold within "
+                            "[limits] plus limits.admin_reserve_fds ({}): raise LimitNOFILE or "
+                            "lower limits.max_connections", files.rlim_cur, need);
+}
+
 // Pings the systemd watchdog at half its interval, when systemd asked for it, while the core's
 // loop and every GPU's copy arbiter and pacing sampler are alive (watchdog.h).
 std::unique_ptr<Watchdog> StartWatchdog(const DaemonCore& core) {
@@ -204,6 +234,17 @@ bool StartMetrics(const DaemonConfig& config, const DaemonCore& core,
   return true;
 }
 
+CoreOptions CoreOptionsOf(const DaemonConfig& config, std::optional<unsigned> admin_gid) {
+  CoreOptions options;
+  options.fd_socket_path = config.daemon.FdSocketPath();
+  options.admin_gid = admin_gid;
+  options.ls.priority = config.classes.ls.priority;
+  options.be.priority = config.classes.be.priority;
+  options.state_file = config.daemon.StateFilePath(getenv("STATE_DIRECTORY"));
+  options.max_sessions_per_uid = static_cast<size_t>(config.limits.max_sessions_per_uid);
+  return options;
+}
+
 int RunServer(DaemonConfig config, std::optional<unsigned> socket_gid,
               std::optional<unsigned> admin_gid, const sigset_t& signals, const Reread& reread) {
   auto log = GetLogger(kCoreLog);
@@ -214,6 +255,12 @@ int RunServer(DaemonConfig config, std::optional<unsigned> socket_gid,
   }
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(config.daemon.socket).parent_path(), ec);
+  // Before anything is touched (MPS, GPUs, sockets): a second missiled on this socket stops here.
+  absl::StatusOr<InstanceLock> lock = InstanceLock::Acquire(InstanceLockPath(config.daemon.socket));
+  if (!lock.ok()) {
+    log->error("{}", std::string(lock.status().message()));
+    return 1;
+  }
   // MPS first: missiled and the tenants started after it must all be its clients.
   std::unique_ptr<MpsControl> mps;
   if (config.compute.mps == "start") {
@@ -236,24 +283,20 @@ int RunServer(DaemonConfig config, std::optional<unsigned> socket_gid,
     log->error("{}", std::string(gpus.status().message()));
     return 1;
   }
-  CoreOptions options;
-  options.fd_socket_path = config.daemon.FdSocketPath();
-  options.admin_gid = admin_gid;
-  options.ls.priority = config.classes.ls.priority;
-  options.be.priority = config.classes.be.priority;
-  options.state_file = config.daemon.StateFilePath(getenv("STATE_DIRECTORY"));
+  const CoreOptions options = CoreOptionsOf(config, admin_gid);
+  CheckDescriptorLimit(config.limits, *gpus);
   DaemonCore core(options, *std::move(gpus));
   if (absl::Status s = core.Start(); !s.ok()) {
     log->error("process watcher: {}", std::string(s.message()));
     return 1;
   }
-  SideChannelServer side(&core);
+  SideChannelServer side(&core, static_cast<size_t>(config.limits.max_side_connections_per_uid));
   if (absl::Status s = side.Start(options.fd_socket_path, config.daemon.socket_mode, socket_gid);
       !s.ok()) {
     log->error("side channel: {}", std::string(s.message()));
     return 1;
   }
-  RpcServer server(&core);
+  RpcServer server(&core, RpcOptionsOf(config.limits));
   if (absl::Status s = server.Start(config.daemon.socket, config.daemon.socket_mode, socket_gid);
       !s.ok()) {
     log->error("socket: {}", std::string(s.message()));

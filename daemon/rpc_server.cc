@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <grpcpp/server_posix.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -158,7 +159,9 @@ class TenantService final : public v1::Tenant::WithCallbackMethod_Watch<v1::Tena
                         v1::RegisterResponse* resp) override {
     auto creds = peers_->Lookup(ctx->peer());
     if (!creds) return Unknown(ctx);
-    return rpc::Register(core_, *creds, *req, resp);
+    grpc::Status status = rpc::Register(core_, *creds, *req, resp);
+    if (status.ok()) peers_->MarkSession(ctx->peer());
+    return status;
   }
 
   grpc::Status Allocate(grpc::ServerContext* ctx, const v1::AllocateRequest* req,
@@ -185,6 +188,11 @@ class TenantService final : public v1::Tenant::WithCallbackMethod_Watch<v1::Tena
   grpc::ServerWriteReactor<v1::SessionEvent>* Watch(grpc::CallbackServerContext* ctx,
                                                      const v1::WatchRequest* req) override {
     auto creds = peers_->Lookup(ctx->peer());
+    // A stream of a live session of this process keeps the connection (a shim's channel may
+    // reconnect and carry only its Watch stream, which makes no further calls).
+    if (creds && core_->GetSession(*creds, req->session_id()).ok()) {
+      peers_->MarkSession(ctx->peer());
+    }
     return new WatchReactor(core_, creds, req->session_id(), creds ? grpc::Status::OK : Unknown(ctx));
   }
 
@@ -202,13 +210,17 @@ class AdminService final : public v1::Admin::Service {
  public:
   AdminService(DaemonCore* core, PeerRegistry* peers) : core_(core), peers_(peers) {}
 
-  grpc::Status Status(grpc::ServerContext*, const v1::StatusRequest*,
+  // Status and ListTenants need no caller; the lookup only counts as the connection's
+  // activity (see PeerRegistry::ExpireIdle).
+  grpc::Status Status(grpc::ServerContext* ctx, const v1::StatusRequest*,
                       v1::StatusResponse* resp) override {
+    peers_->Lookup(ctx->peer());
     return rpc::Status(core_, resp);
   }
 
-  grpc::Status ListTenants(grpc::ServerContext*, const v1::ListTenantsRequest*,
+  grpc::Status ListTenants(grpc::ServerContext* ctx, const v1::ListTenantsRequest*,
                            v1::ListTenantsResponse* resp) override {
+    peers_->Lookup(ctx->peer());
     return rpc::ListTenants(core_, resp);
   }
 
@@ -237,52 +249,12 @@ class AdminService final : public v1::Admin::Service {
 
 }  // namespace
 
-bool PeerRegistry::StillOpen(int fd, const Entry& entry) {
-  struct stat st;
-  return fstat(fd, &st) == 0 && st.st_dev == entry.dev && st.st_ino == entry.ino;
-}
-
-void PeerRegistry::Record(int fd, const PeerCredentials& creds) {
-  Entry entry{creds};
-  struct stat st;
-  if (fstat(fd, &st) == 0) {
-    entry.dev = st.st_dev;
-    entry.ino = st.st_ino;
-  }
-  absl::MutexLock lock(&mu_);
-  by_fd_[fd] = entry;
-  // gRPC closes a connection's descriptor without telling us, so closed ones are found by
-  // looking: a sweep each time the map has doubled since the last one keeps the cost amortised
-  // O(1) per connection and the map within twice the open connections.
-  if (by_fd_.size() >= next_sweep_) {
-    absl::erase_if(by_fd_, [](const auto& kv) { return !StillOpen(kv.first, kv.second); });
-    next_sweep_ = std::max<size_t>(64, 2 * by_fd_.size());
-  }
-}
-
-std::optional<PeerCredentials> PeerRegistry::Lookup(const std::string& peer) {
-  // gRPC may percent-encode the peer; the descriptor number is the trailing digits.
-  size_t pos = peer.find("fd");
-  if (pos == std::string::npos) return std::nullopt;
-  size_t digits = peer.find_first_of("0123456789", pos);
-  if (digits == std::string::npos) return std::nullopt;
-  int fd = atoi(peer.c_str() + digits);
-  absl::MutexLock lock(&mu_);
-  auto it = by_fd_.find(fd);
-  if (it == by_fd_.end()) return std::nullopt;
-  if (!StillOpen(fd, it->second)) {
-    by_fd_.erase(it);
-    return std::nullopt;
-  }
-  return it->second.creds;
-}
-
-size_t PeerRegistry::size() const {
-  absl::MutexLock lock(&mu_);
-  return by_fd_.size();
-}
-
-RpcServer::RpcServer(DaemonCore* core) : core_(core), accept_log_(limits::kLogInterval) {}
+RpcServer::RpcServer(DaemonCore* core, RpcServerOptions options)
+    : core_(core),
+      options_(options),
+      peers_(options.connections),
+      accept_log_(limits::kLogInterval),
+      refuse_log_(limits::kLogInterval) {}
 
 RpcServer::~RpcServer() { Shutdown(); }
 
@@ -311,17 +283,58 @@ absl::Status RpcServer::Start(const std::string& path, unsigned mode, std::optio
   return absl::OkStatus();
 }
 
-void RpcServer::AcceptLoop() {
+bool RpcServer::Admit(int fd, int accepted_number, int descriptor_limit,
+                      const PeerCredentials& creds) {
+  // Asked only at a limit: it may read the group database.
+  auto is_admin = [&] { return core_->IsAdmin(creds); };
+  absl::Status admitted;
+  // accept4 returns the lowest free number: at or above this, fewer than admin_reserve_fds
+  // descriptors are free, and what is left is for the administrators. At most a quarter of the
+  // limit, so that a daemon started under a small limit (by hand, with a hard limit of 1024)
+  // still serves tenants; missiled warns at start when the limit is that small.
+  const int reserve =
+      static_cast<int>(std::min<size_t>(options_.admin_reserve_fds, descriptor_limit / 4));
+  const int reserve_line = descriptor_limit - reserve;
+  if (accepted_number >= reserve_line && !is_admin()) {
+    admitted = absl::ResourceExhaustedError("descriptors low: the rest is kept for "
+                                            "administrators (limits.admin_reserve_fds)");
+  } else {
+    admitted = peers_.Admit(fd, creds, is_admin);
+  }
+  if (admitted.ok()) return true;
+  uint64_t suppressed = 0;
+  if (refuse_log_.Allow(&suppressed)) {
+    GetLogger(kRpcLog)->warn("connection from pid {} (uid {}) refused: {} ({} more refused since "
+                             "the last warning)", creds.pid, creds.uid,
+                             std::string(admitted.message()), suppressed);
+  }
+  return false;
+}
+
+// The descriptor limit in force, read at each accept: an operator may change it (prlimit).
+static int DescriptorLimit() {
   rlimit lim{};
   getrlimit(RLIMIT_NOFILE, &lim);
-  const int top = static_cast<int>(std::min<rlim_t>(lim.rlim_cur, 1 << 20)) - 64;
+  return static_cast<int>(std::min<rlim_t>(lim.rlim_cur, 1 << 20));
+}
+
+void RpcServer::AcceptLoop() {
+  auto next_expiry = std::chrono::steady_clock::now();
   while (!stopping_) {
+    // Wakes at least every 250 ms to close idle connections (PeerRegistry::ExpireIdle).
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= next_expiry) {
+      peers_.ExpireIdle(now);
+      next_expiry = now + std::chrono::milliseconds(250);
+    }
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (poll(&p, 1, 250) <= 0) continue;
     // gRPC drives the connection with its event engine: the descriptor must be non-blocking.
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
       int err = errno;
       if (stopping_) break;
-      if (err == EINTR || err == ECONNABORTED || err == EPROTO) continue;
+      if (err == EINTR || err == ECONNABORTED || err == EPROTO || err == EAGAIN) continue;
       // Whatever failed (descriptors, memory), the loop goes on after a pause: a server that
       // stopped accepting would leave every later tenant and missilectl without an answer.
       uint64_t suppressed = 0;
@@ -339,6 +352,9 @@ void RpcServer::AcceptLoop() {
       close(fd);
       continue;
     }
+    const int accepted_number = fd;
+    const int limit = DescriptorLimit();
+    const int top = limit - 64;
     // Move to a number that has not been used recently, so a closed connection's number is not
     // reused (and its credentials mistaken) while a call of it may still be looked up.
     int start = next_fd_.fetch_add(1);
@@ -352,7 +368,10 @@ void RpcServer::AcceptLoop() {
       fd = moved;
       next_fd_ = fd + 1;
     }
-    peers_.Record(fd, creds);
+    if (!Admit(fd, accepted_number, limit, creds)) {
+      close(fd);
+      continue;
+    }
     grpc::AddInsecureChannelFromFd(server_.get(), fd);
   }
 }

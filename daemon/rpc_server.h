@@ -6,13 +6,16 @@
 // are not recycled between connections), records the credentials under that number and hands
 // the connection to gRPC (AddInsecureChannelFromFd), whose calls then report their peer as
 // "fd:<number>". The services only translate protobuf to DaemonCore calls.
+// Owning the accept is also what lets the daemon limit connections per uid: gRPC's own accept
+// path knows no uid and offers no hook before a connection costs a descriptor and a transport,
+// while here a connection over a cap (PeerRegistry::Admit) is closed before gRPC ever sees it,
+// and connections that never register a session are shut down after limits.idle_timeout_ms.
 // Thread-safety: RpcServer's methods are called from the main thread; the services run on
 // gRPC's threads.
 #ifndef MISSILE_DAEMON_RPC_SERVER_H_
 #define MISSILE_DAEMON_RPC_SERVER_H_
 
 #include <grpcpp/grpcpp.h>
-#include <sys/stat.h>
 
 #include <atomic>
 #include <memory>
@@ -20,43 +23,24 @@
 #include <string>
 #include <thread>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 #include "core.h"
 #include "log_limiter.h"
 #include "missile/v1/missile.grpc.pb.h"
+#include "peer_registry.h"
 
 namespace missile::daemon {
 
-// The peer credentials of each accepted connection, by descriptor number. An entry also holds
-// the socket's inode at accept: once that descriptor is closed (or its number reused by another
-// socket) the entry is stale, is never returned, and is dropped (at lookup, and in sweeps as
-// connections are recorded), so the map does not grow with every connection ever accepted.
-// Thread-safety: any thread.
-class PeerRegistry {
- public:
-  void Record(int fd, const PeerCredentials& creds);
-  // The credentials behind a gRPC peer string ("fd:12"), if that connection is still open.
-  std::optional<PeerCredentials> Lookup(const std::string& peer);
-  size_t size() const;
-
- private:
-  struct Entry {
-    PeerCredentials creds;
-    dev_t dev = 0;
-    ino_t ino = 0;
-  };
-  static bool StillOpen(int fd, const Entry& entry);
-
-  mutable absl::Mutex mu_;
-  absl::flat_hash_map<int, Entry> by_fd_ ABSL_GUARDED_BY(mu_);
-  size_t next_sweep_ ABSL_GUARDED_BY(mu_) = 64;
+// RpcServer's limits on connections (docs/operations.md, "Limits and timeouts").
+struct RpcServerOptions {
+  ConnectionLimits connections;
+  // Non-admin connections are refused while the lowest free descriptor number is within this
+  // many (at most a quarter) of the descriptor limit, so root's missilectl gets through.
+  size_t admin_reserve_fds = 1024;
 };
 
 class RpcServer {
  public:
-  explicit RpcServer(DaemonCore* core);
+  explicit RpcServer(DaemonCore* core, RpcServerOptions options = {});
   ~RpcServer();
 
   // Listens on `path` (created with `mode`, group `gid` if given) and serves until Shutdown.
@@ -65,8 +49,12 @@ class RpcServer {
 
  private:
   void AcceptLoop();
+  // Whether the accepted connection `fd` (lowest free number: `accepted_number`) may stay; logs
+  // a refusal (rate-limited).
+  bool Admit(int fd, int accepted_number, int descriptor_limit, const PeerCredentials& creds);
 
   DaemonCore* core_;
+  const RpcServerOptions options_;
   PeerRegistry peers_;
   std::unique_ptr<grpc::Service> tenant_service_;
   std::unique_ptr<grpc::Service> admin_service_;
@@ -77,6 +65,7 @@ class RpcServer {
   std::atomic<bool> stopping_{false};
   std::thread acceptor_;
   LogLimiter accept_log_;
+  LogLimiter refuse_log_;
 };
 
 }  // namespace missile::daemon

@@ -11,7 +11,7 @@
 // One thread serves every connection with epoll, so idle connections cost a descriptor each and
 // no thread. The limits in limits.h apply: a connection that does not greet within
 // kSideHandshakeTimeout, or leaves a request half-sent for kSideMessageTimeout, is closed; each
-// uid may hold kMaxSideConnectionsPerUid connections. Accept failures from exhausted
+// uid may hold max_per_uid connections (administrators: any number). Accept failures from exhausted
 // descriptors or memory pause accepting for kAcceptBackoff and never stop the loop.
 // Replies are sent without blocking: a peer that sends requests without reading the replies
 // until its socket buffer is full has its connection (and session) ended.
@@ -35,6 +35,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core.h"
+#include "daemon_limits.h"
 #include "log_limiter.h"
 #include "missile/common/fd_passing.h"
 
@@ -42,7 +43,10 @@ namespace missile::daemon {
 
 class SideChannelServer {
  public:
-  explicit SideChannelServer(DaemonCore* core);
+  // `max_per_uid`: connections one uid may hold open (limits.max_side_connections_per_uid);
+  // root and the admin group are not held to it nor to kMaxSideConnections.
+  explicit SideChannelServer(DaemonCore* core,
+                             size_t max_per_uid = limits::kMaxSideConnectionsPerUid);
   ~SideChannelServer();
   SideChannelServer(const SideChannelServer&) = delete;
   SideChannelServer& operator=(const SideChannelServer&) = delete;
@@ -85,6 +89,7 @@ class SideChannelServer {
   void Refused(const PeerCredentials& creds, const std::string& why);
 
   DaemonCore* const core_;
+  const size_t max_per_uid_;
   std::string path_;
   int listen_fd_ = -1;
   int epoll_fd_ = -1;

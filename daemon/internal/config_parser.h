@@ -38,6 +38,7 @@ class Parser {
   void ParseRoot(const toml::table& root);
   // The cross-field rules; meaningful only once every field parsed cleanly.
   void CheckRules();
+  void CheckLimitRules();  // config_limits.cc: the [limits] keys' rules
 
   struct Problem {
     uint32_t line = 0;  // 0: unknown
@@ -64,6 +65,7 @@ class Parser {
   void ParsePcie(const toml::node& node, const std::string& path);
   void ParseCompute(const toml::node& node, const std::string& path);
   void ParseMetrics(const toml::node& node, const std::string& path);  // config_metrics.cc
+  void ParseLimits(const toml::node& node, const std::string& path);   // config_limits.cc
   // A PCIe chunk size: a multiple of 4 KiB in [64 KiB, 64 MiB] (or 0 when zero_ok).
   void GetChunk(const toml::node& node, const std::string& key, bool zero_ok, uint64_t* out);
   void ParseSocketMode(const toml::node& node, const std::string& key);
