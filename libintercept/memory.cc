@@ -48,9 +48,10 @@ void MemoryManager::SessionEnded(SessionClient* ended) {
   for (GpuMemory* d : states) d->ReturnFreed();
 }
 
-std::optional<CUresult> MemoryManager::Unmanaged(const char* what) {
+std::optional<CUresult> MemoryManager::Unmanaged(const char* what, uint64_t bytes) {
   (void)what;
   if (config_.refuse_without_daemon) return CUDA_ERROR_OUT_OF_MEMORY;
+  sessions_->NotePassthrough(bytes);  // reported when registering again and at exit
   return std::nullopt;
 }
 
@@ -127,7 +128,7 @@ std::optional<CUresult> MemoryManager::Alloc(CUdeviceptr* dptr, size_t bytes) {
   bool small = false;
   // A second try only if the session changed during the first (a restarted daemon took over).
   for (int attempt = 0; attempt < 2; ++attempt) {
-    if (sessions_->Serving() == nullptr) return Unmanaged("cuMemAlloc");
+    if (sessions_->Serving() == nullptr) return Unmanaged("cuMemAlloc", bytes);
     deferred_.Reap(/*wait=*/false);
     d = CurrentDevice();
     // No current context, or a GPU the daemon does not manage: the driver answers for itself.
@@ -144,7 +145,7 @@ std::optional<CUresult> MemoryManager::Alloc(CUdeviceptr* dptr, size_t bytes) {
   }
   if (!ptr.ok()) {
     // The session ended during the call: as for any allocation after that.
-    if (sessions_->Serving() == nullptr) return Unmanaged("cuMemAlloc");
+    if (sessions_->Serving() == nullptr) return Unmanaged("cuMemAlloc", bytes);
     return ToResult(ptr.status(), "cuMemAlloc");
   }
   absl::Status s = table_.Insert(*ptr, bytes, small ? AllocationKind::kSmall : AllocationKind::kLarge,
@@ -162,7 +163,9 @@ std::optional<CUresult> MemoryManager::AllocPitch(CUdeviceptr* dptr, size_t* pit
       !(element_bytes == 4 || element_bytes == 8 || element_bytes == 16)) {
     return std::nullopt;  // the driver reports the bad argument
   }
-  if (sessions_->Serving() == nullptr) return Unmanaged("cuMemAllocPitch");
+  if (sessions_->Serving() == nullptr) {
+    return Unmanaged("cuMemAllocPitch", uint64_t{width_bytes} * height);
+  }
   auto d = CurrentDevice();
   if (!d.ok()) return std::nullopt;
   int align = 0;
@@ -280,7 +283,7 @@ std::optional<CUresult> MemoryManager::VmmCreate(CUmemGenericAllocationHandle* h
       prop->allocFlags.compressionType != 0) {
     return std::nullopt;
   }
-  if (sessions_->Serving() == nullptr) return Unmanaged("cuMemCreate");
+  if (sessions_->Serving() == nullptr) return Unmanaged("cuMemCreate", size);
   CUdevice dev = 0;
   if (api_.DeviceGet(&dev, prop->location.id) != CUDA_SUCCESS) return std::nullopt;
   auto d = DeviceOf(dev);
@@ -292,7 +295,7 @@ std::optional<CUresult> MemoryManager::VmmCreate(CUmemGenericAllocationHandle* h
     if (leases.status().code() == absl::StatusCode::kUnavailable) {
       (*d)->session()->AwaitEnd(absl::Milliseconds(500));
     }
-    if (sessions_->Serving() == nullptr) return Unmanaged("cuMemCreate");
+    if (sessions_->Serving() == nullptr) return Unmanaged("cuMemCreate", size);
     return ToResult(leases.status(), "cuMemCreate");
   }
   BlockLease& l = (*leases)[0];
