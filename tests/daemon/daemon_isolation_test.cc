@@ -190,8 +190,9 @@ TEST_F(IsolationTest, AKeptMappingNeverReachesAnotherTenantsMemory) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the daemon sees it closed
 
   Child b;
-  ASSERT_TRUE(b.Start(AsOtherUser({TENANT_PROBE, "alloc:8", "hold", "check"}),
-                      TenantEnv("be", "other")));
+  auto env_b = TenantEnv("be", "other");
+  env_b["MISSILE_BLOCKS"] = "chunks";  // 2 MiB blocks, the size of the ones A gave back
+  ASSERT_TRUE(b.Start(AsOtherUser({TENANT_PROBE, "alloc:8", "hold", "check"}), env_b));
   SayWhetherUidsDiffer();
   ASSERT_EQ(b.WaitForLine("ready"), "ready") << b.out();
   ASSERT_NE(b.out().find("alloc 8 ok"), std::string::npos) << b.out();
