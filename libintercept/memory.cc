@@ -77,17 +77,30 @@ absl::StatusOr<GpuMemory*> MemoryManager::DeviceOf(CUdevice dev) {
     }
     return made.status();
   }
-  absl::MutexLock lock(&devices_mu_);
-  auto it = devices_.find(static_cast<int>(dev));
-  if (it != devices_.end() && it->second->session() == session) {
-    return it->second;  // another thread won the race; ours gives its reservation back
-  }
   GpuMemory* raw = made->get();
-  by_serial_[raw->serial()] = raw;
-  all_devices_.push_back(std::move(*made));
-  // The current session's replaces an ended one's; a GpuMemory of a session that ended
-  // meanwhile serves only this call (and later frees), and never displaces the current one's.
-  if (session == sessions_->Client()) devices_[static_cast<int>(dev)] = raw;
+  std::vector<GpuMemory*> adopted;
+  {
+    absl::MutexLock lock(&devices_mu_);
+    auto it = devices_.find(static_cast<int>(dev));
+    if (it != devices_.end() && it->second->session() == session) {
+      return it->second;  // another thread won the race; ours gives its reservation back
+    }
+    by_serial_[raw->serial()] = raw;
+    // Earlier states of this device in the same daemon session (the daemon kept it through a
+    // stall) return their blocks through this one's session from now on.
+    for (const auto& old : all_devices_) {
+      SessionClient* was = old->session();
+      if (old->dev() == dev && was != session && !was->connected() && !was->instance().empty() &&
+          was->session_id() == session->session_id() && was->instance() == session->instance()) {
+        adopted.push_back(old.get());
+      }
+    }
+    all_devices_.push_back(std::move(*made));
+    // The current session's replaces an ended one's; a GpuMemory of a session that ended
+    // meanwhile serves only this call (and later frees), and never displaces the current one's.
+    if (session == sessions_->Client()) devices_[static_cast<int>(dev)] = raw;
+  }
+  for (GpuMemory* old : adopted) old->AdoptedBy(session);  // may send a Free: no lock held
   return raw;
 }
 

@@ -25,7 +25,9 @@
 // frees of cuMemFreeAsync until their streams reach them. The manager itself keeps the
 // allocation table and the map from CUDA devices to GpuMemory.
 // Each GPU's state belongs to one session, so the memory of an ended session is unmapped
-// locally when freed and its block ids never reach a later session.
+// locally when freed and its block ids never reach another daemon session; when the shim
+// registered again into the same daemon session (the daemon kept it through a stall), the new
+// state returns them (GpuMemory::AdoptedBy).
 // Thread-safety: every method may be called from any thread.
 #ifndef MISSILE_LIBINTERCEPT_MEMORY_H_
 #define MISSILE_LIBINTERCEPT_MEMORY_H_

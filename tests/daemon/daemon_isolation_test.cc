@@ -216,8 +216,10 @@ TEST_F(IsolationTest, AKeptMappingNeverReachesAnotherTenantsMemory) {
 TEST_F(IsolationTest, ADaemonStallKeepsEveryTenantsSessionAndMemory) {
   StartShared();
   const std::string stalled = dir_.path() + "/stalled", resumed = dir_.path() + "/resumed";
-  const std::vector<std::string> steps = {TENANT_PROBE, "alloc:4", "await:" + stalled, "alloc:2",
-                                          "await:" + resumed, "alloc:4", "check", "hold", "check"};
+  const std::string done = dir_.path() + "/done";
+  const std::vector<std::string> steps = {
+      TENANT_PROBE, "alloc:4", "await:" + stalled, "alloc:2", "await:" + resumed, "alloc:4",
+      "check",      "hold",    "check",  "freeall", "info",  "await:" + done};
   auto env = TenantEnv("be", "a");
   env["MISSILE_DAEMON_TIMEOUT_MS"] = "1000";
   env["MISSILE_NO_DAEMON"] = "passthrough";
@@ -270,8 +272,14 @@ TEST_F(IsolationTest, ADaemonStallKeepsEveryTenantsSessionAndMemory) {
             std::string::npos)
       << testing::ReadFile(log_a);
 
+  // Freeing everything gives every daemon block back while the processes live, those from
+  // before the stall too: the shim returns them through the session it registered into again.
   a.CloseStdin();
   b.CloseStdin();
+  ASSERT_EQ(a.WaitForLine("awaiting"), "awaiting") << a.out();
+  ASSERT_EQ(b.WaitForLine("awaiting"), "awaiting") << b.out();
+  EXPECT_EQ(LeasedWithin3s(0), 0u) << "blocks from before the stall were not given back";
+  std::ofstream(done) << "";
   EXPECT_EQ(a.Wait(20), 0) << a.out();
   EXPECT_EQ(b.Wait(20), 0) << b.out();
   EXPECT_EQ(a.out().find("corrupt"), std::string::npos) << a.out();
