@@ -72,7 +72,12 @@ std::string FormatStatus(const v1::StatusResponse& status) {
                     FormatSize(gpu.granularity_bytes()), "\n");
     absl::StrAppend(&out, "  pool: capacity ", FormatSize(pool.capacity_bytes()), ", created ",
                     FormatSize(pool.created_bytes()), ", leased ", FormatSize(pool.leased_bytes()),
-                    ", cached ", FormatSize(pool.cached_bytes()), "\n");
+                    ", cached ", FormatSize(pool.cached_bytes()));
+    if (pool.released_mapped_bytes() > 0) {
+      absl::StrAppend(&out, ", released (may still be mapped) ",
+                      FormatSize(pool.released_mapped_bytes()));
+    }
+    out += '\n';
     absl::StrAppend(&out, "  tenants: ", pool.tenants(), "\n");
     absl::StrAppend(&out, "  colours: ", pool.colours_size());
     if (!pool.colour_note().empty())

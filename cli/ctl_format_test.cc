@@ -113,6 +113,16 @@ TEST(FormatStatusTest, OneColourNoteIsOnTheColoursLine) {
   EXPECT_THAT(out, Not(HasSubstr("CLASS")));  // no class policies in this response
 }
 
+TEST(FormatStatusTest, MemoryThatMayStillBeMappedIsShown) {
+  v1::StatusResponse s;
+  s.set_version("0.1.0");
+  v1::PoolStatus* p = AddPool(s, 0, "GPU-dddd");
+  p->set_released_mapped_bytes(6 * kMiB);
+  EXPECT_THAT(FormatStatus(s), HasSubstr("  pool: capacity 120.0 GiB, created 40.0 GiB, leased "
+                                         "30.0 GiB, cached 10.0 GiB, released (may still be "
+                                         "mapped) 6.0 MiB\n"));
+}
+
 TEST(FormatStatusTest, ControlCharactersFromTheDaemonAreMasked) {
   v1::StatusResponse s;
   s.set_version("1.0\x1b[31m");

@@ -1,6 +1,7 @@
 #include "core.h"
 
 #include <grp.h>
+#include <poll.h>
 #include <pwd.h>
 #include <sys/epoll.h>
 #include <sys/random.h>
@@ -91,6 +92,11 @@ void DaemonCore::Stop() {
     for (const auto& [id, s] : sessions_) ids.push_back(id);
   }
   for (uint64_t id : ids) EndSession(id, "daemon stopping");
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, pidfd] : lingering_) close(pidfd);
+    lingering_.clear();
+  }
   if (epoll_fd_ >= 0) close(epoll_fd_);
   epoll_fd_ = -1;
 }
@@ -258,8 +264,21 @@ absl::StatusOr<SessionInfo> DaemonCore::WaitForChange(const PeerCredentials& cre
   return held->info;
 }
 
+namespace {
+
+// Whether the process behind `pidfd` still runs (a pidfd turns readable when it exits).
+bool ProcessLives(int pidfd) {
+  if (pidfd < 0) return false;
+  pollfd p{pidfd, POLLIN, 0};
+  return poll(&p, 1, 0) == 0;
+}
+
+}  // namespace
+
 void DaemonCore::EndSession(uint64_t session, const std::string& reason) {
   std::shared_ptr<Session> s;
+  bool lives = false;
+  int lingering_pidfd = -1;
   {
     absl::MutexLock lock(&mu_);
     auto it = sessions_.find(session);
@@ -269,11 +288,14 @@ void DaemonCore::EndSession(uint64_t session, const std::string& reason) {
     session_by_pid_.erase(s->info.creds.pid);
     s->info.ended = true;
     sessions_ended_.fetch_add(1, std::memory_order_relaxed);
-    if (s->pidfd >= 0) {
+    lives = ProcessLives(s->pidfd);
+    if (lives && !stopping_) {
+      lingering_pidfd = s->pidfd;  // stays in epoll_fd_; recorded once the pools counted it
+    } else if (s->pidfd >= 0) {
       if (epoll_fd_ >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, s->pidfd, nullptr);
       close(s->pidfd);
-      s->pidfd = -1;
     }
+    s->pidfd = -1;
     changed_.SignalAll();
   }
   NotifyWatchers(session, /*ended=*/true);
@@ -281,10 +303,45 @@ void DaemonCore::EndSession(uint64_t session, const std::string& reason) {
   for (Gpu& gpu : gpus_) {
     if (gpu.arbiter) gpu.arbiter->CloseChannel(session);
     if (gpu.pacing) gpu.pacing->Leave(session);
-    returned += gpu.pool->RemoveTenant(session).size();
+    returned += gpu.pool->RemoveTenant(session, lives).size();
+  }
+  if (lingering_pidfd >= 0) {
+    // Its exit ends the count of what it may still map. An exit before this line is seen at
+    // the watcher's next wait: a pidfd stays readable.
+    absl::MutexLock lock(&mu_);
+    lingering_[session] = lingering_pidfd;
+  }
+  if (lives) {
+    // Blocks it was handed are destroyed unscrubbed and never leased again (vram_pool.h).
+    Log()->warn("session {} ('{}', pid {}) ended while its process runs: {}; {} blocks released "
+                "(those it was handed stay counted as possibly mapped until it exits)",
+                session, s->info.name, s->info.creds.pid, reason, returned);
+    return;
   }
   Log()->info("session {} ('{}', pid {}) ended: {}; {} blocks returned to the pools", session,
               s->info.name, s->info.creds.pid, reason, returned);
+}
+
+void DaemonCore::SideChannelClosed(uint64_t session, const std::string& reason) {
+  for (Gpu& gpu : gpus_) {
+    if (gpu.arbiter) gpu.arbiter->CloseChannel(session);
+  }
+  Log()->info("session {}: {}; the session goes on until its process exits", session, reason);
+}
+
+void DaemonCore::ForgetLingering(uint64_t session) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = lingering_.find(session);
+    if (it == lingering_.end()) return;
+    if (epoll_fd_ >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, it->second, nullptr);
+    close(it->second);
+    lingering_.erase(it);
+  }
+  uint64_t bytes = 0;
+  for (Gpu& gpu : gpus_) bytes += gpu.pool->ForgetReleased(session);
+  Log()->info("the process of ended session {} exited; {} bytes it may have mapped are free",
+              session, bytes);
 }
 
 absl::StatusOr<SessionInfo> DaemonCore::GetSession(const PeerCredentials& creds,
@@ -405,7 +462,10 @@ void DaemonCore::WatchProcesses() {
   while (!stopping_) {
     heartbeat_.fetch_add(1, std::memory_order_relaxed);
     int n = epoll_wait(epoll_fd_, events, 32, 200);
-    for (int i = 0; i < n; ++i) EndSession(events[i].data.u64, "process exited");
+    for (int i = 0; i < n; ++i) {
+      EndSession(events[i].data.u64, "process exited");  // nothing if it ended before
+      ForgetLingering(events[i].data.u64);                // nothing unless it ended before
+    }
   }
 }
 

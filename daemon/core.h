@@ -2,9 +2,12 @@
 // operations, with no gRPC in sight (rpc_server.cc translates protobuf to these calls).
 //
 // A session belongs to one process, identified by the kernel-reported credentials of its
-// connection. It ends when the process exits (a pidfd per session, watched by one thread), when
-// its side-channel connection closes, or when its Watch stream ends; everything it held on every
-// GPU goes back to the pools at once.
+// connection. It ends when the process exits (a pidfd per session, watched by one thread) or the
+// daemon stops; everything it held on every GPU goes back to the pools at once. A closed side
+// channel or Watch stream (a stalled daemon, a shim that gave up waiting) does not end it: the
+// process may still map its blocks, and registers again into the same session.
+// A session that ends while its process lives (daemon stopping, EndSession from a test) leaves
+// the blocks it was handed "released, may still be mapped" (vram_pool.h) until the process exits.
 // The two servers in front of it, RpcServer (gRPC) and SideChannelServer (descriptors), own
 // their sockets and wire formats; DaemonCore owns no socket. Its GPUs are plain Gpu values over
 // a BlockSource, so it runs in one process over fake sources in tests.
@@ -125,7 +128,12 @@ class DaemonCore {
   // Returns the session as it is then (ended = true once it is over).
   absl::StatusOr<SessionInfo> WaitForChange(const PeerCredentials& creds, uint64_t session,
                                             uint64_t seen, const std::function<bool()>& cancelled);
+  // Ends the session (see the header comment); a process that still runs keeps its pidfd
+  // watched, so its released memory is counted until it exits.
   void EndSession(uint64_t session, const std::string& reason);
+  // The session's side channel closed or broke (`reason`): its copy channels close, so a new
+  // side channel of the same process can open them again; the session goes on.
+  void SideChannelClosed(uint64_t session, const std::string& reason);
   // The session as it is now; NOT_FOUND once it has ended.
   absl::StatusOr<SessionInfo> GetSession(const PeerCredentials& creds, uint64_t session) const;
   // Watchers, for Watch streams served without a thread each. `on_change` is called after each
@@ -211,6 +219,8 @@ class DaemonCore {
                                        const PolicyChange& change, std::vector<uint64_t>* changed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(save_mu_);
   void WatchProcesses();
+  // The process of an ended session exited: its released memory stops counting.
+  void ForgetLingering(uint64_t session);
   // Calls the session's watchers (see AddWatcher); `ended` drops them afterwards. Call with no
   // lock held.
   void NotifyWatchers(uint64_t session, bool ended);
@@ -233,6 +243,8 @@ class DaemonCore {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int, uint64_t> session_by_pid_ ABSL_GUARDED_BY(mu_);
+  // Ended sessions whose process still ran then: session id -> its pidfd (still in epoll_fd_).
+  absl::flat_hash_map<uint64_t, int> lingering_ ABSL_GUARDED_BY(mu_);
   // Starts at a random base (from the instance id): a restarted daemon hands out other ids than
   // the one before, so a request a shim sent in an ended session never names a new one.
   uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;

@@ -3,12 +3,16 @@
 #include "core.h"
 
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -202,6 +206,35 @@ TEST_F(DaemonCoreTest, EndingASessionReturnsItsMemory) {
   EXPECT_EQ(core_->Allocate(me_, s.id, 0, false, kG).status().code(), absl::StatusCode::kNotFound);
   // Its pid may register again, as a new session.
   EXPECT_NE(MustRegister(me_, "web", kLs).id, s.id);
+}
+
+// A session that ends while its process runs (not by its exit) leaves the blocks it fetched
+// counted as possibly mapped, and never leased to anyone, until the process exits.
+TEST_F(DaemonCoreTest, FetchedMemoryOfASessionEndedWhileItsProcessRunsStaysCountedUntilExit) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  const PeerCredentials kid{child, 1002, 1002};
+  SessionInfo s = MustRegister(kid, "kid", kBe);
+  auto leases = core_->Allocate(kid, s.id, 0, false, 4 * kG);
+  ASSERT_TRUE(leases.ok()) << leases.status();
+  auto fds = core_->FetchBlocks(kid, s.id, 0, {(*leases)[0].id, (*leases)[1].id});
+  ASSERT_TRUE(fds.ok()) << fds.status();
+  for (int fd : *fds) close(fd);
+  core_->EndSession(s.id, "test");
+  PoolSnapshot snap = core_->gpus()[0].pool->Snapshot();
+  EXPECT_EQ(snap.released_mapped_bytes, 2 * kG);
+  EXPECT_EQ(snap.cached_bytes, 2 * kG);  // the two never fetched
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  for (int i = 0; i < 300 && core_->gpus()[0].pool->Snapshot().released_mapped_bytes != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(core_->gpus()[0].pool->Snapshot().released_mapped_bytes, 0u)
+      << "the process exited: its memory is gone";
 }
 
 TEST_F(DaemonCoreTest, FreeReturnsBlocksAndRefusesForeignOnes) {

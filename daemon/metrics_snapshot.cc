@@ -36,6 +36,8 @@ constexpr Family kFamilies[] = {
     {"missile_gpu_pool_created_bytes", MetricType::kGauge, "VRAM the pool holds."},
     {"missile_gpu_pool_leased_bytes", MetricType::kGauge, "VRAM leased to tenants."},
     {"missile_gpu_pool_cached_bytes", MetricType::kGauge, "VRAM held free for fast allocation."},
+    {"missile_gpu_pool_released_mapped_bytes", MetricType::kGauge,
+     "VRAM released from sessions that ended while their process runs: may still be mapped."},
     {"missile_gpu_colours", MetricType::kGauge, "VRAM colours the pool places blocks by."},
     {"missile_tenant_used_bytes", MetricType::kGauge, "VRAM the tenant holds on the GPU."},
     {"missile_tenant_quota_bytes", MetricType::kGauge, "The tenant's VRAM quota on the GPU."},
@@ -119,7 +121,7 @@ MetricsSnapshot TakeMetricsSnapshot(const DaemonCore& core, const std::string& v
     const PoolSnapshot pool = gpus[g].pool->Snapshot();
     snap.gpus.push_back({static_cast<uint32_t>(g), gpus[g].info.uuid, pool.capacity_bytes,
                          pool.created_bytes, pool.leased_bytes, pool.cached_bytes,
-                         gpus[g].colours});
+                         pool.released_mapped_bytes, gpus[g].colours});
     for (const TenantStats& t : pool.tenants) pools[g][t.session] = t;
     if (gpus[g].arbiter) {
       for (const PcieUse& u : gpus[g].arbiter->Usage()) pcie[g][u.session] = u;
@@ -181,6 +183,8 @@ absl::StatusOr<std::string> FormatMetrics(const MetricsSnapshot& snapshot) {
     s.Update(e.Add("missile_gpu_pool_created_bytes", labels, static_cast<double>(g.created_bytes)));
     s.Update(e.Add("missile_gpu_pool_leased_bytes", labels, static_cast<double>(g.leased_bytes)));
     s.Update(e.Add("missile_gpu_pool_cached_bytes", labels, static_cast<double>(g.cached_bytes)));
+    s.Update(e.Add("missile_gpu_pool_released_mapped_bytes", labels,
+                   static_cast<double>(g.released_mapped_bytes)));
     s.Update(e.Add("missile_gpu_colours", labels, g.colours));
   }
   for (const TenantMetrics& t : snapshot.tenants) s.Update(AddTenant(t, &e));

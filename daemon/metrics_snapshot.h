@@ -30,6 +30,7 @@ struct GpuMetrics {
   uint64_t created_bytes = 0;
   uint64_t leased_bytes = 0;
   uint64_t cached_bytes = 0;
+  uint64_t released_mapped_bytes = 0;  // released by the daemon, may still be mapped
   int colours = 1;
 };
 

@@ -91,7 +91,7 @@ TEST(MetricsSnapshotTest, ValuesComeFromTheDaemon) {
 TEST(MetricsSnapshotTest, WritesEveryFamilyWithPcieAndPacing) {
   MetricsSnapshot snap;
   snap.version = "v";
-  snap.gpus.push_back({0, "GPU-x", 10, 8, 6, 2, 1});
+  snap.gpus.push_back({0, "GPU-x", 10, 8, 6, 2, 0, 1});
   TenantMetrics t;
   t.name = "batch";
   t.cls = "be";
@@ -121,7 +121,8 @@ TEST(MetricsSnapshotTest, WritesEveryFamilyWithPcieAndPacing) {
        {"missile_build_info", "missile_uptime_seconds", "missile_sessions_opened_total",
         "missile_sessions_ended_total", "missile_sessions_active", "missile_gpu_pool_capacity_bytes",
         "missile_gpu_pool_created_bytes", "missile_gpu_pool_leased_bytes",
-        "missile_gpu_pool_cached_bytes", "missile_gpu_colours", "missile_tenant_used_bytes",
+        "missile_gpu_pool_cached_bytes", "missile_gpu_pool_released_mapped_bytes",
+        "missile_gpu_colours", "missile_tenant_used_bytes",
         "missile_tenant_quota_bytes", "missile_tenant_allocations_total",
         "missile_tenant_allocations_refused_total", "missile_tenant_pcie_bytes_total",
         "missile_tenant_pcie_grant_wait_seconds", "missile_tenant_pacing_submissions_total",

@@ -76,6 +76,7 @@ void FillPool(uint32_t index, const Gpu& gpu, v1::PoolStatus* p) {
   p->set_created_bytes(snap.created_bytes);
   p->set_leased_bytes(snap.leased_bytes);
   p->set_cached_bytes(snap.cached_bytes);
+  p->set_released_mapped_bytes(snap.released_mapped_bytes);
   p->set_tenants(static_cast<uint32_t>(snap.tenants.size()));
   p->set_colour_note(gpu.colour_note);
   for (size_t c = 0; c < snap.colours.size(); ++c) {

@@ -28,7 +28,8 @@ using rpc::ToProto;
 // One Watch stream, served without a thread: DaemonCore calls OnChange when the session's policy
 // changes or it ends, and the reactor writes the session's state (one write in flight at a
 // time; changes during a write are folded into the next one). A stream that breaks or is
-// cancelled ends the session, as the shim's end of it is gone.
+// cancelled only drops its watcher: the session ends when its process exits (DaemonCore), since
+// a stream also breaks when the daemon stalls while the process still maps its blocks.
 // Thread-safety: OnChange runs on the thread that changed the session, the reactions on gRPC's
 // threads; mu_ orders them. Finish is the last thing any path does with the reactor, since OnDone
 // (which deletes it) may follow at once on another thread.
@@ -77,7 +78,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::SessionEvent> {
     finished_ = true;
     uint64_t watcher = watcher_;
     mu_.Unlock();
-    Stop(watcher, "watch stream closed");
+    Stop(watcher);
     Finish(grpc::Status::CANCELLED);
   }
 
@@ -90,7 +91,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::SessionEvent> {
     finished_ = true;
     uint64_t watcher = watcher_;
     mu_.Unlock();
-    Stop(watcher, "watch stream closed");
+    Stop(watcher);
     Finish(grpc::Status::CANCELLED);
   }
 
@@ -134,10 +135,9 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::SessionEvent> {
     return std::nullopt;
   }
 
-  // Unregisters (so OnChange is not running and never runs again) and ends the session.
-  void Stop(uint64_t watcher, const char* reason) {
+  // Unregisters, so OnChange is not running and never runs again. The session goes on.
+  void Stop(uint64_t watcher) {
     if (watcher != 0) core_->RemoveWatcher(session_, watcher);
-    core_->EndSession(session_, reason);
   }
 
   DaemonCore* const core_;

@@ -227,14 +227,18 @@ void SideChannelServer::OnHello(Conn* c, const fdpass::Hello& hello) {
   }
   if (!sent.ok()) {
     // The session was authenticated but cannot be served: as if its side channel broke.
-    core_->EndSession(*greeted, "side channel broken");
     Close(c, nullptr);
     return;
+  }
+  if (auto old = greeted_sessions_.find(*greeted); old != greeted_sessions_.end()) {
+    // The same process (pid and token checked) connected again: it gave up on the old one.
+    auto it = conns_.find(old->second);
+    if (it != conns_.end()) Close(it->second.get(), "side channel replaced by a new connection");
   }
   c->session = *greeted;
   c->deadline.reset();
   --pending_count_;
-  greeted_sessions_.insert(c->session);
+  greeted_sessions_[c->session] = c->fd;
 }
 
 void SideChannelServer::OnRequest(Conn* c, const fdpass::FetchRequest& req) {
@@ -252,7 +256,7 @@ void SideChannelServer::Close(Conn* c, const char* reason) {
   const int fd = c->fd;
   if (c->session != 0) {
     greeted_sessions_.erase(c->session);
-    if (reason != nullptr) core_->EndSession(c->session, reason);
+    if (reason != nullptr) core_->SideChannelClosed(c->session, reason);
   } else {
     --pending_count_;
   }
@@ -322,9 +326,6 @@ absl::StatusOr<uint64_t> SideChannelServer::Greet(const Conn& c, const fdpass::H
   std::string_view token(reinterpret_cast<const char*>(hello.token), sizeof(hello.token));
   if (absl::Status s = core_->AuthenticateSideChannel(c.creds, hello.session_id, token); !s.ok()) {
     return s;
-  }
-  if (greeted_sessions_.contains(hello.session_id)) {
-    return absl::AlreadyExistsError("the session already has a side channel");
   }
   return hello.session_id;
 }

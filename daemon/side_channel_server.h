@@ -4,9 +4,11 @@
 // version 2) and translates each request into a DaemonCore call.
 //
 // A connection starts with a Hello naming a session; it is accepted only if the connection's
-// SO_PEERCRED pid owns the session, the token matches and the session has no side connection
-// yet. Each later request gets one Reply, with the descriptors attached when its status is OK.
-// A connection that closes or breaks ends its session.
+// SO_PEERCRED pid owns the session and the token matches; a session's new connection replaces
+// its old one (a shim that gave up on a stalled daemon and registered again). Each later request
+// gets one Reply, with the descriptors attached when its status is OK. A connection that closes
+// or breaks does not end its session (only the process's exit does: DaemonCore); its copy
+// channels close, so the next connection can open them again.
 //
 // One thread serves every connection with epoll, so idle connections cost a descriptor each and
 // no thread. The limits in limits.h apply: a connection that does not greet within
@@ -14,7 +16,7 @@
 // uid may hold max_per_uid connections (administrators: any number). Accept failures from exhausted
 // descriptors or memory pause accepting for kAcceptBackoff and never stop the loop.
 // Replies are sent without blocking: a peer that sends requests without reading the replies
-// until its socket buffer is full has its connection (and session) ended.
+// until its socket buffer is full has its connection closed.
 // Thread-safety: Start and Shutdown are called from one thread (the daemon's main thread); all
 // connection state belongs to the serving thread.
 #ifndef MISSILE_DAEMON_SIDE_CHANNEL_SERVER_H_
@@ -53,7 +55,7 @@ class SideChannelServer {
 
   // Listens on `path` (created with `mode`, group `gid` if given) and serves until Shutdown.
   absl::Status Start(const std::string& path, unsigned mode, std::optional<unsigned> gid);
-  // Stops accepting, closes every connection (ending their sessions), waits for the serving
+  // Stops accepting, closes every connection (DaemonCore::Stop ends the sessions), waits for the serving
   // thread and removes the socket. Idempotent.
   void Shutdown();
 
@@ -77,7 +79,7 @@ class SideChannelServer {
   bool OnReadable(Conn* c);
   void OnHello(Conn* c, const fdpass::Hello& hello);
   void OnRequest(Conn* c, const fdpass::FetchRequest& req);
-  // Closes the connection; an accepted session ends with `reason` (nullptr: ends no session).
+  // Closes the connection; an accepted session is told with `reason` (nullptr: tells nothing).
   void Close(Conn* c, const char* reason);
   void ExpireDeadlines(Clock::time_point now);
   void PauseAccepting(Clock::time_point now);
@@ -100,7 +102,7 @@ class SideChannelServer {
   // Owned by the loop thread.
   absl::flat_hash_map<int, std::unique_ptr<Conn>> conns_;
   absl::flat_hash_map<unsigned, size_t> per_uid_;
-  absl::flat_hash_set<uint64_t> greeted_sessions_;
+  absl::flat_hash_map<uint64_t, int> greeted_sessions_;  // session -> its connection's descriptor
   // {descriptor, serial} of ungreeted connections, oldest first; entries of connections that
   // greeted or closed since are skipped.
   std::deque<std::pair<int, uint64_t>> pending_;

@@ -66,10 +66,10 @@ absl::Status VramPool::Prealloc(uint64_t bytes) {
   if (bytes == 0) return absl::OkStatus();
   if (absl::Status s = CheckSize(bytes, "prealloc"); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
-  if (bytes > options_.capacity_bytes - created_bytes_) {
+  if (bytes > options_.capacity_bytes - OccupiedBytes()) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "pool capacity %s: %s created, prealloc asked %s", FormatSize(options_.capacity_bytes),
-        FormatSize(created_bytes_), FormatSize(bytes)));
+        FormatSize(OccupiedBytes()), FormatSize(bytes)));
   }
   std::vector<BlockId> made;
   for (uint64_t i = 0; i < bytes / options_.granularity; ++i) {
@@ -174,17 +174,20 @@ absl::StatusOr<PhysicalBlock> VramPool::Lookup(SessionId session, BlockId id) co
   return blocks_.at(id).phys;
 }
 
-absl::StatusOr<int> VramPool::DuplicateDescriptor(SessionId session, BlockId id) const {
+absl::StatusOr<int> VramPool::DuplicateDescriptor(SessionId session, BlockId id) {
   absl::MutexLock lock(&mu_);
-  absl::StatusOr<const Tenant*> tenant = FindTenant(session);
+  absl::StatusOr<Tenant*> tenant = FindTenant(session);
   if (!tenant.ok()) return tenant.status();
   if (!(*tenant)->blocks.contains(id)) {
     return absl::NotFoundError(absl::StrFormat("tenant %d holds no block %d", session, id));
   }
-  return source_->DuplicateDescriptor(blocks_.at(id).phys);
+  BlockState& state = blocks_.at(id);
+  // Marked before the descriptor exists: whatever happens to it, the block is this tenant's.
+  state.exposed = true;
+  return source_->DuplicateDescriptor(state.phys);
 }
 
-std::vector<BlockId> VramPool::RemoveTenant(SessionId session) {
+std::vector<BlockId> VramPool::RemoveTenant(SessionId session, bool process_lives) {
   absl::MutexLock lock(&mu_);
   auto it = tenants_.find(session);
   if (it == tenants_.end()) return {};
@@ -195,10 +198,27 @@ std::vector<BlockId> VramPool::RemoveTenant(SessionId session) {
     const uint64_t bytes = blocks_.at(id).phys.bytes;
     class_used_[ClassIndex(t.cls)] -= bytes;
     leased_bytes_ -= bytes;
-    Release(id);
+    if (process_lives && blocks_.at(id).exposed) {
+      // Still the process's memory as far as the driver knows: counted until it exits.
+      released_mapped_[session] += bytes;
+      released_mapped_total_ += bytes;
+      Release(id, /*scrub=*/false);
+    } else {
+      Release(id);
+    }
   }
   tenants_.erase(it);
   return ids;
+}
+
+uint64_t VramPool::ForgetReleased(SessionId session) {
+  absl::MutexLock lock(&mu_);
+  auto it = released_mapped_.find(session);
+  if (it == released_mapped_.end()) return 0;
+  const uint64_t bytes = it->second;
+  released_mapped_total_ -= bytes;
+  released_mapped_.erase(it);
+  return bytes;
 }
 
 absl::StatusOr<Usage> VramPool::GetUsage(SessionId session) const {
@@ -215,6 +235,7 @@ PoolSnapshot VramPool::Snapshot() const {
   snap.created_bytes = created_bytes_;
   snap.leased_bytes = leased_bytes_;
   snap.cached_bytes = cached_bytes_;
+  snap.released_mapped_bytes = released_mapped_total_;
   snap.isolating = policy_.isolating();
   const int colour_count = policy_.scheme().colour_count();
   const ColourSet ls = policy_.ColoursFor(TenantClass::kLatencySensitive);
@@ -291,7 +312,7 @@ Usage VramPool::UsageOf(const Tenant& tenant) const {
   usage.available_bytes =
       std::min({SubOrZero(usage.quota_bytes, tenant.used_bytes),
                 SubOrZero(class_quota_[cls].class_quota_bytes, class_used_[cls]),
-                SubOrZero(options_.capacity_bytes, leased_bytes_)});
+                SubOrZero(options_.capacity_bytes, leased_bytes_ + released_mapped_total_)});
   return usage;
 }
 
@@ -323,10 +344,11 @@ absl::Status VramPool::CheckLimits(SessionId session, const Tenant& tenant, uint
         "class %s quota %s: holds %s, tenant %d asked %s", TenantClassName(tenant.cls),
         FormatSize(class_quota), FormatSize(class_used_[cls]), session, FormatSize(bytes)));
   }
-  if (bytes > options_.capacity_bytes - leased_bytes_) {
+  if (bytes > options_.capacity_bytes - leased_bytes_ - released_mapped_total_) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "pool capacity %s: %s leased, tenant %d asked %s", FormatSize(options_.capacity_bytes),
-        FormatSize(leased_bytes_), session, FormatSize(bytes)));
+        "pool capacity %s: %s leased, %s released but possibly still mapped, tenant %d asked %s",
+        FormatSize(options_.capacity_bytes), FormatSize(leased_bytes_),
+        FormatSize(released_mapped_total_), session, FormatSize(bytes)));
   }
   return absl::OkStatus();
 }
@@ -409,13 +431,13 @@ absl::StatusOr<BlockId> VramPool::TakeBlock(uint64_t bytes, TenantClass cls) {
 }
 
 absl::Status VramPool::MakeRoom(uint64_t bytes) {
-  const uint64_t uncached = created_bytes_ - cached_bytes_;
+  const uint64_t uncached = OccupiedBytes() - cached_bytes_;
   if (bytes > options_.capacity_bytes - uncached) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "pool capacity %s: %s in use, no room to create %s", FormatSize(options_.capacity_bytes),
         FormatSize(uncached), FormatSize(bytes)));
   }
-  while (bytes > options_.capacity_bytes - created_bytes_) {
+  while (bytes > options_.capacity_bytes - OccupiedBytes()) {
     DestroyBlock(cache_by_age_.begin()->second);
   }
   return absl::OkStatus();
@@ -467,11 +489,24 @@ void VramPool::EraseCache(BlockId id) {
   state.where = Where::kTaken;
 }
 
-void VramPool::Release(BlockId id) {
+void VramPool::Release(BlockId id, bool scrub) {
   BlockState& state = blocks_.at(id);
   state.where = Where::kTaken;
   state.holder = 0;
-  if (options_.scrub_on_release) {
+  if (state.exposed) {
+    // Its holder may keep a mapping or a descriptor: the memory must reach nobody else. The
+    // scrub still clears it in case the driver hands the same pages out again once the last
+    // mapping is gone.
+    if (scrub && options_.scrub_on_release) {
+      if (absl::Status s = source_->Scrub(state.phys); !s.ok()) {
+        GetLogger(kPoolLog)->warn("scrubbing block {} ({} bytes) failed: {}", id,
+                                  state.phys.bytes, std::string(s.message()));
+      }
+    }
+    DestroyBlock(id);
+    return;
+  }
+  if (scrub && options_.scrub_on_release) {
     if (absl::Status s = source_->Scrub(state.phys); !s.ok()) {
       GetLogger(kPoolLog)->warn("scrubbing block {} ({} bytes) failed, destroying it: {}", id, state.phys.bytes,
                  std::string(s.message()));

@@ -15,6 +15,15 @@
 // - Released blocks are scrubbed (when enabled) and cached; the cache is then trimmed to
 //   cache_limit_bytes, oldest first. Blocks kept for the other class during a colour retry may
 //   exceed the limit until the next release or Trim.
+// - No physical memory is shared across tenants: a block whose descriptor was ever handed out
+//   (DuplicateDescriptor) is never cached or leased again. Its holder may have kept a mapping or
+//   a duplicate of the descriptor, which the daemon cannot revoke; when it comes back the pool
+//   destroys it (the source releases its handle; the driver frees the memory once the last
+//   mapping goes) and later leases create fresh memory.
+// - A session removed while its process may still map its blocks (RemoveTenant with
+//   `process_lives`) leaves them "released, may still be mapped": destroyed without a scrub
+//   (the process's data stays intact) and counted against the capacity until ForgetReleased
+//   (the process exited).
 // - Thread safety: every method may be called from any thread. One mutex guards all state and the
 //   BlockSource is called with it held, so a source must never call back into the pool.
 // - Destroying the pool destroys every block it created, leased or not.
@@ -116,6 +125,9 @@ struct PoolSnapshot {
   uint64_t created_bytes = 0;
   uint64_t leased_bytes = 0;
   uint64_t cached_bytes = 0;
+  // Destroyed blocks that a live process whose session ended may still map; counted against the
+  // capacity (not part of created_bytes).
+  uint64_t released_mapped_bytes = 0;
   bool isolating = false;
   std::vector<ColourStats> colours;    // one per colour of the policy's scheme
   uint64_t unclean_created_bytes = 0;  // blocks touching two or more colours
@@ -165,11 +177,17 @@ class VramPool {
   // Only the holder may look a block up; NOT_FOUND otherwise (unknown and foreign ids alike).
   absl::StatusOr<PhysicalBlock> Lookup(SessionId session, BlockId id) const;
   // A descriptor of a block the session holds (BlockSource::DuplicateDescriptor); NOT_FOUND as
-  // Lookup. The caller closes it.
-  absl::StatusOr<int> DuplicateDescriptor(SessionId session, BlockId id) const;
+  // Lookup. The caller closes it. From then on the block is the session's only: it is destroyed,
+  // never cached, when it comes back.
+  absl::StatusOr<int> DuplicateDescriptor(SessionId session, BlockId id);
   // Releases everything the session held and forgets it; returns the released ids (ascending),
-  // empty for an unknown session.
-  std::vector<BlockId> RemoveTenant(SessionId session);
+  // empty for an unknown session. With `process_lives` (the session ended while its process
+  // runs) the blocks it was handed are destroyed without a scrub and stay counted against the
+  // capacity, as released_mapped_bytes, until ForgetReleased(session).
+  std::vector<BlockId> RemoveTenant(SessionId session, bool process_lives = false);
+  // The process of a session removed with `process_lives` exited: its memory is gone. Returns
+  // the bytes no longer counted.
+  uint64_t ForgetReleased(SessionId session);
 
   absl::StatusOr<Usage> GetUsage(SessionId session) const;
   PoolSnapshot Snapshot() const;
@@ -183,6 +201,7 @@ class VramPool {
     Where where = Where::kTaken;
     SessionId holder = 0;    // when kLeased
     uint64_t cache_seq = 0;  // when kCached: age order
+    bool exposed = false;    // its descriptor was handed out: never cached or leased again
   };
   struct Tenant {
     colorer::TenantClass cls;
@@ -220,8 +239,13 @@ class VramPool {
   void DestroyBlock(BlockId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void InsertCache(BlockId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EraseCache(BlockId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A leased block goes back: scrubbed, cached or destroyed.
-  void Release(BlockId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A leased block goes back: scrubbed, cached or destroyed (an exposed one always destroyed).
+  // `scrub` false: a live process may still use its contents (RemoveTenant with process_lives).
+  void Release(BlockId id, bool scrub = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Bytes the pool may not create: created, plus released but possibly still mapped.
+  uint64_t OccupiedBytes() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return created_bytes_ + released_mapped_total_;
+  }
   void TrimLocked(uint64_t keep_cached_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const PoolOptions options_;
@@ -240,6 +264,9 @@ class VramPool {
   uint64_t created_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t leased_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t cached_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Per removed session whose process lives: bytes released that it may still map.
+  absl::flat_hash_map<SessionId, uint64_t> released_mapped_ ABSL_GUARDED_BY(mu_);
+  uint64_t released_mapped_total_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace missile::daemon

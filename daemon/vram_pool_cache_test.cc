@@ -116,5 +116,69 @@ TEST(VramPoolTest, PreallocFillsTheCacheAndBigBlocksEvictIt) {
   ExpectConsistent(*pool, source);
 }
 
+// A block whose descriptor a tenant received may still be mapped by it after a free (the
+// daemon cannot revoke a mapping): it is destroyed, never leased to another tenant; a block
+// never handed out is cached and reused as before.
+TEST(VramPoolTest, AHandedOutBlockIsNeverLeasedAgain) {
+  FakeSource source;
+  auto pool = MakePool(&source, OneColourPolicy());
+  ASSERT_TRUE(pool->AddTenant(1, kBe, 0).ok());
+  ASSERT_TRUE(pool->AddTenant(2, kBe, 0).ok());
+  auto mine = pool->AllocateChunks(1, 2);
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  absl::StatusOr<int> fd = pool->DuplicateDescriptor(1, (*mine)[0].id);
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  close(*fd);
+  ASSERT_TRUE(pool->Free(1, Ids(*mine)).ok());
+  EXPECT_EQ(source.destroyed(), std::vector<uint64_t>{(*mine)[0].handle});
+  EXPECT_EQ(source.scrubs(), 2) << "the handed-out block is scrubbed before it goes";
+  EXPECT_EQ(pool->Snapshot().cached_bytes, kG);
+
+  auto theirs = pool->AllocateChunks(2, 2);
+  ASSERT_TRUE(theirs.ok()) << theirs.status();
+  EXPECT_EQ((*theirs)[0].handle, (*mine)[1].handle) << "never handed out: reused";
+  EXPECT_NE((*theirs)[1].handle, (*mine)[0].handle);
+  EXPECT_EQ(source.creates(), 3);
+  ExpectConsistent(*pool, source);
+}
+
+// A session removed while its process lives: the blocks it received are destroyed without a
+// scrub (the process's data stays) and counted against the capacity until it exits.
+TEST(VramPoolTest, MemoryOfAnEndedSessionWhoseProcessLivesStaysCounted) {
+  FakeSource source;
+  auto pool = MakePool(&source, OneColourPolicy());  // capacity 16 granules
+  ASSERT_TRUE(pool->AddTenant(1, kBe, 0).ok());
+  auto held = pool->AllocateChunks(1, 4);
+  ASSERT_TRUE(held.ok()) << held.status();
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<int> fd = pool->DuplicateDescriptor(1, (*held)[i].id);
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    close(*fd);
+  }
+  EXPECT_EQ(pool->RemoveTenant(1, /*process_lives=*/true).size(), 4u);
+  EXPECT_EQ(source.scrubs(), 1) << "only the block never handed out is scrubbed";
+  PoolSnapshot snap = pool->Snapshot();
+  EXPECT_EQ(snap.released_mapped_bytes, 3 * kG);
+  EXPECT_EQ(snap.cached_bytes, kG);
+  ExpectConsistent(*pool, source);
+
+  ASSERT_TRUE(pool->AddTenant(2, kBe, 0).ok());
+  EXPECT_EQ(pool->GetUsage(2)->available_bytes, 13 * kG);
+  auto too_much = pool->AllocateChunks(2, 14);
+  EXPECT_EQ(too_much.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(too_much.status().message()), HasSubstr("possibly still mapped"));
+  auto rest = pool->AllocateChunks(2, 13);
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  for (const Lease& l : *rest) {
+    for (int i = 0; i < 3; ++i) EXPECT_NE(l.handle, (*held)[i].handle);
+  }
+
+  EXPECT_EQ(pool->ForgetReleased(1), 3 * kG);  // the process exited
+  EXPECT_EQ(pool->ForgetReleased(1), 0u);
+  EXPECT_EQ(pool->Snapshot().released_mapped_bytes, 0u);
+  EXPECT_TRUE(pool->AllocateChunks(2, 3).ok());
+  ExpectConsistent(*pool, source);
+}
+
 }  // namespace
 }  // namespace missile::daemon::pool_test

@@ -142,6 +142,11 @@ void DaemonClient::WatchLoop() {
   }
   reader->Finish();
   connected_ = false;
+  // The session is over for this client: its side channel goes too, so the daemon sees it
+  // closed (a later registration of this process opens a new one).
+  absl::MutexLock lock(&side_mu_);
+  if (side_fd_ >= 0) close(side_fd_);
+  side_fd_ = -1;
 }
 
 bool DaemonClient::AwaitEnd(absl::Duration limit) const {

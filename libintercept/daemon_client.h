@@ -8,8 +8,10 @@
 // It implements SessionClient (session_client.h), the interface the rest of the shim uses.
 // Every call is bounded by the tenant's timeout (TenantIdentity::timeout_ms): each RPC has that
 // deadline, each side-channel read and write that timeout, and the channel's keepalive pings
-// must be answered within it. A daemon that misses it is treated as gone: the session ends
-// (connected() turns false) and the shim follows MISSILE_NO_DAEMON.
+// must be answered within it. A daemon that misses it is treated as gone: this client ends
+// (connected() turns false, its side channel closes) and the shim follows MISSILE_NO_DAEMON.
+// The daemon keeps the session while the process lives; SessionManager registers again, into
+// the same session, once the daemon answers.
 // Thread-safety: every method may be called from any thread; the side channel is used under a
 // mutex, one request-reply at a time.
 #ifndef MISSILE_LIBINTERCEPT_DAEMON_CLIENT_H_

@@ -275,19 +275,26 @@ void GpuMemory::ReturnFreed() {
 }
 
 void GpuMemory::FlushFrees(bool force) {
+  // After the session ended, only a successor in the same daemon session takes them (the daemon
+  // kept the session through a stall, AdoptedBy). They never go to another session, whose
+  // daemon never leased them; they stay queued meanwhile.
+  SessionClient* to = session_;
+  if (!to->connected()) to = adopted_by_.load(std::memory_order_acquire);
+  if (to == nullptr || !to->connected()) return;
   std::vector<uint64_t> ids;
   {
     absl::MutexLock lock(&mu_);
     if (pending_free_.empty() || (!force && pending_free_.size() < kFreeBatchBlocks)) return;
     ids.swap(pending_free_);
   }
-  // After the session ended there is nobody to return them to: the daemon took back every
-  // block of the session when it ended, or went away with them. (They never go to a later
-  // session: its daemon never leased them.)
-  if (!session_->connected()) return;
-  if (absl::Status s = session_->Free(gpu_, ids); !s.ok()) {
+  if (absl::Status s = to->Free(gpu_, ids); !s.ok()) {
     log_->error("returning {} blocks to missiled: {}", ids.size(), std::string(s.message()));
   }
+}
+
+void GpuMemory::AdoptedBy(SessionClient* successor) {
+  adopted_by_.store(successor, std::memory_order_release);
+  FlushFrees(/*force=*/true);
 }
 
 size_t GpuMemory::cached_ranges() const {

@@ -11,7 +11,8 @@
 // meet the quota call ReturnFreed first.
 //
 // The state belongs to `session()` for good: its RPCs go to that session only, so its block ids
-// never reach a later session; once the session ended, frees unmap locally and send nothing.
+// never reach another daemon session; once the session ended, frees unmap locally and the
+// blocks stay queued, sent only if a client of the same daemon session adopts the state.
 // Thread-safety: every public method may be called from any thread. mu_ guards the address
 // space, the mappings, the cache and the queue; driver calls that map new blocks and every RPC
 // run outside it (the small allocator has its own lock). Lock order: the memory manager's
@@ -91,8 +92,13 @@ class GpuMemory {
   absl::Status Free(CUdeviceptr ptr, AllocationKind kind) ABSL_LOCKS_EXCLUDED(mu_);
   // Queues one leased block for return (a VMM handle's, or one that failed to import).
   void QueueReturn(uint64_t block, uint64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
-  // Sends the daemon the queued blocks: once a batch is full, or now if `force`.
+  // Sends the daemon the queued blocks: once a batch is full, or now if `force`. Once the
+  // session ended they stay queued, unless a successor took them (AdoptedBy).
   void FlushFrees(bool force) ABSL_LOCKS_EXCLUDED(mu_);
+  // The daemon kept this state's session through a stall and the shim registered into it again
+  // as `successor` (same session id and daemon instance): its blocks are still leased to that
+  // session, so their returns go through `successor` from now on, the queued ones at once.
+  void AdoptedBy(SessionClient* successor) ABSL_LOCKS_EXCLUDED(mu_);
   // Returns everything freed that the daemon still counts: the reuse cache and the queue.
   void ReturnFreed() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -133,6 +139,7 @@ class GpuMemory {
   spdlog::logger* log_;
   // Fixed by Create.
   SessionClient* session_ = nullptr;
+  std::atomic<SessionClient*> adopted_by_{nullptr};  // see AdoptedBy
   uint64_t serial_ = 0;
   uint32_t gpu_ = 0;  // the daemon's index
   CUdevice dev_ = 0;

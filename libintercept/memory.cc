@@ -48,9 +48,10 @@ void MemoryManager::SessionEnded(SessionClient* ended) {
   for (GpuMemory* d : states) d->ReturnFreed();
 }
 
-std::optional<CUresult> MemoryManager::Unmanaged(const char* what) {
+std::optional<CUresult> MemoryManager::Unmanaged(const char* what, uint64_t bytes) {
   (void)what;
   if (config_.refuse_without_daemon) return CUDA_ERROR_OUT_OF_MEMORY;
+  sessions_->NotePassthrough(bytes);  // reported when registering again and at exit
   return std::nullopt;
 }
 
@@ -76,17 +77,30 @@ absl::StatusOr<GpuMemory*> MemoryManager::DeviceOf(CUdevice dev) {
     }
     return made.status();
   }
-  absl::MutexLock lock(&devices_mu_);
-  auto it = devices_.find(static_cast<int>(dev));
-  if (it != devices_.end() && it->second->session() == session) {
-    return it->second;  // another thread won the race; ours gives its reservation back
-  }
   GpuMemory* raw = made->get();
-  by_serial_[raw->serial()] = raw;
-  all_devices_.push_back(std::move(*made));
-  // The current session's replaces an ended one's; a GpuMemory of a session that ended
-  // meanwhile serves only this call (and later frees), and never displaces the current one's.
-  if (session == sessions_->Client()) devices_[static_cast<int>(dev)] = raw;
+  std::vector<GpuMemory*> adopted;
+  {
+    absl::MutexLock lock(&devices_mu_);
+    auto it = devices_.find(static_cast<int>(dev));
+    if (it != devices_.end() && it->second->session() == session) {
+      return it->second;  // another thread won the race; ours gives its reservation back
+    }
+    by_serial_[raw->serial()] = raw;
+    // Earlier states of this device in the same daemon session (the daemon kept it through a
+    // stall) return their blocks through this one's session from now on.
+    for (const auto& old : all_devices_) {
+      SessionClient* was = old->session();
+      if (old->dev() == dev && was != session && !was->connected() && !was->instance().empty() &&
+          was->session_id() == session->session_id() && was->instance() == session->instance()) {
+        adopted.push_back(old.get());
+      }
+    }
+    all_devices_.push_back(std::move(*made));
+    // The current session's replaces an ended one's; a GpuMemory of a session that ended
+    // meanwhile serves only this call (and later frees), and never displaces the current one's.
+    if (session == sessions_->Client()) devices_[static_cast<int>(dev)] = raw;
+  }
+  for (GpuMemory* old : adopted) old->AdoptedBy(session);  // may send a Free: no lock held
   return raw;
 }
 
@@ -127,7 +141,7 @@ std::optional<CUresult> MemoryManager::Alloc(CUdeviceptr* dptr, size_t bytes) {
   bool small = false;
   // A second try only if the session changed during the first (a restarted daemon took over).
   for (int attempt = 0; attempt < 2; ++attempt) {
-    if (sessions_->Serving() == nullptr) return Unmanaged("cuMemAlloc");
+    if (sessions_->Serving() == nullptr) return Unmanaged("cuMemAlloc", bytes);
     deferred_.Reap(/*wait=*/false);
     d = CurrentDevice();
     // No current context, or a GPU the daemon does not manage: the driver answers for itself.
@@ -144,7 +158,7 @@ std::optional<CUresult> MemoryManager::Alloc(CUdeviceptr* dptr, size_t bytes) {
   }
   if (!ptr.ok()) {
     // The session ended during the call: as for any allocation after that.
-    if (sessions_->Serving() == nullptr) return Unmanaged("cuMemAlloc");
+    if (sessions_->Serving() == nullptr) return Unmanaged("cuMemAlloc", bytes);
     return ToResult(ptr.status(), "cuMemAlloc");
   }
   absl::Status s = table_.Insert(*ptr, bytes, small ? AllocationKind::kSmall : AllocationKind::kLarge,
@@ -162,7 +176,9 @@ std::optional<CUresult> MemoryManager::AllocPitch(CUdeviceptr* dptr, size_t* pit
       !(element_bytes == 4 || element_bytes == 8 || element_bytes == 16)) {
     return std::nullopt;  // the driver reports the bad argument
   }
-  if (sessions_->Serving() == nullptr) return Unmanaged("cuMemAllocPitch");
+  if (sessions_->Serving() == nullptr) {
+    return Unmanaged("cuMemAllocPitch", uint64_t{width_bytes} * height);
+  }
   auto d = CurrentDevice();
   if (!d.ok()) return std::nullopt;
   int align = 0;
@@ -280,7 +296,7 @@ std::optional<CUresult> MemoryManager::VmmCreate(CUmemGenericAllocationHandle* h
       prop->allocFlags.compressionType != 0) {
     return std::nullopt;
   }
-  if (sessions_->Serving() == nullptr) return Unmanaged("cuMemCreate");
+  if (sessions_->Serving() == nullptr) return Unmanaged("cuMemCreate", size);
   CUdevice dev = 0;
   if (api_.DeviceGet(&dev, prop->location.id) != CUDA_SUCCESS) return std::nullopt;
   auto d = DeviceOf(dev);
@@ -292,7 +308,7 @@ std::optional<CUresult> MemoryManager::VmmCreate(CUmemGenericAllocationHandle* h
     if (leases.status().code() == absl::StatusCode::kUnavailable) {
       (*d)->session()->AwaitEnd(absl::Milliseconds(500));
     }
-    if (sessions_->Serving() == nullptr) return Unmanaged("cuMemCreate");
+    if (sessions_->Serving() == nullptr) return Unmanaged("cuMemCreate", size);
     return ToResult(leases.status(), "cuMemCreate");
   }
   BlockLease& l = (*leases)[0];

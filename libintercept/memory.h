@@ -25,7 +25,9 @@
 // frees of cuMemFreeAsync until their streams reach them. The manager itself keeps the
 // allocation table and the map from CUDA devices to GpuMemory.
 // Each GPU's state belongs to one session, so the memory of an ended session is unmapped
-// locally when freed and its block ids never reach a later session.
+// locally when freed and its block ids never reach another daemon session; when the shim
+// registered again into the same daemon session (the daemon kept it through a stall), the new
+// state returns them (GpuMemory::AdoptedBy).
 // Thread-safety: every method may be called from any thread.
 #ifndef MISSILE_LIBINTERCEPT_MEMORY_H_
 #define MISSILE_LIBINTERCEPT_MEMORY_H_
@@ -92,6 +94,9 @@ class MemoryManager {
   uint64_t leased_bytes() const;
   uint64_t allocations() const { return allocations_.load(std::memory_order_relaxed); }
   bool connected() const { return sessions_->connected(); }
+  // Allocations (and their bytes) that went to the driver directly, without a serving session.
+  uint64_t passthrough_calls() const { return sessions_->passthrough_calls(); }
+  uint64_t passthrough_bytes() const { return sessions_->passthrough_bytes(); }
 
   // For tests: the current session's state of CUDA device `dev`, if it has been set up.
   GpuMemory* StateOf(CUdevice dev) ABSL_LOCKS_EXCLUDED(devices_mu_);
@@ -102,7 +107,9 @@ class MemoryManager {
   // session; made on first use.
   absl::StatusOr<GpuMemory*> CurrentDevice();
   absl::StatusOr<GpuMemory*> DeviceOf(CUdevice dev) ABSL_LOCKS_EXCLUDED(devices_mu_);
-  std::optional<CUresult> Unmanaged(const char* what);
+  // What an allocation without a serving session does (MISSILE_NO_DAEMON); a passthrough of
+  // `bytes` is counted for the session manager's reports.
+  std::optional<CUresult> Unmanaged(const char* what, uint64_t bytes);
   // Unmaps the reuse caches of an ended session's GPUs (the end listener).
   void SessionEnded(SessionClient* ended) ABSL_LOCKS_EXCLUDED(devices_mu_);
   absl::Status FreeManaged(CUdeviceptr dptr, const AllocationTable::Entry& entry, bool sync)

@@ -105,12 +105,12 @@ bool SessionManager::TryRegisterAgain(SessionClient* ended) {
     }
     return false;
   }
-  if (!KeepNewSession(ended->instance(), (*c)->instance())) {
-    // The daemon that ended the session still runs: it took back the session's blocks, which
-    // this process still maps, and might lease them to this process again. Dropping the new
-    // client ends the new session before it leased anything.
-    log_->warn("missiled ended this process's session but still runs; the process goes on "
-               "without registering again");
+  const NewSession kind = ClassifyNewSession(ended->instance(), ended->session_id(),
+                                             (*c)->instance(), (*c)->session_id());
+  if (kind == NewSession::kRefuse) {
+    // A daemon without instance ids might lease this process a block it still maps. Dropping
+    // the new client leaves the new session unused.
+    log_->warn("missiled sends no instance id; the process goes on without registering again");
     return true;
   }
   SessionClient* raw = c->get();
@@ -121,9 +121,27 @@ bool SessionManager::TryRegisterAgain(SessionClient* ended) {
   // From here the per-GPU state of the ended session only takes frees: every path finds its
   // state by session and makes new state for this one.
   client_ptr_.store(raw, std::memory_order_release);
-  log_->warn("registered again with a restarted missiled, session {}: new device allocations "
-             "are served by it; memory allocated before stays as it is", raw->session_id());
+  const char* what = kind == NewSession::kRestartedDaemon
+                         ? "with a restarted missiled"
+                         : kind == NewSession::kSameSession
+                               ? "with missiled, which kept this process's session and memory"
+                               : "with missiled, which had ended this process's session while "
+                                 "it ran and released its memory for good";
+  const uint64_t calls = passthrough_since_end_.exchange(0);
+  const uint64_t bytes = passthrough_bytes_since_end_.exchange(0);
+  log_->warn("registered again {}, session {}: new device allocations are served by it; memory "
+             "allocated before stays as it is; while the session was down, {} allocations ({} "
+             "bytes) went to the driver directly, outside missiled's quota",
+             what, raw->session_id(), calls, bytes);
   return false;
+}
+
+void SessionManager::NotePassthrough(uint64_t bytes) {
+  passthrough_calls_.fetch_add(1, std::memory_order_relaxed);
+  passthrough_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  if (client_ptr_.load(std::memory_order_acquire) == nullptr) return;  // never registered
+  passthrough_since_end_.fetch_add(1, std::memory_order_relaxed);
+  passthrough_bytes_since_end_.fetch_add(bytes, std::memory_order_relaxed);
 }
 
 bool SessionManager::connected() const {

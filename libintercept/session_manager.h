@@ -5,9 +5,10 @@
 // follows MISSILE_NO_DAEMON for the rest of the process. When a session ends, Serving says so
 // once, tells the end listener (the memory path returns what that session's GPUs still cache)
 // and starts a thread that checks every second whether the socket accepts connections and, if
-// it does, registers again. It keeps the new session only if the daemon instance differs: a
-// daemon that ended the session while it kept running took the session's blocks back while
-// this process still maps them, and could lease them to it again.
+// it does, registers again (session_policy.h: the same daemon gives back the same session when
+// it kept it through a stall; no daemon leases memory this process may still map to anyone).
+// Allocations that went to the driver meanwhile (passthrough) are counted and reported when it
+// registers again and in the exit report.
 //
 // Sessions are never destroyed: per-GPU state of the memory, copy and pacing paths belongs to
 // one session and keeps a pointer to it, and threads may be inside its calls.
@@ -18,6 +19,7 @@
 #include <cuda.h>
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -61,11 +63,17 @@ class SessionManager {
   // call of the old one is running.
   void SetEndListener(std::function<void(SessionClient*)> listener);
 
+  // An allocation of `bytes` went to the driver directly (no serving session, passthrough).
+  void NotePassthrough(uint64_t bytes);
+  // Passthrough allocations since the process started, for the exit report.
+  uint64_t passthrough_calls() const { return passthrough_calls_.load(std::memory_order_relaxed); }
+  uint64_t passthrough_bytes() const { return passthrough_bytes_.load(std::memory_order_relaxed); }
+
  private:
   TenantIdentity Identity() const;
   void ReconnectLoop();
-  // Registers again if a different daemon instance listens; true when it never should (the
-  // daemon that ended the session still runs).
+  // Registers again if the daemon answers; true when it never should (a daemon without
+  // instance ids).
   bool TryRegisterAgain(SessionClient* ended);
 
   const Config& config_;
@@ -81,6 +89,10 @@ class SessionManager {
   std::atomic<bool> client_failed_{false};  // the first connection attempt failed
   std::atomic<SessionClient*> lost_logged_for_{nullptr};
   std::atomic<bool> register_failure_logged_{false};
+  std::atomic<uint64_t> passthrough_calls_{0};
+  std::atomic<uint64_t> passthrough_bytes_{0};
+  std::atomic<uint64_t> passthrough_since_end_{0};  // since a session ended: told on return
+  std::atomic<uint64_t> passthrough_bytes_since_end_{0};
 
   absl::Mutex listener_mu_;
   std::function<void(SessionClient*)> end_listener_ ABSL_GUARDED_BY(listener_mu_);

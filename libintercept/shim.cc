@@ -192,6 +192,11 @@ void Shim::WriteReport() {
     text += fmt::format("# missiled: {}; {} allocations served from daemon blocks, {} bytes held at exit\n",
                         memory_->connected() ? "connected" : "not connected",
                         memory_->allocations(), memory_->leased_bytes());
+    if (memory_->passthrough_calls() > 0) {
+      text += fmt::format("# {} allocations ({} bytes) went to the driver directly, outside "
+                          "missiled's quota (no serving session, MISSILE_NO_DAEMON=passthrough)\n",
+                          memory_->passthrough_calls(), memory_->passthrough_bytes());
+    }
   }
   if (copies_ != nullptr) {
     text += fmt::format("# {} host-device copies went through the PCIe scheduler\n",

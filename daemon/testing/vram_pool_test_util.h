@@ -4,6 +4,8 @@
 #ifndef MISSILE_DAEMON_TESTING_VRAM_POOL_TEST_UTIL_H_
 #define MISSILE_DAEMON_TESTING_VRAM_POOL_TEST_UTIL_H_
 
+#include <sys/eventfd.h>
+
 #include <memory>
 #include <utility>
 #include <vector>
@@ -52,6 +54,14 @@ class FakeSource : public BlockSource {
     ++destroys_;
     EXPECT_EQ(live_.erase(block.handle), 1u) << "destroyed twice or unknown: " << block.handle;
     destroyed_.push_back(block.handle);
+  }
+  // A descriptor that stands for the block (an eventfd); the caller closes it.
+  absl::StatusOr<int> DuplicateDescriptor(const PhysicalBlock& block) override {
+    absl::MutexLock lock(&mu_);
+    EXPECT_TRUE(live_.contains(block.handle));
+    const int fd = eventfd(0, EFD_CLOEXEC);
+    if (fd < 0) return absl::InternalError("fake: eventfd failed");
+    return fd;
   }
   absl::Status Scrub(const PhysicalBlock& block) override {
     absl::MutexLock lock(&mu_);

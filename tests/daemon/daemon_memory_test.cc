@@ -77,25 +77,21 @@ TEST_F(DaemonTest, KilledTenantReturnsEverythingWithinASecond) {
   EXPECT_NE(next.out().find("check ok"), std::string::npos) << next.out();
 }
 
-// A block one tenant wrote and gave back reaches the next tenant scrubbed (the daemon maps a
-// block only to scrub it, the first time it comes back).
-TEST_F(DaemonTest, ReturnedBlocksAreScrubbedBeforeTheNextTenantGetsThem) {
+// A block one tenant wrote and gave back never reaches the next tenant: it was handed out, so
+// the daemon scrubs and destroys it, and the next tenant gets fresh memory that reads zero.
+TEST_F(DaemonTest, ReturnedBlocksNeverReachTheNextTenant) {
   StartDaemon();
   Child first;
   ASSERT_TRUE(first.Start({TENANT_PROBE, "alloc:16", "freeall", "info"}, TenantEnv("be", "first")));
   EXPECT_EQ(first.Wait(), 0);
   ASSERT_NE(first.out().find("alloc 16 ok"), std::string::npos) << first.out();
-  const std::set<std::string> written = PhysOf(first.out());
-  ASSERT_EQ(written.size(), 8u) << first.out();
+  ASSERT_EQ(PhysOf(first.out()).size(), 8u) << first.out();
   ASSERT_EQ(LeasedWithin3s(0), 0u);
+  EXPECT_EQ(Status().pools(0).cached_bytes(), 0u) << "a handed-out block was cached";
   Child next;
   ASSERT_TRUE(next.Start({TENANT_PROBE, "zero:16"}, TenantEnv("be", "next")));
   EXPECT_EQ(next.Wait(), 0);
-  const std::string out = next.out();
-  ASSERT_NE(out.find("zero 16 "), std::string::npos) << out;
-  EXPECT_EQ(PhysOf(out.substr(out.find("zero 16 "))), written)
-      << "the next tenant did not get the same block: " << out;
-  EXPECT_NE(out.find("zero 16 yes"), std::string::npos) << out;
+  EXPECT_NE(next.out().find("zero 16 yes"), std::string::npos) << next.out();
 }
 
 TEST_F(DaemonTest, SmallAllocationsAreCarvedFromHeldBlocks) {
