@@ -52,6 +52,10 @@ struct CoreOptions {
   ClassDefaults be{10};
   // Where SetPolicy's changes are kept across restarts (policy_state.h); "" = not kept.
   std::string state_file;
+  // NVIDIA MPS as missiled found it at start, for Status (MpsStatus in missile.proto).
+  bool tenants_on_mps = false;
+  bool mps_managed_by_missiled = false;  // [compute] mps = "start"
+  std::string mps_pipe_directory;
 };
 
 

@@ -204,6 +204,41 @@ bool StartMetrics(const DaemonConfig& config, const DaemonCore& core,
   return true;
 }
 
+// [compute] mps = "start": makes sure an MPS control daemon runs (mps.h). False after logging
+// why when it cannot.
+bool StartMps(const DaemonConfig& config, std::unique_ptr<MpsControl>* mps) {
+  if (config.compute.mps != "start") return true;
+  auto log = GetLogger(kCoreLog);
+  MpsOptions mps_options;
+  mps_options.control = config.compute.mps_control;
+  mps_options.pipe_directory = config.compute.mps_pipe_directory;
+  mps_options.log_directory = config.compute.mps_log_directory;
+  absl::StatusOr<std::unique_ptr<MpsControl>> started = MpsControl::Start(mps_options);
+  if (!started.ok()) {
+    log->error("compute.mps = \"start\": {}", std::string(started.status().message()));
+    return false;
+  }
+  *mps = *std::move(started);
+  log->info("MPS control daemon in {}: {}", mps_options.pipe_directory,
+            (*mps)->started_here() ? "started (it stops with missiled)"
+                                   : "already running, used as it is");
+  return true;
+}
+
+// Whether tenants run on MPS, for Status, with a warning when they do: MPS clients share fate.
+void DescribeMps(const DaemonConfig& config, const MpsControl* mps, CoreOptions* options) {
+  options->mps_pipe_directory = config.compute.mps_pipe_directory;
+  options->mps_managed_by_missiled = mps != nullptr;
+  options->tenants_on_mps =
+      mps != nullptr || MpsControlRunning(config.compute.mps_pipe_directory);
+  if (options->tenants_on_mps) {
+    GetLogger(kCoreLog)->warn(
+        "tenants run on MPS (control daemon in {}); MPS clients share fate: a fault in one can "
+        "end every other client's work on that GPU (docs/pacing.md, \"MPS clients share fate\")",
+        config.compute.mps_pipe_directory);
+  }
+}
+
 int RunServer(DaemonConfig config, std::optional<unsigned> socket_gid,
               std::optional<unsigned> admin_gid, const sigset_t& signals, const Reread& reread) {
   auto log = GetLogger(kCoreLog);
@@ -216,21 +251,7 @@ int RunServer(DaemonConfig config, std::optional<unsigned> socket_gid,
   std::filesystem::create_directories(std::filesystem::path(config.daemon.socket).parent_path(), ec);
   // MPS first: missiled and the tenants started after it must all be its clients.
   std::unique_ptr<MpsControl> mps;
-  if (config.compute.mps == "start") {
-    MpsOptions mps_options;
-    mps_options.control = config.compute.mps_control;
-    mps_options.pipe_directory = config.compute.mps_pipe_directory;
-    mps_options.log_directory = config.compute.mps_log_directory;
-    absl::StatusOr<std::unique_ptr<MpsControl>> started = MpsControl::Start(mps_options);
-    if (!started.ok()) {
-      log->error("compute.mps = \"start\": {}", std::string(started.status().message()));
-      return 1;
-    }
-    mps = *std::move(started);
-    log->info("MPS control daemon in {}: {}", mps_options.pipe_directory,
-              mps->started_here() ? "started (it stops with missiled)"
-                                  : "already running, used as it is");
-  }
+  if (!StartMps(config, &mps)) return 1;
   auto gpus = OpenGpus(config);
   if (!gpus.ok()) {
     log->error("{}", std::string(gpus.status().message()));
@@ -242,6 +263,7 @@ int RunServer(DaemonConfig config, std::optional<unsigned> socket_gid,
   options.ls.priority = config.classes.ls.priority;
   options.be.priority = config.classes.be.priority;
   options.state_file = config.daemon.StateFilePath(getenv("STATE_DIRECTORY"));
+  DescribeMps(config, mps.get(), &options);
   DaemonCore core(options, *std::move(gpus));
   if (absl::Status s = core.Start(); !s.ok()) {
     log->error("process watcher: {}", std::string(s.message()));
