@@ -235,9 +235,10 @@ std::optional<CUresult> MemoryManager::CapturedAlloc(CUdeviceptr* dptr, size_t b
   }
   any_captured_.store(true, std::memory_order_release);
   if (!capture_logged_.exchange(true)) {
-    log_->info("cuMemAllocAsync during stream capture: served from the tenant's quota and kept "
-               "until the process exits, since the graph may run again at any time (logged once "
-               "per process)");
+    log_->warn("cuMemAllocAsync during stream capture: served from the tenant's quota and kept "
+               "until the process exits, since the graph may run again at any time; to have such "
+               "memory back, allocate before capturing (PyTorch: the default caching allocator, "
+               "not backend:cudaMallocAsync). Logged once per process");
   }
   return CUDA_SUCCESS;
 }
