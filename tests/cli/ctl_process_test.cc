@@ -1,10 +1,13 @@
 // missilectl against the real missiled on the driver test double (tests/fakecuda): what `set`
 // reports and what a class change does to a running tenant's priority and weight; what `status`
 // says about MPS.
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <string>
@@ -167,6 +170,35 @@ TEST_F(CtlProcessTest, StatusAndStartUpSummaryWarnThatMpsClientsShareFate) {
   const std::string log = testing::ReadFile(dir_.path() + "/missiled.log");
   EXPECT_NE(log.find("MPS: missiled and the tenants started after it are MPS clients (pipe "
                      "directory " + pipe + "); MPS clients share fate"),
+            std::string::npos)
+      << log;
+}
+
+// mps = "off" with an MPS control daemon of the node's own (a control socket in the pipe
+// directory): tenants are MPS clients all the same, and status says so.
+TEST_F(CtlProcessTest, StatusSeesAnMpsDaemonMissiledDidNotStart) {
+  const std::string pipe = dir_.path() + "/mps-pipe";
+  ASSERT_EQ(mkdir(pipe.c_str(), 0755), 0);
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string control = pipe + "/control";
+  ASSERT_LT(control.size(), sizeof(addr.sun_path));
+  memcpy(addr.sun_path, control.c_str(), control.size() + 1);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  StartDaemon("[compute]\nmps_pipe_directory = \"" + pipe + "\"\n");
+  ProcessResult status = Ctl({"status"});
+  close(fd);
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("\nMPS: on, tenants are MPS clients (control daemon in " + pipe +
+                            ", not started by missiled)\nwarning: MPS clients share fate"),
+            std::string::npos)
+      << status.out;
+  daemon_.Kill(SIGTERM);
+  daemon_.Wait(10);
+  const std::string log = testing::ReadFile(dir_.path() + "/missiled.log");
+  EXPECT_NE(log.find("tenants run on MPS (control daemon in " + pipe + "); MPS clients share fate"),
             std::string::npos)
       << log;
 }
