@@ -106,7 +106,17 @@ std::string FormatStatus(const v1::StatusResponse& status) {
     absl::StrAppend(&out, "\n", FormatTable(rows));
   }
   if (status.has_pacing()) absl::StrAppend(&out, "\n", FormatPacingPolicy(status.pacing()), "\n");
+  if (status.has_mps()) absl::StrAppend(&out, FormatMps(status.mps()));
   return out;
+}
+
+std::string FormatMps(const v1::MpsStatus& mps) {
+  if (!mps.tenants_on_mps()) return "MPS: off, tenants are time-sliced\n";
+  return absl::StrCat(
+      "MPS: on, tenants are MPS clients (control daemon in ", Printable(mps.pipe_directory()),
+      mps.managed_by_missiled() ? ", compute.mps = start" : ", not started by missiled", ")\n",
+      "warning: MPS clients share fate: a fault in one tenant (an illegal address) can end every "
+      "other tenant's work on that GPU\n");
 }
 
 std::string FormatPacingPolicy(const v1::PacingPolicy& p) {

@@ -23,6 +23,8 @@ std::string FormatDuration(uint64_t seconds);
 // `missilectl status`: version and uptime, one block per GPU (pool, colours, note), then the
 // class policies and, when the daemon paces, the pacing policy on one line.
 std::string FormatStatus(const v1::StatusResponse& status);
+// Whether tenants run on MPS, with a warning when they do (part of FormatStatus).
+std::string FormatMps(const v1::MpsStatus& mps);
 
 // The pacing policy on one line: "pacing: on, window 8 items / 100 us, LS idle 200 us, stale
 // 200 ms, max hold 20 ms, unknown 50 us, share slack 2000 us" (max hold 0: "no max hold").

@@ -129,6 +129,26 @@ TEST(FormatStatusTest, ControlCharactersFromTheDaemonAreMasked) {
   EXPECT_THAT(FormatStatus(s), HasSubstr("missiled 1.0?[31m,"));
 }
 
+TEST(FormatStatusTest, SaysWhetherTenantsRunOnMpsAndWarnsThatTheyShareFate) {
+  v1::StatusResponse s;
+  s.set_version("1.0");
+  s.mutable_mps()->set_pipe_directory("/tmp/nvidia-mps");
+  EXPECT_THAT(FormatStatus(s), HasSubstr("\nMPS: off, tenants are time-sliced\n"));
+  EXPECT_THAT(FormatStatus(s), Not(HasSubstr("share fate")));
+  s.mutable_mps()->set_tenants_on_mps(true);
+  s.mutable_mps()->set_managed_by_missiled(true);
+  std::string out = FormatStatus(s);
+  EXPECT_THAT(out, HasSubstr("\nMPS: on, tenants are MPS clients (control daemon in "
+                             "/tmp/nvidia-mps, compute.mps = start)\n"
+                             "warning: MPS clients share fate: a fault in one tenant (an illegal "
+                             "address) can end every other tenant's work on that GPU\n"));
+  s.mutable_mps()->set_managed_by_missiled(false);
+  EXPECT_THAT(FormatStatus(s), HasSubstr("not started by missiled)"));
+  // A daemon from before MpsStatus sends none: nothing is claimed either way.
+  s.clear_mps();
+  EXPECT_THAT(FormatStatus(s), Not(HasSubstr("MPS")));
+}
+
 v1::ListTenantsResponse Tenants() {
   v1::ListTenantsResponse r;
   v1::TenantInfo* b = r.add_tenants();

@@ -58,6 +58,10 @@ struct CoreOptions {
   // Sessions one uid may hold at once (limits.max_sessions_per_uid); administrators (IsAdmin)
   // are not held to it. Below the pacing slots of a GPU (64), so no one uid takes them all.
   size_t max_sessions_per_uid = 16;
+  // NVIDIA MPS as missiled found it at start, for Status (MpsStatus in missile.proto).
+  bool tenants_on_mps = false;
+  bool mps_managed_by_missiled = false;  // [compute] mps = "start"
+  std::string mps_pipe_directory;
 };
 
 

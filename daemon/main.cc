@@ -245,6 +245,41 @@ CoreOptions CoreOptionsOf(const DaemonConfig& config, std::optional<unsigned> ad
   return options;
 }
 
+// [compute] mps = "start": makes sure an MPS control daemon runs (mps.h). False after logging
+// why when it cannot.
+bool StartMps(const DaemonConfig& config, std::unique_ptr<MpsControl>* mps) {
+  if (config.compute.mps != "start") return true;
+  auto log = GetLogger(kCoreLog);
+  MpsOptions mps_options;
+  mps_options.control = config.compute.mps_control;
+  mps_options.pipe_directory = config.compute.mps_pipe_directory;
+  mps_options.log_directory = config.compute.mps_log_directory;
+  absl::StatusOr<std::unique_ptr<MpsControl>> started = MpsControl::Start(mps_options);
+  if (!started.ok()) {
+    log->error("compute.mps = \"start\": {}", std::string(started.status().message()));
+    return false;
+  }
+  *mps = *std::move(started);
+  log->info("MPS control daemon in {}: {}", mps_options.pipe_directory,
+            (*mps)->started_here() ? "started (it stops with missiled)"
+                                   : "already running, used as it is");
+  return true;
+}
+
+// Whether tenants run on MPS, for Status, with a warning when they do: MPS clients share fate.
+void DescribeMps(const DaemonConfig& config, const MpsControl* mps, CoreOptions* options) {
+  options->mps_pipe_directory = config.compute.mps_pipe_directory;
+  options->mps_managed_by_missiled = mps != nullptr;
+  options->tenants_on_mps =
+      mps != nullptr || MpsControlRunning(config.compute.mps_pipe_directory);
+  if (options->tenants_on_mps) {
+    GetLogger(kCoreLog)->warn(
+        "tenants run on MPS (control daemon in {}); MPS clients share fate: a fault in one can "
+        "end every other client's work on that GPU (docs/pacing.md, \"MPS clients share fate\")",
+        config.compute.mps_pipe_directory);
+  }
+}
+
 int RunServer(DaemonConfig config, std::optional<unsigned> socket_gid,
               std::optional<unsigned> admin_gid, const sigset_t& signals, const Reread& reread) {
   auto log = GetLogger(kCoreLog);
@@ -263,27 +298,14 @@ int RunServer(DaemonConfig config, std::optional<unsigned> socket_gid,
   }
   // MPS first: missiled and the tenants started after it must all be its clients.
   std::unique_ptr<MpsControl> mps;
-  if (config.compute.mps == "start") {
-    MpsOptions mps_options;
-    mps_options.control = config.compute.mps_control;
-    mps_options.pipe_directory = config.compute.mps_pipe_directory;
-    mps_options.log_directory = config.compute.mps_log_directory;
-    absl::StatusOr<std::unique_ptr<MpsControl>> started = MpsControl::Start(mps_options);
-    if (!started.ok()) {
-      log->error("compute.mps = \"start\": {}", std::string(started.status().message()));
-      return 1;
-    }
-    mps = *std::move(started);
-    log->info("MPS control daemon in {}: {}", mps_options.pipe_directory,
-              mps->started_here() ? "started (it stops with missiled)"
-                                  : "already running, used as it is");
-  }
+  if (!StartMps(config, &mps)) return 1;
   auto gpus = OpenGpus(config);
   if (!gpus.ok()) {
     log->error("{}", std::string(gpus.status().message()));
     return 1;
   }
-  const CoreOptions options = CoreOptionsOf(config, admin_gid);
+  CoreOptions options = CoreOptionsOf(config, admin_gid);
+  DescribeMps(config, mps.get(), &options);
   CheckDescriptorLimit(config.limits, *gpus);
   DaemonCore core(options, *std::move(gpus));
   if (absl::Status s = core.Start(); !s.ok()) {

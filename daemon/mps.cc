@@ -125,6 +125,11 @@ absl::Status RunMpsControl(const MpsOptions& options, std::string_view arg,
   return absl::OkStatus();
 }
 
+bool MpsControlRunning(const std::string& pipe_directory) {
+  struct stat st {};
+  return stat((pipe_directory + "/control").c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
 absl::StatusOr<std::unique_ptr<MpsControl>> MpsControl::Start(const MpsOptions& options) {
   std::unique_ptr<MpsControl> mps(new MpsControl(options));
   std::error_code ec;
@@ -135,9 +140,7 @@ absl::StatusOr<std::unique_ptr<MpsControl>> MpsControl::Start(const MpsOptions& 
   setenv("CUDA_MPS_PIPE_DIRECTORY", options.pipe_directory.c_str(), 1);
   setenv("CUDA_MPS_LOG_DIRECTORY", options.log_directory.c_str(), 1);
   const std::chrono::milliseconds ask{2000};
-  const std::string control_socket = options.pipe_directory + "/control";
-  struct stat st {};
-  if (stat(control_socket.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) &&
+  if (MpsControlRunning(options.pipe_directory) &&
       RunMpsControl(options, "", "get_server_list", ask).ok()) {
     return mps;  // one answers already: use it, leave it running
   }

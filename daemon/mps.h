@@ -34,6 +34,10 @@ struct MpsOptions {
 absl::Status RunMpsControl(const MpsOptions& options, std::string_view arg,
                            std::string_view command, std::chrono::milliseconds deadline);
 
+// Whether an MPS control daemon's socket is in `pipe_directory` (then processes that use that
+// pipe directory become MPS clients). Only looks; starts nothing.
+bool MpsControlRunning(const std::string& pipe_directory);
+
 class MpsControl {
  public:
   // Makes sure an MPS control daemon answers in options.pipe_directory, starting one when none

@@ -213,6 +213,10 @@ grpc::Status Status(DaemonCore* core, v1::StatusResponse* resp) {
   if (std::optional<PacingSettings> pacing = core->pacing_settings()) {
     FillPacing(*pacing, resp->mutable_pacing());
   }
+  const CoreOptions& options = core->options();
+  resp->mutable_mps()->set_tenants_on_mps(options.tenants_on_mps);
+  resp->mutable_mps()->set_managed_by_missiled(options.mps_managed_by_missiled);
+  resp->mutable_mps()->set_pipe_directory(options.mps_pipe_directory);
   return grpc::Status::OK;
 }
 

@@ -30,7 +30,7 @@ std::vector<std::string> StartupSummary(const DaemonConfig& config, const std::s
   const ComputeSection& c = config.compute;
   std::string devices = "all GPUs";
   if (g.devices) devices = absl::StrCat("GPUs [", absl::StrJoin(*g.devices, ", "), "]");
-  return {
+  std::vector<std::string> lines = {
       absl::StrCat("configuration: ", config_path.empty() ? "built-in defaults" : config_path,
                    ", log level ", d.log_level),
       absl::StrCat("sockets: ", d.socket, " and ", d.FdSocketPath(), ", mode ",
@@ -53,6 +53,13 @@ std::vector<std::string> StartupSummary(const DaemonConfig& config, const std::s
                    state_file.empty() ? "not kept across restarts" : "kept in " + state_file,
                    "; every effective value: missiled --check-config"),
   };
+  if (c.mps == "start") {
+    lines.push_back(absl::StrCat(
+        "MPS: missiled and the tenants started after it are MPS clients (pipe directory ",
+        c.mps_pipe_directory, "); MPS clients share fate: a fault in one tenant (an illegal "
+        "address) can end every other tenant's work on that GPU (docs/pacing.md)"));
+  }
+  return lines;
 }
 
 }  // namespace missile::daemon

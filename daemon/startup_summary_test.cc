@@ -31,6 +31,23 @@ TEST(StartupSummaryTest, AFewLinesNamingWhatAnOperatorChecksFirst) {
   }
 }
 
+TEST(StartupSummaryTest, MpsStartWarnsThatClientsShareFate) {
+  DaemonConfig config;
+  EXPECT_EQ(absl::StrJoin(StartupSummary(config, "", ""), "\n").find("share fate"),
+            std::string::npos);
+  config.compute.mps = "start";
+  config.compute.mps_pipe_directory = "/run/nvidia-mps";
+  const std::vector<std::string> lines = StartupSummary(config, "", "");
+  EXPECT_LE(lines.size(), 8u);
+  const std::string text = absl::StrJoin(lines, "\n");
+  EXPECT_NE(text.find("MPS start"), std::string::npos) << text;
+  EXPECT_NE(text.find("MPS: missiled and the tenants started after it are MPS clients (pipe "
+                      "directory /run/nvidia-mps); MPS clients share fate: a fault in one tenant "
+                      "(an illegal address) can end every other tenant's work on that GPU"),
+            std::string::npos)
+      << text;
+}
+
 TEST(StartupSummaryTest, DefaultsAndNoStateFile) {
   DaemonConfig config;
   config.compute.pacing = false;

@@ -211,6 +211,7 @@ absl::Status MemoryManager::FreeManaged(CUdeviceptr dptr, const AllocationTable:
 
 std::optional<CUresult> MemoryManager::Free(CUdeviceptr dptr) {
   if (dptr == 0) return std::nullopt;
+  if (Captured(dptr)) return CUDA_SUCCESS;  // a graph may still use it (CapturedAlloc)
   auto entry = table_.Erase(dptr);
   if (!entry.ok()) return std::nullopt;  // not ours: the driver's (or its error)
   absl::Status s = FreeManaged(dptr, *entry, /*sync=*/true);
@@ -220,21 +221,54 @@ std::optional<CUresult> MemoryManager::Free(CUdeviceptr dptr) {
 
 std::optional<CUresult> MemoryManager::AllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream stream,
                                                   bool ptsz) {
+  if (dptr == nullptr || bytes == 0) return std::nullopt;  // the driver's own error
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   auto is_capturing = ptsz ? api_.StreamIsCapturingPtsz : api_.StreamIsCapturing;
-  if (is_capturing == nullptr || is_capturing(stream, &capture) != CUDA_SUCCESS ||
-      capture != CU_STREAM_CAPTURE_STATUS_NONE) {
-    // Graph-owned memory: the driver allocates it at instantiation. Not Missile's.
-    return std::nullopt;
+  if (is_capturing != nullptr) {
+    // A stream the driver cannot tell about (an unknown handle, the legacy stream while another
+    // captures globally) is one it would refuse to allocate on as well.
+    if (CUresult r = is_capturing(stream, &capture); r != CUDA_SUCCESS) return r;
   }
+  if (capture == CU_STREAM_CAPTURE_STATUS_INVALIDATED) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  if (capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) return CapturedAlloc(dptr, bytes);
   // Allocating now is always safe for stream order: the memory is ready before the stream
   // reaches the allocation.
   return Alloc(dptr, bytes);
 }
 
+// Captured, the allocation would become a graph memory node that the driver allocates from its
+// own pool whenever the graph runs, outside the quota. Instead it is served now, charged, and
+// kept until the process exits: the graph's nodes use its fixed address on every launch, and
+// the graph may be launched again at any time, even after the program freed the memory (a node
+// with CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH reallocates it), so Missile never knows
+// when no launch can touch it any more.
+std::optional<CUresult> MemoryManager::CapturedAlloc(CUdeviceptr* dptr, size_t bytes) {
+  std::optional<CUresult> r = Alloc(dptr, bytes);
+  if (!r.has_value() || *r != CUDA_SUCCESS) return r;
+  {
+    absl::MutexLock lock(&captured_mu_);
+    captured_.insert(*dptr);
+  }
+  any_captured_.store(true, std::memory_order_release);
+  if (!capture_logged_.exchange(true)) {
+    log_->warn("cuMemAllocAsync during stream capture: served from the tenant's quota and kept "
+               "until the process exits, since the graph may run again at any time; to have such "
+               "memory back, allocate before capturing (PyTorch: the default caching allocator, "
+               "not backend:cudaMallocAsync). Logged once per process");
+  }
+  return CUDA_SUCCESS;
+}
+
+bool MemoryManager::Captured(CUdeviceptr dptr) const {
+  if (!any_captured_.load(std::memory_order_acquire)) return false;  // no lock on every free
+  absl::MutexLock lock(&captured_mu_);
+  return captured_.contains(dptr);
+}
+
 std::optional<CUresult> MemoryManager::FreeAsync(CUdeviceptr dptr, CUstream stream, bool ptsz) {
   auto entry = table_.Find(dptr);
   if (!entry.has_value() || entry->base != dptr) return std::nullopt;
+  if (Captured(dptr)) return CUDA_SUCCESS;  // a graph may still use it (CapturedAlloc)
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   auto is_capturing = ptsz ? api_.StreamIsCapturingPtsz : api_.StreamIsCapturing;
   if (is_capturing != nullptr && is_capturing(stream, &capture) == CUDA_SUCCESS &&
@@ -289,13 +323,15 @@ std::optional<CUresult> MemoryManager::VmmCreate(CUmemGenericAllocationHandle* h
                                                  const CUmemAllocationProp* prop,
                                                  unsigned long long flags) {
   if (handle == nullptr || prop == nullptr || size == 0 || flags != 0) return std::nullopt;
-  // Host memory is not VRAM; other handle types and compression the daemon's blocks lack.
+  // Host memory is not VRAM; other handle types the daemon's blocks lack.
   if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
       prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-      (prop->requestedHandleTypes & ~CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0 ||
-      prop->allocFlags.compressionType != 0) {
+      (prop->requestedHandleTypes & ~CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0) {
     return std::nullopt;
   }
+  // Compression is a hint the driver may decline: programs are to check what they got with
+  // cuMemGetAllocationPropertiesFromHandle. The daemon's blocks are not compressible, so the
+  // request is served, and charged, as plain memory, which that query then reports.
   if (sessions_->Serving() == nullptr) return Unmanaged("cuMemCreate", size);
   CUdevice dev = 0;
   if (api_.DeviceGet(&dev, prop->location.id) != CUDA_SUCCESS) return std::nullopt;
@@ -323,6 +359,10 @@ std::optional<CUresult> MemoryManager::VmmCreate(CUmemGenericAllocationHandle* h
   }
   vmm_.Add(h, *d, l.id, l.bytes);
   allocations_.fetch_add(1, std::memory_order_relaxed);
+  if (prop->allocFlags.compressionType != 0 && !compression_logged_.exchange(true)) {
+    log_->info("cuMemCreate asked for compressible memory: served uncompressed from the "
+               "tenant's quota (logged once per process)");
+  }
   *handle = h;
   return CUDA_SUCCESS;
 }

@@ -12,11 +12,12 @@
 // knows the 2 MiB mappings behind them); a freed range is unknown to them even while cached.
 //
 // Each method returns std::nullopt when the call is not Missile's to serve (the hook then
-// passes it to the driver): memory Missile did not allocate, host memory, calls made while
-// a stream is being captured into a CUDA graph, or every new allocation and capacity query when
-// the daemon cannot be reached, or its session ended (the daemon was stopped, restarted or
-// killed), and MISSILE_NO_DAEMON=passthrough. Memory served before the session ended stays
-// mapped and usable until the program frees it.
+// passes it to the driver): memory Missile did not allocate, host memory, or every new
+// allocation and capacity query when the daemon cannot be reached, or its session ended (the
+// daemon was stopped, restarted or killed), and MISSILE_NO_DAEMON=passthrough. Memory served
+// before the session ended stays mapped and usable until the program frees it. A stream-ordered
+// allocation on a stream being captured into a CUDA graph is served at capture, charged, and
+// kept until the process exits (the graph may run again at any time): its frees do nothing.
 //
 // The facade over the pieces that do the work: the SessionManager (session_manager.h) gives
 // the current daemon session, one GpuMemory (gpu_memory.h) per GPU and session holds the
@@ -42,6 +43,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "allocation_table.h"
@@ -110,6 +112,11 @@ class MemoryManager {
   // What an allocation without a serving session does (MISSILE_NO_DAEMON); a passthrough of
   // `bytes` is counted for the session manager's reports.
   std::optional<CUresult> Unmanaged(const char* what, uint64_t bytes);
+  // cuMemAllocAsync on a capturing stream: served like cuMemAlloc and kept until the process
+  // exits; frees of it succeed and keep it.
+  std::optional<CUresult> CapturedAlloc(CUdeviceptr* dptr, size_t bytes)
+      ABSL_LOCKS_EXCLUDED(captured_mu_);
+  bool Captured(CUdeviceptr dptr) const ABSL_LOCKS_EXCLUDED(captured_mu_);
   // Unmaps the reuse caches of an ended session's GPUs (the end listener).
   void SessionEnded(SessionClient* ended) ABSL_LOCKS_EXCLUDED(devices_mu_);
   absl::Status FreeManaged(CUdeviceptr dptr, const AllocationTable::Entry& entry, bool sync)
@@ -124,6 +131,12 @@ class MemoryManager {
   AllocationTable table_;
   VmmHandles vmm_;
   std::atomic<bool> setup_failure_logged_{false};
+  std::atomic<bool> capture_logged_{false};
+  std::atomic<bool> compression_logged_{false};
+  // Allocations made during stream capture, which a graph may use until the process exits.
+  mutable absl::Mutex captured_mu_;
+  absl::flat_hash_set<CUdeviceptr> captured_ ABSL_GUARDED_BY(captured_mu_);
+  std::atomic<bool> any_captured_{false};
 
   mutable absl::Mutex devices_mu_;
   // Every GpuMemory ever made (never destroyed while the manager lives: allocations refer to

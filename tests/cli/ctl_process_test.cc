@@ -1,9 +1,13 @@
 // missilectl against the real missiled on the driver test double (tests/fakecuda): what `set`
-// reports and what a class change does to a running tenant's priority and weight.
+// reports and what a class change does to a running tenant's priority and weight; what `status`
+// says about MPS.
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <string>
@@ -39,10 +43,11 @@ class CtlProcessTest : public ::testing::Test {
     return {{"FAKECUDA_SHM", shm_}, {"FAKECUDA_TOTAL_MEM", "1G"}, {"LD_PRELOAD", "<unset>"}};
   }
 
-  void StartDaemon() {
+  void StartDaemon(const std::string& extra = "") {
     const std::string config = dir_.path() + "/missiled.toml";
     std::ofstream(config) << "[daemon]\nsocket = \"" << socket_ << "\"\n"
-                          << "[gpu]\nprofile_dir = \"" << dir_.path() << "/profiles\"\n";
+                          << "[gpu]\nprofile_dir = \"" << dir_.path() << "/profiles\"\n"
+                          << extra;
     chmod(config.c_str(), 0644);
     auto env = FakeEnv();
     env["LD_LIBRARY_PATH"] = FAKECUDA_DIR;
@@ -123,6 +128,79 @@ TEST_F(CtlProcessTest, ClassChangeTakesTheClassDefaultsAndSetSaysWhatChanged) {
 
   tenant.CloseStdin();
   EXPECT_EQ(tenant.Wait(), 0);
+}
+
+TEST_F(CtlProcessTest, StatusSaysWhetherTenantsRunOnMps) {
+  StartDaemon();
+  ProcessResult status = Ctl({"status"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("\nMPS: off, tenants are time-sliced\n"), std::string::npos)
+      << status.out;
+  EXPECT_EQ(status.out.find("share fate"), std::string::npos) << status.out;
+}
+
+// [compute] mps = "start" with a stand-in control program (-d leaves a marker; get_server_list
+// answers while it exists): status and the start-up summary both say that tenants are MPS
+// clients and that MPS clients share fate.
+TEST_F(CtlProcessTest, StatusAndStartUpSummaryWarnThatMpsClientsShareFate) {
+  const std::string control = dir_.path() + "/fake-mps-control";
+  std::ofstream(control) << "#!/bin/sh\n"
+                            "p=\"$CUDA_MPS_PIPE_DIRECTORY\"\n"
+                            "if [ \"$1\" = \"-d\" ]; then touch \"$p/running\"; exit 0; fi\n"
+                            "read cmd\n"
+                            "case \"$cmd\" in\n"
+                            "  get_server_list) [ -e \"$p/running\" ] ;;\n"
+                            "  quit) rm -f \"$p/running\" ;;\n"
+                            "esac\n";
+  chmod(control.c_str(), 0755);
+  const std::string pipe = dir_.path() + "/mps-pipe";
+  StartDaemon("[compute]\nmps = \"start\"\nmps_control = \"" + control +
+              "\"\nmps_pipe_directory = \"" + pipe + "\"\nmps_log_directory = \"" +
+              dir_.path() + "/mps-log\"\n");
+  ProcessResult status = Ctl({"status"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("\nMPS: on, tenants are MPS clients (control daemon in " + pipe +
+                            ", compute.mps = start)\nwarning: MPS clients share fate: a fault in "
+                            "one tenant (an illegal address) can end every other tenant's work "
+                            "on that GPU\n"),
+            std::string::npos)
+      << status.out;
+  daemon_.Kill(SIGTERM);
+  daemon_.Wait(10);
+  const std::string log = testing::ReadFile(dir_.path() + "/missiled.log");
+  EXPECT_NE(log.find("MPS: missiled and the tenants started after it are MPS clients (pipe "
+                     "directory " + pipe + "); MPS clients share fate"),
+            std::string::npos)
+      << log;
+}
+
+// mps = "off" with an MPS control daemon of the node's own (a control socket in the pipe
+// directory): tenants are MPS clients all the same, and status says so.
+TEST_F(CtlProcessTest, StatusSeesAnMpsDaemonMissiledDidNotStart) {
+  const std::string pipe = dir_.path() + "/mps-pipe";
+  ASSERT_EQ(mkdir(pipe.c_str(), 0755), 0);
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string control = pipe + "/control";
+  ASSERT_LT(control.size(), sizeof(addr.sun_path));
+  memcpy(addr.sun_path, control.c_str(), control.size() + 1);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  StartDaemon("[compute]\nmps_pipe_directory = \"" + pipe + "\"\n");
+  ProcessResult status = Ctl({"status"});
+  close(fd);
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("\nMPS: on, tenants are MPS clients (control daemon in " + pipe +
+                            ", not started by missiled)\nwarning: MPS clients share fate"),
+            std::string::npos)
+      << status.out;
+  daemon_.Kill(SIGTERM);
+  daemon_.Wait(10);
+  const std::string log = testing::ReadFile(dir_.path() + "/missiled.log");
+  EXPECT_NE(log.find("tenants run on MPS (control daemon in " + pipe + "); MPS clients share fate"),
+            std::string::npos)
+      << log;
 }
 
 }  // namespace

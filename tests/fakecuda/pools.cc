@@ -245,6 +245,10 @@ CUresult PoolManager::FreeAsync(CUdeviceptr dptr, CUstream stream, DefaultStream
   }
   std::shared_ptr<Stream> s;
   if (CUresult rc = state_->streams().Resolve(stream, mode, &s); rc != CUDA_SUCCESS) return rc;
+  // A free captured into a graph: the graph's memory stays for the graph's nodes, which may run
+  // at any later launch (a free node of the driver's graph memory; not modelled further). A
+  // later free outside capture releases it.
+  if (s->Capture().status == CU_STREAM_CAPTURE_STATUS_ACTIVE) return CUDA_SUCCESS;
   auto* pool = reinterpret_cast<Pool*>(r->pool);
   {
     MutexLock lock(&mu_);

@@ -118,6 +118,7 @@ CUresult VmmManager::Create(CUmemGenericAllocationHandle* handle, size_t size,
   chunk->on_device = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
   chunk->device = chunk->on_device ? prop->location.id : -1;
   chunk->handle_types = static_cast<unsigned>(prop->requestedHandleTypes);
+  if (chunk->on_device) chunk->compression = prop->allocFlags.compressionType;
   if (chunk->on_device) {
     if (!state_->memory().Charge(chunk->device, size)) return CUDA_ERROR_OUT_OF_MEMORY;
     chunk->charged = true;
@@ -465,6 +466,7 @@ CUresult VmmManager::GetProperties(CUmemAllocationProp* prop, CUmemGenericAlloca
   prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop->requestedHandleTypes = static_cast<CUmemAllocationHandleType>(h->chunk->handle_types);
   prop->location = h->chunk->location;
+  prop->allocFlags.compressionType = h->chunk->compression;
   return CUDA_SUCCESS;
 }
 

@@ -44,6 +44,9 @@ struct Chunk {
   int device = -1;  // device ordinal for device chunks
   CUmemLocation location{};
   unsigned handle_types = 0;  // CUmemAllocationHandleType bits allowed for export
+  // The compression asked for at cuMemCreate, granted on device memory (the header does not
+  // carry it: an imported chunk reports none).
+  unsigned char compression = 0;
   bool has_phys = false;
   uint64_t phys = 0;
   uint64_t size = 0;

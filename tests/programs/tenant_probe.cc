@@ -15,6 +15,16 @@
 //   vmm:<MiB>            cuMemCreate + cuMemAddressReserve + cuMemMap + cuMemSetAccess, write,
 //                        read, unmap, release: "vmm <MiB> ok|err <code>"
 //   async:<MiB>          cuMemAllocAsync + write + cuMemFreeAsync + synchronize: "async ..."
+//   vmmc:<MiB>           cuMemCreate asking for compressible memory (CU_MEM_ALLOCATION_COMP_GENERIC),
+//                        mapped, written and read, kept until exit: "vmmc <MiB> ok compressed=<0|1>
+//                        imports=<k>" (compressed: what cuMemGetAllocationPropertiesFromHandle
+//                        says was granted) or "vmmc <MiB> err <code>"
+//   capture:<MiB>        on a stream being captured into a graph: cuMemAllocAsync, a memset of
+//                        it, and (for even <MiB>) cuMemFreeAsync; then the graph is instantiated,
+//                        launched and synchronized, the memory read back (for odd <MiB>, and
+//                        freed after that with cuMemFreeAsync outside the capture):
+//                        "capture <MiB> ok|corrupt|err <code>"
+//   capturepool:<MiB>    the same with cuMemAllocFromPoolAsync from the device's default pool
 //   range                cuMemGetAddressRange of an interior pointer of the last allocation:
 //                        "range base_ok=<0|1> size=<bytes>"
 //   check                re-reads every allocation still held: "check ok|corrupt"
@@ -101,6 +111,83 @@ std::string PhysList(CUdeviceptr p, size_t bytes) {
     phys += (phys.empty() ? "" : ",") + std::to_string(PhysAddr(p + off));
   }
   return phys;
+}
+
+// vmmc:<MiB>: compressible VMM memory, kept mapped until the process exits.
+void CompressedVmm(size_t mib, unsigned char pattern) {
+  const size_t bytes = mib << 20;
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  prop.allocFlags.compressionType = CU_MEM_ALLOCATION_COMP_GENERIC;
+  const long long before = Imports();
+  CUmemGenericAllocationHandle h = 0;
+  CUdeviceptr va = 0;
+  CUmemAllocationProp got{};
+  CUresult r = cuMemCreate(&h, bytes, &prop, 0);
+  if (r == CUDA_SUCCESS) r = cuMemGetAllocationPropertiesFromHandle(&got, h);
+  if (r == CUDA_SUCCESS) r = cuMemAddressReserve(&va, bytes, 0, 0, 0);
+  if (r == CUDA_SUCCESS) r = cuMemMap(va, bytes, 0, h, 0);
+  CUmemAccessDesc access{};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  if (r == CUDA_SUCCESS) r = cuMemSetAccess(va, bytes, &access, 1);
+  if (r == CUDA_SUCCESS && !FillAndCheck(va, bytes, pattern)) r = CUDA_ERROR_UNKNOWN;
+  if (r != CUDA_SUCCESS) {
+    printf("vmmc %zu err %d\n", mib, r);
+    return;
+  }
+  const long long after = Imports();
+  printf("vmmc %zu ok compressed=%d imports=%lld\n", mib,
+         got.allocFlags.compressionType != 0 ? 1 : 0, before < 0 ? -1 : after - before);
+}
+
+// capture:<MiB> and capturepool:<MiB>: a stream-ordered allocation recorded into a graph.
+void CapturedAlloc(size_t mib, bool from_pool, CUdevice dev, unsigned char pattern) {
+  const char* what = from_pool ? "capturepool" : "capture";
+  const size_t bytes = mib << 20;
+  const bool free_in_graph = mib % 2 == 0;
+  CUstream s = nullptr;
+  CUresult r = cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+  if (r == CUDA_SUCCESS) r = cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  if (r != CUDA_SUCCESS) {
+    printf("%s %zu setup err %d\n", what, mib, r);
+    return;
+  }
+  CUdeviceptr p = 0;
+  CUmemoryPool pool = nullptr;
+  if (from_pool) {
+    r = cuDeviceGetDefaultMemPool(&pool, dev);
+    if (r == CUDA_SUCCESS) r = cuMemAllocFromPoolAsync(&p, bytes, pool, s);
+  } else {
+    r = cuMemAllocAsync(&p, bytes, s);
+  }
+  if (r == CUDA_SUCCESS) r = cuMemsetD8Async(p, pattern, bytes, s);
+  if (r == CUDA_SUCCESS && free_in_graph) r = cuMemFreeAsync(p, s);
+  CUgraph graph = nullptr;
+  CUresult end = cuStreamEndCapture(s, &graph);
+  if (r == CUDA_SUCCESS) r = end;
+  CUgraphExec exec = nullptr;
+  if (r == CUDA_SUCCESS) r = cuGraphInstantiateWithFlags(&exec, graph, 0);
+  if (r == CUDA_SUCCESS) r = cuGraphLaunch(exec, s);
+  if (r == CUDA_SUCCESS) r = cuStreamSynchronize(s);
+  bool ok = true;
+  if (r == CUDA_SUCCESS && !free_in_graph) {
+    std::vector<unsigned char> back(bytes);
+    r = cuMemcpyDtoH_v2(back.data(), p, bytes);
+    for (unsigned char c : back) ok = ok && c == pattern;
+    if (r == CUDA_SUCCESS) r = cuMemFreeAsync(p, s);
+    if (r == CUDA_SUCCESS) r = cuStreamSynchronize(s);
+  }
+  if (exec != nullptr) cuGraphExecDestroy(exec);
+  if (graph != nullptr) cuGraphDestroy(graph);
+  cuStreamDestroy_v2(s);
+  if (r == CUDA_SUCCESS) {
+    printf("%s %zu %s\n", what, mib, ok ? "ok" : "corrupt");
+  } else {
+    printf("%s %zu err %d\n", what, mib, r);
+  }
 }
 
 }  // namespace
@@ -225,6 +312,10 @@ int main(int argc, char** argv) {
       } else {
         printf("vmm %zu err %d\n", mib, r);
       }
+    } else if (step.rfind("vmmc:", 0) == 0) {
+      CompressedVmm(mib, pattern);
+    } else if (step.rfind("capture:", 0) == 0 || step.rfind("capturepool:", 0) == 0) {
+      CapturedAlloc(mib, step[7] == 'p', dev, pattern);
     } else if (step.rfind("async:", 0) == 0) {
       size_t bytes = mib << 20;
       CUstream s;
