@@ -404,18 +404,20 @@ uint64_t Pacer::Admit(uint64_t key, uint32_t own_lane) {
     mu_.Lock();
   }
   --waiters_;
-  if (held) {
-    const uint64_t end = NowNs();
-    const uint64_t waited = end - since;
-    // Ended holds are in held_ns from here on; another thread's that goes on counts from now.
-    slot_->hold_since_ns.store(--holding_ == 0 ? 0 : end, std::memory_order_relaxed);
-    slot_->held_ns.fetch_add(waited, std::memory_order_relaxed);
-    slot_->held_count.fetch_add(1, std::memory_order_relaxed);
-    held_ns_.fetch_add(waited, std::memory_order_relaxed);
-    held_.fetch_add(1, std::memory_order_relaxed);
-    held_by_ns_[static_cast<size_t>(reason)].fetch_add(waited, std::memory_order_relaxed);
-  }
+  if (held) HoldEndedLocked(since, reason);
   return predicted_ns;
+}
+
+void Pacer::HoldEndedLocked(uint64_t since, pacing::Verdict reason) {
+  const uint64_t end = NowNs();
+  const uint64_t waited = end - since;
+  // Ended holds are in held_ns from here on; another thread's that goes on counts from now.
+  slot_->hold_since_ns.store(--holding_ == 0 ? 0 : end, std::memory_order_relaxed);
+  slot_->held_ns.fetch_add(waited, std::memory_order_relaxed);
+  slot_->held_count.fetch_add(1, std::memory_order_relaxed);
+  held_ns_.fetch_add(waited, std::memory_order_relaxed);
+  held_.fetch_add(1, std::memory_order_relaxed);
+  held_by_ns_[static_cast<size_t>(reason)].fetch_add(waited, std::memory_order_relaxed);
 }
 
 Pacer::Ticket Pacer::Begin(CUstream stream, bool ptsz, uint64_t key) {

@@ -150,6 +150,8 @@ class Pacer {
   // gets one, so the window sees them finish. `own`: the lane the caller holds.
   void FlushMarkers(uint32_t own);
   void SetActiveLocked(bool active, uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Accounts a hold that began at `since` and ended now, last held by `reason`.
+  void HoldEndedLocked(uint64_t since, pacing::Verdict reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   CUdeviceptr DeviceAddress(const void* word) const {
     return lanes_dev_ + static_cast<CUdeviceptr>(static_cast<const char*>(word) -
                                                  reinterpret_cast<const char*>(slot_));

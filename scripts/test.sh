@@ -27,34 +27,28 @@ python3 scripts/check-size.py
 echo "test: sizes of files and functions: OK"
 
 # The lock annotations (ABSL_GUARDED_BY & co., FAKECUDA_GUARDED_BY & co.) are checked only by
-# clang: compile everything but the benchmarks once more with clang++ and -Wthread-safety as an
-# error. Only a static check: with ninja, every source is parsed and checked (-fsyntax-only,
-# MISSILE_SYNTAX_ONLY) and nothing is generated or linked, which takes a fraction of a build.
-# Other clang warnings stay warnings. The shim links the shared libraries there: rebuilding
-# abseil and protobuf (MISSILE_SHIM_STATIC) would check nothing more.
+# clang: every C++ source but the benchmarks' is compiled once more with clang++ and
+# -Wthread-safety as an error. Only a static check: with ninja, scripts/tsa_check.py parses each
+# source (-fsyntax-only, from compile_commands.json) after generating the generated sources, and
+# nothing is compiled to code or linked, which takes about a third of a build. Other clang
+# warnings stay warnings. The shim links the shared libraries there: rebuilding abseil and
+# protobuf (MISSILE_SHIM_STATIC) would check nothing more.
 #   MISSILE_TSA_BUILD_DIR  its build directory (default: build-tsa)
 if command -v clang++ >/dev/null; then
   tsa_dir=${MISSILE_TSA_BUILD_DIR:-build-tsa}
   tsa_start=$SECONDS
   echo "test: clang -Wthread-safety check in $tsa_dir"
+  tsa_generator=()
+  command -v ninja >/dev/null && tsa_generator=(-G Ninja)
+  CC=clang CXX=clang++ cmake -S . -B "$tsa_dir" "${tsa_generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DMISSILE_BUILD_BENCH=OFF -DMISSILE_WERROR=OFF -DMISSILE_SHIM_STATIC=OFF \
+    -DCMAKE_CXX_FLAGS="-Wthread-safety -Werror=thread-safety" >/dev/null
   if command -v ninja >/dev/null; then
-    CC=clang CXX=clang++ cmake -S . -B "$tsa_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DMISSILE_BUILD_BENCH=OFF -DMISSILE_WERROR=OFF -DMISSILE_SHIM_STATIC=OFF \
-      -DMISSILE_SYNTAX_ONLY=ON -DCMAKE_CXX_FLAGS="-Wthread-safety -Werror=thread-safety" >/dev/null
-    # Every C++ object of the tree (generated sources are generated first, as their
-    # dependencies); assembly sources have no locks to check.
-    mapfile -t tsa_objects < <(ninja -C "$tsa_dir" -t targets all |
-      sed -n 's/^\(.*\.\(cc\|cpp\)\.o\): CXX_COMPILER.*/\1/p')
-    [ "${#tsa_objects[@]}" -gt 0 ] || { echo "test: no sources to check" >&2; exit 1; }
-    ninja -C "$tsa_dir" -j "$(nproc)" "${tsa_objects[@]}" | { grep -v '^\[[0-9]*/[0-9]*\] ' || true; }
-    echo "test: clang -Wthread-safety check: ${#tsa_objects[@]} sources OK in $((SECONDS - tsa_start)) s"
+    python3 scripts/tsa_check.py "$tsa_dir" "$(nproc)"
   else
-    CC=clang CXX=clang++ cmake -S . -B "$tsa_dir" -DCMAKE_BUILD_TYPE=Release \
-      -DMISSILE_BUILD_BENCH=OFF -DMISSILE_WERROR=OFF -DMISSILE_SHIM_STATIC=OFF \
-      -DCMAKE_CXX_FLAGS="-Wthread-safety -Werror=thread-safety" >/dev/null
     cmake --build "$tsa_dir" --parallel "$(nproc)"
-    echo "test: clang -Wthread-safety build: OK in $((SECONDS - tsa_start)) s"
   fi
+  echo "test: clang -Wthread-safety check: OK in $((SECONDS - tsa_start)) s"
 else
   echo "test: clang++ not found: SKIPPING the clang -Wthread-safety build" >&2
 fi
