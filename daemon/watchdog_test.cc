@@ -49,11 +49,20 @@ TEST(WatchdogTest, StopsPingingWhileOneLoopIsStuck) {
   EXPECT_EQ(pings.load(), 1);
 }
 
-TEST(WatchdogTest, StopReturnsPromptlyAndTwice) {
-  Watchdog dog(std::chrono::hours(1), {}, [] {});
+TEST(WatchdogTest, StopWakesTheThreadAndPingsNoMore) {
+  std::atomic<int> pings{0};
+  Watchdog dog(std::chrono::hours(1), {}, [&] { pings++; });
   dog.Start();
+  const auto start = std::chrono::steady_clock::now();
   dog.Stop();
-  dog.Stop();
+  // Stop wakes the thread rather than waiting out its hour-long period (a bound four orders
+  // of magnitude away, not a timing).
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+  dog.Stop();  // twice: nothing
+  const int after = pings.load();
+  EXPECT_LE(after, 1) << "at most the ping at start";
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(pings.load(), after) << "a ping after Stop";
 }
 
 }  // namespace
