@@ -89,7 +89,7 @@ CUresult CopyEngine::Submit(uintptr_t dst, uintptr_t src, size_t bytes, Issue is
   }
   // Recorded while the stream captures; otherwise pageable memory makes the copy synchronous.
   const bool pageable = dst_class == MemClass::kPageable || src_class == MemClass::kPageable;
-  return stream->Submit(std::move(op), /*wait=*/pageable);
+  return stream->Submit(std::move(op), CU_GRAPH_NODE_TYPE_MEMCPY, /*wait=*/pageable);
 }
 
 CUresult CopyEngine::Copy(uintptr_t dst, bool dst_device, uintptr_t src, bool src_device,
@@ -321,7 +321,7 @@ CUresult CopyEngine::Memset(uintptr_t dst, size_t pitch, uint32_t value, unsigne
     }
   };
   // A memset never involves pageable memory (the destination is known memory).
-  if (issue.async) return stream->Submit(std::move(op));
+  if (issue.async) return stream->Submit(std::move(op), CU_GRAPH_NODE_TYPE_MEMSET);
   stream->RunAndWait(std::move(op));
   return CUDA_SUCCESS;
 }

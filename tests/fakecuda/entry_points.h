@@ -30,6 +30,7 @@
 #undef cuStreamBeginCapture
 #undef cuStreamGetCaptureInfo
 #undef cuGraphInstantiate
+#undef cuGraphGetEdges
 
 // ABIs the stub exports whose typedefs cudaTypedefs.h keeps for the driver's own build
 // (__CUDA_API_VERSION_INTERNAL), copied from there.

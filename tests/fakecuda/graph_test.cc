@@ -286,3 +286,200 @@ TEST_F(GraphTest, IllegalCallsInvalidateTheCaptureAndOtherErrors) {
 
 }  // namespace
 }  // namespace fakecuda_test
+
+namespace fakecuda_test {
+namespace {
+
+// A graph built node by node: appends of `value` to a log, so the order they ran in shows.
+class GraphBuildTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    InitPrimary();
+    CU_ASSERT(kernels_.Load());
+    CU_ASSERT(cuMemAlloc(&log_, 4096));
+    CU_ASSERT(cuMemsetD32(log_, 0, 1024));
+    CU_ASSERT(cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING));
+    CU_ASSERT(cuGraphCreate(&graph_, 0));
+  }
+  void TearDown() override {
+    CU_EXPECT(cuCtxSynchronize());
+    CU_EXPECT(cuGraphDestroy(graph_));
+    CU_EXPECT(cuStreamDestroy(stream_));
+    CU_EXPECT(cuMemFree(log_));
+    CU_EXPECT(cuModuleUnload(kernels_.module));
+  }
+
+  CUgraphNode AppendNode(CUgraph g, uint32_t value, std::vector<CUgraphNode> deps) {
+    values_.push_back(std::make_unique<Args>(Args{log_, value, 0}));
+    Args* a = values_.back().get();
+    a->params[0] = &a->log;
+    a->params[1] = &a->value;
+    a->params[2] = &a->ns;
+    CUDA_KERNEL_NODE_PARAMS p{};
+    p.func = kernels_.append;
+    p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+    p.blockDimX = p.blockDimY = p.blockDimZ = 1;
+    p.kernelParams = a->params;
+    CUgraphNode node = nullptr;
+    EXPECT_EQ(CUDA_SUCCESS, cuGraphAddKernelNode(&node, g, deps.data(), deps.size(), &p));
+    return node;
+  }
+
+  struct Args {
+    CUdeviceptr log;
+    uint32_t value;
+    uint64_t ns;
+    void* params[3] = {};
+  };
+  std::vector<std::unique_ptr<Args>> values_;
+  Kernels kernels_;
+  CUdeviceptr log_ = 0;
+  CUstream stream_ = nullptr;
+  CUgraph graph_ = nullptr;
+};
+
+TEST_F(GraphBuildTest, RunsNodesInATopologicalOrderOfTheirDependencies) {
+  // 3 -> 1 -> 2, and 4 alone; nodes added as 2's dependency first.
+  CUgraphNode three = AppendNode(graph_, 3, {});
+  CUgraphNode one = AppendNode(graph_, 1, {three});
+  AppendNode(graph_, 2, {one});
+  AppendNode(graph_, 4, {});
+  size_t edges = 0;
+  CU_ASSERT(cuGraphGetEdges_v2(graph_, nullptr, nullptr, nullptr, &edges));
+  EXPECT_EQ(edges, 2u);
+  CUgraphExec exec = nullptr;
+  CU_ASSERT(cuGraphInstantiateWithFlags(&exec, graph_, 0));
+  CU_ASSERT(cuGraphLaunch(exec, stream_));
+  CU_ASSERT(cuStreamSynchronize(stream_));
+  EXPECT_EQ(LogEntries(log_), (std::vector<uint32_t>{3, 1, 2, 4}));
+  CU_ASSERT(cuGraphExecDestroy(exec));
+}
+
+TEST_F(GraphBuildTest, ClonesFindTheirNodesAndLoseDestroyedOnesWithTheirEdges) {
+  CUgraphNode a = AppendNode(graph_, 1, {});
+  CUgraphNode b = AppendNode(graph_, 2, {a});
+  AppendNode(graph_, 3, {b});
+  CUgraph clone = nullptr;
+  CU_ASSERT(cuGraphClone(&clone, graph_));
+  CUgraphNode b_in_clone = nullptr;
+  CU_ASSERT(cuGraphNodeFindInClone(&b_in_clone, b, clone));
+  EXPECT_NE(b_in_clone, b);
+  CUgraphNodeType type{};
+  CU_ASSERT(cuGraphNodeGetType(b_in_clone, &type));
+  EXPECT_EQ(type, CU_GRAPH_NODE_TYPE_KERNEL);
+  CU_ASSERT(cuGraphDestroyNode(b_in_clone));
+  size_t nodes = 0;
+  size_t edges = 0;
+  CU_ASSERT(cuGraphGetNodes(clone, nullptr, &nodes));
+  CU_ASSERT(cuGraphGetEdges_v2(clone, nullptr, nullptr, nullptr, &edges));
+  EXPECT_EQ(nodes, 2u);
+  EXPECT_EQ(edges, 0u);
+  // The original is untouched.
+  CU_ASSERT(cuGraphGetEdges_v2(graph_, nullptr, nullptr, nullptr, &edges));
+  EXPECT_EQ(edges, 2u);
+  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuGraphNodeFindInClone(&b_in_clone, b, graph_));
+  CU_ASSERT(cuGraphDestroy(clone));
+}
+
+TEST_F(GraphBuildTest, ChildGraphsMemsetsHostAndEventNodesRun) {
+  CUgraph child = nullptr;
+  CU_ASSERT(cuGraphCreate(&child, 0));
+  AppendNode(child, 7, {});
+  AppendNode(child, 8, {});
+  CUgraphNode first = AppendNode(graph_, 1, {});
+  CUgraphNode sub = nullptr;
+  CU_ASSERT(cuGraphAddChildGraphNode(&sub, graph_, &first, 1, child));
+  CU_ASSERT(cuGraphDestroy(child));  // the node holds its own copy
+  CUgraph embedded = nullptr;
+  CU_ASSERT(cuGraphChildGraphNodeGetGraph(sub, &embedded));
+  size_t count = 0;
+  CU_ASSERT(cuGraphGetNodes(embedded, nullptr, &count));
+  EXPECT_EQ(count, 2u);
+  CUdeviceptr word = 0;
+  CU_ASSERT(cuMemAlloc(&word, 4));
+  CUDA_MEMSET_NODE_PARAMS ms{};
+  ms.dst = word;
+  ms.value = 0xabcd1234u;
+  ms.elementSize = 4;
+  ms.width = 1;
+  ms.height = 1;
+  CUgraphNode set = nullptr;
+  CU_ASSERT(cuGraphAddMemsetNode(&set, graph_, &sub, 1, &ms, nullptr));
+  static std::atomic<int> host_runs{0};
+  host_runs = 0;
+  CUDA_HOST_NODE_PARAMS hp{};
+  hp.fn = [](void*) { host_runs.fetch_add(1); };
+  CUgraphNode host = nullptr;
+  CU_ASSERT(cuGraphAddHostNode(&host, graph_, &set, 1, &hp));
+  CUevent event = nullptr;
+  CU_ASSERT(cuEventCreate(&event, CU_EVENT_DISABLE_TIMING));
+  CUgraphNode rec = nullptr;
+  CU_ASSERT(cuGraphAddEventRecordNode(&rec, graph_, &host, 1, event));
+  CUgraphExec exec = nullptr;
+  CU_ASSERT(cuGraphInstantiateWithFlags(&exec, graph_, 0));
+  CU_ASSERT(cuGraphLaunch(exec, stream_));
+  CU_ASSERT(cuStreamSynchronize(stream_));
+  EXPECT_EQ(CUDA_SUCCESS, cuEventQuery(event));  // recorded by the graph
+  EXPECT_EQ(LogEntries(log_), (std::vector<uint32_t>{1, 7, 8}));
+  EXPECT_EQ(Words(word, 1)[0], 0xabcd1234u);
+  EXPECT_EQ(host_runs.load(), 1);
+  CU_ASSERT(cuGraphExecDestroy(exec));
+  CU_ASSERT(cuEventDestroy(event));
+  CU_ASSERT(cuMemFree(word));
+}
+
+TEST_F(GraphBuildTest, ExecKernelParamsAndUpdatesChangeWhatLaterLaunchesRun) {
+  CUgraphNode a = AppendNode(graph_, 1, {});
+  CUgraphExec exec = nullptr;
+  CU_ASSERT(cuGraphInstantiateWithFlags(&exec, graph_, CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY));
+  cuuint64_t flags = 0;
+  CU_ASSERT(cuGraphExecGetFlags(exec, &flags));
+  EXPECT_EQ(flags, uint64_t{CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY});
+  Args changed{log_, 5, 0};
+  changed.params[0] = &changed.log;
+  changed.params[1] = &changed.value;
+  changed.params[2] = &changed.ns;
+  CUDA_KERNEL_NODE_PARAMS p{};
+  p.func = kernels_.append;
+  p.gridDimX = p.gridDimY = p.gridDimZ = p.blockDimX = p.blockDimY = p.blockDimZ = 1;
+  p.kernelParams = changed.params;
+  CU_ASSERT(cuGraphExecKernelNodeSetParams(exec, a, &p));
+  CU_ASSERT(cuGraphLaunch(exec, stream_));
+  // Update from a graph of the same shape.
+  CUgraph other = nullptr;
+  CU_ASSERT(cuGraphCreate(&other, 0));
+  AppendNode(other, 6, {});
+  CUgraphExecUpdateResultInfo info{};
+  CU_ASSERT(cuGraphExecUpdate(exec, other, &info));
+  EXPECT_EQ(info.result, CU_GRAPH_EXEC_UPDATE_SUCCESS);
+  CU_ASSERT(cuGraphLaunch(exec, stream_));
+  // Another shape is refused.
+  AppendNode(other, 9, {});
+  EXPECT_EQ(CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, cuGraphExecUpdate(exec, other, &info));
+  CU_ASSERT(cuGraphLaunch(exec, stream_));
+  CU_ASSERT(cuStreamSynchronize(stream_));
+  EXPECT_EQ(LogEntries(log_), (std::vector<uint32_t>{5, 6, 6}));
+  CU_ASSERT(cuGraphExecDestroy(exec));
+  CU_ASSERT(cuGraphDestroy(other));
+}
+
+TEST_F(GraphBuildTest, NodesTheFakeCannotRunAreKeptAsTypedNodes) {
+  CUgraphNodeParams params{};
+  params.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+  CUgraphNode cond = nullptr;
+  CU_ASSERT(cuGraphAddNode(&cond, graph_, nullptr, nullptr, 0, &params));
+  CUgraphNodeType type{};
+  CU_ASSERT(cuGraphNodeGetType(cond, &type));
+  EXPECT_EQ(type, CU_GRAPH_NODE_TYPE_CONDITIONAL);
+  params.type = CU_GRAPH_NODE_TYPE_KERNEL;
+  EXPECT_EQ(CUDA_ERROR_NOT_SUPPORTED, cuGraphAddNode(&cond, graph_, nullptr, nullptr, 0, &params));
+  // A node of another graph cannot be a dependency.
+  CUgraph other = nullptr;
+  CU_ASSERT(cuGraphCreate(&other, 0));
+  CUgraphNode empty = nullptr;
+  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuGraphAddEmptyNode(&empty, other, &cond, 1));
+  CU_ASSERT(cuGraphDestroy(other));
+}
+
+}  // namespace
+}  // namespace fakecuda_test

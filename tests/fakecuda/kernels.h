@@ -56,6 +56,11 @@ struct KernelCall {
 // Reads the arguments of a `kind` kernel from `params` and checks its memory.
 CUresult PrepareKernel(KernelKind kind, void** params, const AddressSpace& memory, KernelCall* out);
 
+// The stream operation of one launch of `f` on `device` (launch_api.cc): the launch's checks
+// (function, dimensions, `extra`, arguments and memory) done now, its arguments copied.
+CUresult KernelOp(CUfunction f, const unsigned grid[3], const unsigned block[3], void** params,
+                  void** extra, int device, std::function<void()>* out);
+
 class ModuleManager {
  public:
   ModuleManager() = default;

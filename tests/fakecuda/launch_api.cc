@@ -36,25 +36,17 @@ CUresult CheckDims(const Dims& d) {
 
 CUresult Launch(CUfunction f, const Dims& dims, CUstream h, void** params, void** extra,
                 DefaultStream mode) {
-  if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  KernelKind kind = KernelKind::kSpin;
-  if (CUresult r = State().modules().Lookup(f, &kind); r != CUDA_SUCCESS) return r;
-  if (CUresult r = CheckDims(dims); r != CUDA_SUCCESS) return r;
-  // An `extra` list other than the empty one ({CU_LAUNCH_PARAM_END}) is not supported.
-  if (extra != nullptr && extra[0] != CU_LAUNCH_PARAM_END) {
-    return params != nullptr ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
-  }
   std::shared_ptr<Stream> stream;
-  if (CUresult r = State().streams().Resolve(h, mode, &stream); r != CUDA_SUCCESS) return r;
-  KernelCall call;
-  if (CUresult r = PrepareKernel(kind, params, State().address_space(), &call); r != CUDA_SUCCESS) {
+  if (f != nullptr) {
+    if (CUresult r = State().streams().Resolve(h, mode, &stream); r != CUDA_SUCCESS) return r;
+  }
+  std::function<void()> op;
+  if (CUresult r = KernelOp(f, dims.grid, dims.block, params, extra,
+                            stream != nullptr ? stream->ctx()->device : 0, &op);
+      r != CUDA_SUCCESS) {
     return r;
   }
-  ComputeEngine* engine = &State().engine();
-  const int device = stream->ctx()->device;
-  return stream->Submit([engine, device, call = std::move(call)] {
-    engine->Run(device, call.duration_ns, call.effect);
-  });
+  return stream->Submit(std::move(op), CU_GRAPH_NODE_TYPE_KERNEL);
 }
 
 CUresult LaunchEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra,
@@ -68,6 +60,31 @@ CUresult LaunchEx(const CUlaunchConfig* config, CUfunction f, void** params, voi
 }
 
 }  // namespace
+
+CUresult KernelOp(CUfunction f, const unsigned grid[3], const unsigned block[3], void** params,
+                  void** extra, int device, std::function<void()>* out) {
+  if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  KernelKind kind = KernelKind::kSpin;
+  if (CUresult r = State().modules().Lookup(f, &kind); r != CUDA_SUCCESS) return r;
+  if (CUresult r = CheckDims({{grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}});
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  // An `extra` list other than the empty one ({CU_LAUNCH_PARAM_END}) is not supported.
+  if (extra != nullptr && extra[0] != CU_LAUNCH_PARAM_END) {
+    return params != nullptr ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
+  }
+  KernelCall call;
+  if (CUresult r = PrepareKernel(kind, params, State().address_space(), &call); r != CUDA_SUCCESS) {
+    return r;
+  }
+  ComputeEngine* engine = &State().engine();
+  *out = [engine, device, call = std::move(call)] {
+    engine->Run(device, call.duration_ns, call.effect);
+  };
+  return CUDA_SUCCESS;
+}
+
 }  // namespace fakecuda
 
 using fakecuda::Dims;

@@ -70,7 +70,7 @@ CUresult LaunchHostFunc(CUstream h, CUhostFn fn, void* user_data, DefaultStream 
   if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
   StreamPtr s;
   if (CUresult r = ResolveStream(h, mode, &s); r != CUDA_SUCCESS) return r;
-  return s->Submit([fn, user_data] { fn(user_data); });
+  return s->Submit([fn, user_data] { fn(user_data); }, CU_GRAPH_NODE_TYPE_HOST);
 }
 
 CUresult AddCallback(CUstream h, CUstreamCallback callback, void* user_data, unsigned flags,
@@ -99,7 +99,7 @@ CUresult WriteValue(CUstream h, CUdeviceptr addr, T value, unsigned flags, Defau
   if (CUresult r = ResolveStream(h, mode, &s); r != CUDA_SUCCESS) return r;
   return s->Submit([addr, value] {
     std::atomic_ref<T>(*reinterpret_cast<T*>(addr)).store(value, std::memory_order_seq_cst);
-  });
+  }, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP);
 }
 
 template <typename T>
@@ -134,7 +134,7 @@ CUresult WaitValue(CUstream h, CUdeviceptr addr, T value, unsigned flags, Defaul
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(200));
     }
-  });
+  }, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP);
 }
 
 CUresult EventRecord(CUevent e, CUstream h, DefaultStream mode) {

@@ -86,12 +86,12 @@ void Stream::Synchronize() {
   WaitFor(target);
 }
 
-CUresult Stream::Submit(Op op, bool wait) {
+CUresult Stream::Submit(Op op, CUgraphNodeType type, bool wait) {
   {
     MutexLock lock(&mu_);
     if (capture_ != nullptr) {
       if (capture_invalidated_) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-      capture_->Add(std::move(op));
+      capture_->Add(std::move(op), type);
       return CUDA_SUCCESS;
     }
   }

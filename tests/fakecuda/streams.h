@@ -66,7 +66,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // An asynchronous operation: recorded into the capture while the stream captures, else
   // appended (and waited for when `wait`, as for an "async" copy of pageable memory).
   // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED when the capture was invalidated.
-  CUresult Submit(Op op, bool wait = false) FAKECUDA_LOCKS_EXCLUDED(mu_);
+  CUresult Submit(Op op, CUgraphNodeType type, bool wait = false) FAKECUDA_LOCKS_EXCLUDED(mu_);
   bool Idle() const FAKECUDA_LOCKS_EXCLUDED(mu_);
   // The worker exits once the queue is drained; later Enqueue calls are dropped.
   void Close() FAKECUDA_LOCKS_EXCLUDED(mu_);
