@@ -52,6 +52,22 @@ void DriverApi::Resolve(void* h) {
   Load(h, "cuStreamWriteValue32_v2_ptsz", &StreamWriteValue32Ptsz);
   Load(h, "cuStreamWriteValue64_v2", &StreamWriteValue64);
   Load(h, "cuStreamWriteValue64_v2_ptsz", &StreamWriteValue64Ptsz);
+  Load(h, "cuGraphGetNodes", &GraphGetNodes);
+  Load(h, "cuGraphGetEdges", &GraphGetEdges);
+  Load(h, "cuGraphNodeGetType", &GraphNodeGetType);
+  Load(h, "cuGraphChildGraphNodeGetGraph", &GraphChildGraphNodeGetGraph);
+  Load(h, "cuGraphClone", &GraphClone);
+  Load(h, "cuGraphNodeFindInClone", &GraphNodeFindInClone);
+  Load(h, "cuGraphDestroyNode", &GraphDestroyNode);
+  Load(h, "cuGraphDestroy", &GraphDestroy);
+  Load(h, "cuGraphInstantiateWithFlags", &GraphInstantiateWithFlags);
+  Load(h, "cuGraphExecDestroy", &GraphExecDestroy);
+  Load(h, "cuGraphLaunch", &GraphLaunch);
+  Load(h, "cuGraphLaunch_ptsz", &GraphLaunchPtsz);
+  Load(h, "cuGraphUpload", &GraphUpload);
+  Load(h, "cuGraphUpload_ptsz", &GraphUploadPtsz);
+  Load(h, "cuStreamWaitEvent", &StreamWaitEvent);
+  Load(h, "cuStreamWaitEvent_ptsz", &StreamWaitEventPtsz);
 }
 
 absl::Status DriverStatus(const DriverApi& api, const char* what, CUresult r) {

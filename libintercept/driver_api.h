@@ -60,6 +60,24 @@ struct DriverApi {
   PFN_cuStreamWriteValue64_v11070 StreamWriteValue64 = nullptr;
   PFN_cuStreamWriteValue64_v11070_ptsz StreamWriteValue64Ptsz = nullptr;
 
+  // For splitting a BE tenant's graphs into pieces (graph_split.h).
+  PFN_cuGraphGetNodes_v10000 GraphGetNodes = nullptr;
+  PFN_cuGraphGetEdges_v10000 GraphGetEdges = nullptr;
+  PFN_cuGraphNodeGetType_v10000 GraphNodeGetType = nullptr;
+  PFN_cuGraphChildGraphNodeGetGraph_v10000 GraphChildGraphNodeGetGraph = nullptr;
+  PFN_cuGraphClone_v10000 GraphClone = nullptr;
+  PFN_cuGraphNodeFindInClone_v10000 GraphNodeFindInClone = nullptr;
+  PFN_cuGraphDestroyNode_v10000 GraphDestroyNode = nullptr;
+  PFN_cuGraphDestroy_v10000 GraphDestroy = nullptr;
+  PFN_cuGraphInstantiateWithFlags_v11040 GraphInstantiateWithFlags = nullptr;
+  PFN_cuGraphExecDestroy_v10000 GraphExecDestroy = nullptr;
+  PFN_cuGraphLaunch_v10000 GraphLaunch = nullptr;
+  PFN_cuGraphLaunch_v10000_ptsz GraphLaunchPtsz = nullptr;
+  PFN_cuGraphUpload_v11010 GraphUpload = nullptr;
+  PFN_cuGraphUpload_v11010_ptsz GraphUploadPtsz = nullptr;
+  PFN_cuStreamWaitEvent_v3020 StreamWaitEvent = nullptr;
+  PFN_cuStreamWaitEvent_v7000_ptsz StreamWaitEventPtsz = nullptr;
+
   // Fills every pointer from the real driver's handle (dlsym).
   void Resolve(void* driver_handle);
 };

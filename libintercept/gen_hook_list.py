@@ -48,6 +48,16 @@ FAMILIES = {
              "cuMemcpy3DBatchAsync", "cuMemPrefetchAsync", "cuMemAdvise"],
     "launch": ["cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel", "cuGraphLaunch"],
     "sync": ["cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize"],
+    # A BE tenant's graphs are split into pieces at instantiation (graph_split.h); an instance
+    # changed afterwards launches whole.
+    "graph": ["cuGraphInstantiate", "cuGraphInstantiateWithFlags", "cuGraphInstantiateWithParams",
+              "cuGraphExecDestroy", "cuGraphUpload", "cuGraphExecUpdate",
+              "cuGraphExecKernelNodeSetParams", "cuGraphExecMemcpyNodeSetParams",
+              "cuGraphExecMemsetNodeSetParams", "cuGraphExecHostNodeSetParams",
+              "cuGraphExecChildGraphNodeSetParams", "cuGraphExecEventRecordNodeSetEvent",
+              "cuGraphExecEventWaitNodeSetEvent", "cuGraphExecExternalSemaphoresSignalNodeSetParams",
+              "cuGraphExecExternalSemaphoresWaitNodeSetParams", "cuGraphExecBatchMemOpNodeSetParams",
+              "cuGraphExecNodeSetParams", "cuGraphNodeSetEnabled"],
     "memset": ["cuMemsetD8", "cuMemsetD16", "cuMemsetD32", "cuMemsetD2D8", "cuMemsetD2D16",
                "cuMemsetD2D32", "cuMemsetD8Async", "cuMemsetD16Async", "cuMemsetD32Async",
                "cuMemsetD2D8Async", "cuMemsetD2D16Async", "cuMemsetD2D32Async"],
@@ -56,7 +66,8 @@ FAMILIES = {
 # Typedefs in the driver-internal section whose ABI is already 64-bit clean: the CUDA runtime
 # still asks for these versions (cudart 13 requests cuIpcOpenMemHandle at 4010), so they are
 # hooked like the public ones. Every other internal typedef is a 32-bit pre-3.2 ABI.
-INTERNAL_64BIT = {("cuMemHostRegister", 4000), ("cuIpcOpenMemHandle", 4010)}
+INTERNAL_64BIT = {("cuMemHostRegister", 4000), ("cuIpcOpenMemHandle", 4010),
+                  ("cuGraphInstantiate", 10000), ("cuGraphInstantiate", 11000)}
 
 # Hooked by hand (they hand out the hooks): see proc_address.cc.
 SPECIAL = ["cuGetProcAddress", "cuGetProcAddress_v2"]

@@ -12,6 +12,7 @@
 #include "copy_policy.h"
 #include "fmt/format.h"
 #include "memory_policy.h"
+#include "graph_hooks.h"
 #include "pacing_hooks.h"
 #include "policy.h"
 #include "shim.h"
@@ -58,6 +59,8 @@ struct Hook<id, CUresult(CUDAAPI*)(Args...)> {
       result = RunPaced<id>(real, args...);
     } else if constexpr (IsSync(id)) {
       result = RunSynced<id>(real, args...);
+    } else if constexpr (IsGraphHook(id)) {
+      result = RunGraphHook<id>(real, args...);
     } else {
       result = Policy<id>::Run(real, args...);
     }

@@ -12,6 +12,12 @@ typedef CUresult(CUDAAPI* PFN_cuMemHostRegister_v4000)(void* p, size_t bytesize,
 typedef CUresult(CUDAAPI* PFN_cuIpcOpenMemHandle_v4010)(CUdeviceptr_v2* pdptr,
                                                         CUipcMemHandle_v1 handle,
                                                         unsigned int Flags);
+typedef CUresult(CUDAAPI* PFN_cuGraphInstantiate_v10000)(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                                         CUgraphNode* phErrorNode,
+                                                         char* logBuffer, size_t bufferSize);
+typedef CUresult(CUDAAPI* PFN_cuGraphInstantiate_v11000)(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                                         CUgraphNode* phErrorNode,
+                                                         char* logBuffer, size_t bufferSize);
 #endif
 
 #endif  // MISSILE_LIBINTERCEPT_LEGACY_ABI_H_

@@ -334,6 +334,22 @@ void Pacer::SetActiveLocked(bool active, uint64_t now) {
   slot_->active.store(active ? 1 : 0, std::memory_order_relaxed);
 }
 
+std::optional<uint64_t> Pacer::Learned(uint64_t key) {
+  constexpr uint64_t kNone = ~uint64_t{0};
+  absl::MutexLock lock(&mu_);
+  const uint64_t ns = predictor_.Predict(key, kNone);
+  if (ns == kNone) return std::nullopt;
+  return ns;
+}
+
+uint64_t Pacer::window_ns() const {
+  return dir().policy.window_ns.load(std::memory_order_relaxed);
+}
+
+uint64_t Pacer::unknown_ns() const {
+  return dir().policy.unknown_ns.load(std::memory_order_relaxed);
+}
+
 uint64_t Pacer::Admit(uint64_t key, uint32_t own_lane) {
   const pacingreg::Policy& pol = dir().policy;
   const uint64_t since = NowNs();

@@ -111,6 +111,12 @@ class Pacer {
   void BeforeSync();
   void AfterSync();
 
+  // What the duration predictor has learned of item `key` (nullopt: nothing yet).
+  std::optional<uint64_t> Learned(uint64_t key);
+  // The policy's bound on a BE's predicted work in flight, and its guess for unseen work.
+  uint64_t window_ns() const;
+  uint64_t unknown_ns() const;
+
   // Lane of a stream (tests and diagnostics).
   uint32_t LaneOf(CUstream stream, bool ptsz);
 

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "graph_split.h"
 #include "hooks.h"
 #include "pacer.h"
 #include "policy.h"
@@ -146,13 +147,47 @@ CUstream WorkStream(Args... args) {
   }
 }
 
-// Runs a work entry point's policy between the pacer's Begin and End.
+// The pieces of a split graph go to the GPU through the pacer, each one work item.
+class PacerAdmitter final : public PieceAdmitter {
+ public:
+  explicit PacerAdmitter(Pacer* pacer) : pacer_(pacer) {}
+  CUresult Admit(CUstream stream, bool ptsz, uint64_t key,
+                 absl::FunctionRef<CUresult()> launch) override {
+    Pacer::Ticket ticket = pacer_->Begin(stream, ptsz, key);
+    const CUresult result = launch();
+    pacer_->End(ticket, result);
+    return result;
+  }
+  std::optional<uint64_t> Learned(uint64_t key) override { return pacer_->Learned(key); }
+  // A piece is bounded like the BE's work in flight (window_us; its default if that is 0).
+  uint64_t bound_ns() const override {
+    const uint64_t window = pacer_->window_ns();
+    return window != 0 ? window : 100'000;
+  }
+  uint64_t prior_ns() const override { return pacer_->unknown_ns(); }
+
+ private:
+  Pacer* pacer_;
+};
+
+// Runs a work entry point's policy between the pacer's Begin and End. A graph that was split
+// launches piece by piece (graph_split.h), whether or not it is paced now.
 template <HookId id, typename Fn, typename... Args>
 CUresult RunPaced(Fn real, Args... args) {
   PacingManager* manager = Shim::Get().pacing();
   Pacer* pacer = manager != nullptr ? manager->Current() : nullptr;
-  if (pacer == nullptr || !pacer->Paces()) return Policy<id>::Run(real, args...);
   const CUstream stream = WorkStream<id>(args...);
+  if constexpr (kHookInfo[Index(id)].symbol.starts_with("cuGraphLaunch")) {
+    if (GraphSplitter* splitter = Shim::Get().graphs(); splitter != nullptr) {
+      std::optional<PacerAdmitter> admitter;
+      if (pacer != nullptr && pacer->Paces()) admitter.emplace(pacer);
+      std::optional<CUresult> r =
+          splitter->Launch(std::get<0>(std::make_tuple(args...)), stream, PerThreadFlavour(id),
+                           admitter.has_value() ? &*admitter : nullptr);
+      if (r.has_value()) return *r;
+    }
+  }
+  if (pacer == nullptr || !pacer->Paces()) return Policy<id>::Run(real, args...);
   // Synchronous entry points (no stream argument) are ordered on an explicit default-stream
   // handle, which needs no per-thread flavour.
   constexpr bool kPtsz =

@@ -13,6 +13,7 @@
 #include "copy.h"
 #include "daemon_client.h"
 #include "memory.h"
+#include "graph_split.h"
 #include "pacer.h"
 #include "session_manager.h"
 #include "real_driver.h"
@@ -103,6 +104,7 @@ void Shim::ResolveOnce() {
     memory_ = std::make_unique<MemoryManager>(config_, api_, sessions_.get(), log_.get());
     copies_ = std::make_unique<CopyManager>(api_, sessions_.get(), &memory_->table(), log_.get());
     pacing_ = std::make_unique<PacingManager>(api_, sessions_.get(), log_.get());
+    graphs_ = std::make_unique<GraphSplitter>(api_, log_.get());
   }
   if (config_.disabled) {
     // Plain pass-through: trampolines jump straight into the driver.
@@ -203,6 +205,7 @@ void Shim::WriteReport() {
                         copies_->scheduled());
   }
   if (pacing_ != nullptr) text += fmt::format("# pacing: {}\n", pacing_->Summary());
+  if (graphs_ != nullptr) text += fmt::format("# graphs: {}\n", graphs_->Summary());
   {
     std::lock_guard<std::mutex> lock(unmatched_mu_);
     for (const auto& [key, n] : unmatched_) {

@@ -75,6 +75,8 @@ class Shim {
   class CopyManager* copies() const { return copies_.get(); }
   // Pacing of GPU work next to other tenants; null when disabled or unresolved.
   class PacingManager* pacing() const { return pacing_.get(); }
+  // A BE tenant's graphs, split into pieces; null when disabled or unresolved.
+  class GraphSplitter* graphs() const { return graphs_.get(); }
 
   // Writes the per-hook counters to MISSILE_REPORT's destination (called at exit).
   void WriteReport();
@@ -103,6 +105,7 @@ class Shim {
   std::unique_ptr<class MemoryManager> memory_;
   std::unique_ptr<class CopyManager> copies_;
   std::unique_ptr<class PacingManager> pacing_;
+  std::unique_ptr<class GraphSplitter> graphs_;
   void* real_[kHookCount] = {};
   void* hook_fn_[kHookCount] = {};
   std::atomic<uint64_t> counts_[kHookCount] = {};

@@ -31,6 +31,7 @@
 #undef cuStreamGetCaptureInfo
 #undef cuGraphInstantiate
 #undef cuGraphGetEdges
+#undef cuGraphAddDependencies
 
 // ABIs the stub exports whose typedefs cudaTypedefs.h keeps for the driver's own build
 // (__CUDA_API_VERSION_INTERNAL), copied from there.

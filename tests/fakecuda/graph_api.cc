@@ -217,6 +217,16 @@ CUresult InstantiateWithParams(CUgraphExec* out, CUgraph graph, CUDA_GRAPH_INSTA
   return CUDA_SUCCESS;
 }
 
+CUresult AddDependencies(CUgraph h, const CUgraphNode* from, const CUgraphNode* to, size_t n) {
+  if (n != 0 && (from == nullptr || to == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+  GraphPtr graph;
+  if (CUresult r = State().graphs().LookupGraph(h, &graph); r != CUDA_SUCCESS) return r;
+  for (size_t i = 0; i < n; ++i) {
+    if (CUresult r = graph->AddDependency(from[i], to[i]); r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
 // Uploading has nothing to do here beyond checking its arguments.
 CUresult Upload(CUgraphExec handle, CUstream h, DefaultStream mode) {
   std::shared_ptr<GraphExec> exec;
@@ -607,6 +617,20 @@ CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
   }
   resultInfo->result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
   return CUDA_SUCCESS;
+}
+
+CUresult cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode* from, const CUgraphNode* to,
+                                size_t numDependencies) {
+  FAKECUDA_ENTER(cuGraphAddDependencies);
+  return fakecuda::AddDependencies(hGraph, from, to, numDependencies);
+}
+
+// Every edge is a plain one: edge data is ignored.
+CUresult cuGraphAddDependencies_v2(CUgraph hGraph, const CUgraphNode* from, const CUgraphNode* to,
+                                   const CUgraphEdgeData* edgeData, size_t numDependencies) {
+  FAKECUDA_ENTER(cuGraphAddDependencies_v2);
+  (void)edgeData;
+  return fakecuda::AddDependencies(hGraph, from, to, numDependencies);
 }
 
 }  // extern "C"

@@ -55,6 +55,18 @@ CUresult Graph::AddNode(CUgraphNodeType type, GraphOp op, std::shared_ptr<Graph>
   return CUDA_SUCCESS;
 }
 
+CUresult Graph::AddDependency(CUgraphNode from, CUgraphNode to) {
+  MutexLock lock(&mu_);
+  Node* f = FindLocked(from);
+  Node* t = FindLocked(to);
+  if (f == nullptr || t == nullptr || f == t) return CUDA_ERROR_INVALID_VALUE;
+  if (std::find(t->deps.begin(), t->deps.end(), f) != t->deps.end()) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  t->deps.push_back(f);
+  return CUDA_SUCCESS;
+}
+
 CUresult Graph::DestroyNode(CUgraphNode handle) {
   if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
   MutexLock lock(&mu_);

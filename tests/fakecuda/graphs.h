@@ -61,6 +61,8 @@ class Graph {
   CUresult AddNode(CUgraphNodeType type, GraphOp op, std::shared_ptr<Graph> child,
                    const CUgraphNode* deps, size_t num_deps, CUgraphNode* out)
       FAKECUDA_LOCKS_EXCLUDED(mu_);
+  // Adds the edge from -> to (both nodes of this graph; not already an edge).
+  CUresult AddDependency(CUgraphNode from, CUgraphNode to) FAKECUDA_LOCKS_EXCLUDED(mu_);
   // Removes a node and every edge to or from it.
   CUresult DestroyNode(CUgraphNode node) FAKECUDA_LOCKS_EXCLUDED(mu_);
 
