@@ -324,6 +324,43 @@ TEST_F(PacingTest, HeldBeWorkKeepsStreamOrderAndEvents) {
   ls2.Wait(10);
 }
 
+// A BE tenant's CUDA graph goes to the GPU piece by piece, each piece held while the LS is busy,
+// and its result is exact (launches alternate two streams, so their order matters); an LS
+// tenant's graph is not split.
+TEST_F(PacingTest, ABeGraphIsAdmittedPieceByPieceAndAnLsGraphWhole) {
+  StartDaemon("max_hold_ms = 0\nls_stale_ms = 10000");
+  const std::string be_report = dir_.path() + "/report-graph-be";
+  const std::string ls_report = dir_.path() + "/report-graph-ls";
+  auto be_env = TenantEnv("be");
+  be_env["MISSILE_REPORT"] = be_report;
+  auto ls_env = TenantEnv("ls", "ls-graph");
+  ls_env["MISSILE_REPORT"] = ls_report;
+  Child be, ls_graph;
+  ASSERT_TRUE(be.Start({PACE_PROBE, "graph", "20", "3"}, be_env));
+  ASSERT_TRUE(ls_graph.Start({PACE_PROBE, "graph", "5", "2"}, ls_env));
+  ASSERT_FALSE(be.WaitForLine("ready", 20).empty()) << be.out();
+  ASSERT_FALSE(ls_graph.WaitForLine("ready", 20).empty()) << ls_graph.out();
+  Child ls;
+  StartLs(&ls, 150);
+  be.CloseStdin();
+  const std::string line = be.WaitForLine("graph ", 30);
+  EXPECT_EQ(Field(line, "ok"), 1u) << be.out();
+  EXPECT_EQ(Field(line, "b0"), 60u) << line;
+  EXPECT_EQ(be.Wait(10), 0);
+  ls_graph.CloseStdin();
+  EXPECT_EQ(Field(ls_graph.WaitForLine("graph ", 30), "ok"), 1u) << ls_graph.out();
+  EXPECT_EQ(ls_graph.Wait(10), 0);
+  ls.Wait(10);
+  const std::string text = testing::ReadFile(be_report);
+  // 20 kernels, at the 50 us guess for unmeasured work against the 100 us window: two per
+  // piece (three launches are too few to learn and rebuild), every launch split.
+  EXPECT_NE(text.find("# graphs: 1 graphs split (10 pieces built"), std::string::npos) << text;
+  EXPECT_NE(text.find("3 launches, 30 piece launches"), std::string::npos) << text;
+  EXPECT_EQ(text.find(" 0 held for"), std::string::npos) << text;  // held behind the LS
+  const std::string ls_text = testing::ReadFile(ls_report);
+  EXPECT_NE(ls_text.find("# graphs: 0 graphs split"), std::string::npos) << ls_text;
+}
+
 // missiled killed and restarted while a BE tenant is held behind a busy LS: the held BE goes
 // once its session has ended (no daemon clears the dead region's marks; the LS bound here is
 // far longer than the test), and its work is all done, in order.

@@ -21,6 +21,11 @@
 //   pace_probe spin US SECONDS  prints "ready"; once stdin closes, launches the test double's
 //                               fakecuda_spin kernel of US microseconds back to back (a
 //                               synchronisation every 8) for SECONDS; prints "spin kernels=N".
+//   pace_probe graph N R        fills A with 1 and B with 0, captures N kernels adding A into B
+//                               (0.2 ms each) into a graph and instantiates it; prints "ready";
+//                               once stdin closes, launches the graph R times (alternating two
+//                               streams) and checks every word of B is N * R. Prints
+//                               "graph ok=1 b0=N*R".
 // Every mode runs on device 0, or on device N with PACE_PROBE_DEVICE=N (its primary context).
 // Exits 1 with "error ..." on any driver error.
 #include <cuda.h>
@@ -195,6 +200,52 @@ int main(int argc, char** argv) {
       ok &= hb[i] == static_cast<uint32_t>(n) && hc[i] == static_cast<uint32_t>(n);
     }
     printf("order ok=%d b0=%u c0=%u\n", ok ? 1 : 0, hb[0], hc[0]);
+    return ok ? 0 : 1;
+  }
+  if (mode == "graph" && argc >= 4) {
+    const long n = atol(argv[2]);
+    const long launches = atol(argv[3]);
+    CUmodule module;
+    CUfunction fill, add;
+    Check(cuModuleLoadData(&module, "fakecuda-module"), "module (needs the test double)");
+    Check(cuModuleGetFunction(&fill, module, "fakecuda_fill_u32"), "fill");
+    Check(cuModuleGetFunction(&add, module, "fakecuda_add_u32"), "add");
+    CUstream s2;
+    Check(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING), "stream 2");
+    CUdeviceptr a, b;
+    uint64_t count = 4096;
+    Check(cuMemAlloc_v2(&a, count * 4), "a");
+    Check(cuMemAlloc_v2(&b, count * 4), "b");
+    uint32_t one = 1, zero = 0;
+    uint64_t dur = 200'000;
+    void* fill_a[] = {&a, &one, &count, &dur};
+    void* fill_b[] = {&b, &zero, &count, &dur};
+    void* add_ba[] = {&b, &a, &count, &dur};
+    Check(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, s, fill_a, nullptr), "fill a");
+    Check(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, s, fill_b, nullptr), "fill b");
+    Check(cuStreamSynchronize(s), "sync");
+    Check(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), "capture");
+    for (long i = 0; i < n; ++i) {
+      Check(cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, s, add_ba, nullptr), "add b");
+    }
+    CUgraph graph;
+    Check(cuStreamEndCapture(s, &graph), "end capture");
+    CUgraphExec exec;
+    Check(cuGraphInstantiateWithFlags(&exec, graph, 0), "instantiate");
+    printf("ready\n");
+    char ch;
+    while (read(0, &ch, 1) > 0) {
+    }
+    for (long i = 0; i < launches; ++i) {
+      Check(cuGraphLaunch(exec, i % 2 == 0 ? s : s2), "launch");
+    }
+    Check(cuCtxSynchronize(), "sync");
+    std::vector<uint32_t> hb(count);
+    Check(cuMemcpyDtoH_v2(hb.data(), b, count * 4), "read b");
+    bool ok = true;
+    for (uint64_t i = 0; i < count; ++i) ok &= hb[i] == static_cast<uint32_t>(n * launches);
+    Check(cuGraphExecDestroy(exec), "destroy");
+    printf("graph ok=%d b0=%u\n", ok ? 1 : 0, hb[0]);
     return ok ? 0 : 1;
   }
   if (mode == "spin" && argc >= 4) {
