@@ -39,7 +39,7 @@ fail=0
       else
         echo "FAIL $model $conf: outputs differ"; fail=1
       fi
-      grep -E "^# pacing|PCIe scheduler" "/tmp/be-$tag.report" || tail -5 "/tmp/be-$tag.txt"
+      grep -E "^# (pacing|graphs)|PCIe scheduler" "/tmp/be-$tag.report" || tail -5 "/tmp/be-$tag.txt"
     done
   done
   kill -TERM "$ls_pid" 2>/dev/null; wait "$ls_pid"

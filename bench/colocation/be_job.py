@@ -33,6 +33,8 @@ def parse_args(argv=None):
     p.add_argument("--copy-mib", type=int, default=512, help="host-to-device copy per iteration, 0 = none")
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--model", default="resnet152", help="torchvision model")
+    p.add_argument("--graph", action="store_true",
+                   help="replay the forward pass as one torch.cuda.CUDAGraph (the copy stays outside)")
     p.add_argument("--warmup-iters", type=int, default=3)
     p.add_argument("--raw-dir", default=".")
     a = p.parse_args(argv)
@@ -60,16 +62,30 @@ def run(a, torch, stopping):
         pinned.fill_(1)
         dev = torch.empty_like(pinned, device="cuda")
 
+    forward = lambda: model(x)  # noqa: E731
+    if a.graph:
+        # Warm up on a side stream (cuDNN picks its algorithms), then capture one forward pass.
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                model(x)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            model(x)
+        forward = graph.replay
+
     def step():
         if a.copy_mib:
             dev.copy_(pinned, non_blocking=True)
-        model(x)
+        forward()
         torch.cuda.synchronize()
 
     t0 = time.perf_counter()
     for _ in range(a.warmup_iters):
         step()
-    print(f"INFO {a.name}: {a.model} batch {a.batch}, copy {a.copy_mib} MiB, warm-up "
+    print(f"INFO {a.name}: {a.model} batch {a.batch}{' graph' if a.graph else ''}, copy {a.copy_mib} MiB, warm-up "
           f"{time.perf_counter() - t0:.1f} s", flush=True)
     print("ready", flush=True)
 
@@ -92,7 +108,7 @@ def run(a, torch, stopping):
     seconds = (iters[-1][0] - iters[0][2]) if iters else 0.0
     print("BE " + json.dumps({
         "mode": a.mode, "name": a.name, "run": a.run, "model": a.model, "batch": a.batch,
-        "copy_mib": a.copy_mib, "iters": len(iters), "images": images,
+        "copy_mib": a.copy_mib, "graph": a.graph, "iters": len(iters), "images": images,
         "seconds": round(seconds, 3), "img_per_s": round(images / seconds, 2) if seconds > 0 else None,
         "t_start": iters[0][2] if iters else None, "t_end": iters[-1][0] if iters else None,
         "stopped_by": "signal" if stopping[0] else ("stop-file" if a.stop_file and os.path.exists(a.stop_file)

@@ -13,7 +13,7 @@
 #   ("name:snippet.toml ...": Missile with the snippet appended to missiled's config).
 # env: SECONDS_MAIN (8) SECONDS_SWEEP (4) BE_SOLO_SECONDS (15) LOAD (0.3) MODES SWEEP_MODES
 #   D_MODES ("none missile") D_WEIGHTS ("1 3") SWEEP_MODELS EXTRA_MODES MAIN_SCENARIOS
-#   BE_ARGS (extra be_job.py arguments for the BE jobs beside an LS, e.g. "--copy-mib 0")
+#   BE_ARGS (extra be_job.py arguments for every BE job, solo too, e.g. "--copy-mib 0 --graph")
 #   WORK_DIR (/tmp/colocation-run; kept between calls on one machine, FRESH=1 clears it)
 # Tenants under Missile write the shim's exit report (pacing: items held, by reason) to
 # logs/<process>.report.
@@ -319,7 +319,7 @@ be_solo() {
   local tag=$1 mode=$2 rc
   echo "-- solo $tag: BE alone for $BE_SOLO_S s (mode $mode)"
   launch "solo-$tag-be" "$mode" be be $(( BE_SOLO_S + BE_LOAD_LIMIT + 60 )) python3 "$bench/be_job.py" \
-    --mode "$tag" --name be --run solo --seconds "$BE_SOLO_S" --raw-dir "$raw"
+    --mode "$tag" --name be --run solo --seconds "$BE_SOLO_S" --raw-dir "$raw" ${BE_ARGS:-}
   local pid=$LAUNCHED_PID
   if wait_ready "solo-$tag-be" "$pid" "$BE_LOAD_LIMIT"; then
     finish "$pid" $(( BE_SOLO_S + 30 )) "solo-$tag-be"; rc=$?

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# On the GPU machine: what an LS request waits for beside BE work of any shape.
+#   identity  bench/run_identity_paced_on_gpu.sh: a paced BE's PyTorch outputs, eager and as a
+#             CUDA-graph replay (split into pieces), bitwise identical to a plain run
+#   e         pair (e) of bench/colocation: the ResNet-50 CUDA-graph LS beside a ResNet-152 fp16
+#             batch-64 BE replayed as ONE torch.cuda.CUDAGraph, no copies; modes $E_MODES
+#             (alone none missile), REPEATS times (default 3), each a fresh run
+#   a         pair (a) (the ResNet-152 batch-128 eager BE with 512 MiB copies), same modes
+# usage: bench/run_residue_on_gpu.sh RUNTIME_DIR OUT_DIR [identity,e,a]
+set -uo pipefail
+rt=$(cd "$1" && pwd); out=$2
+steps=${3:-identity,e}
+here=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$out"
+bash "$here/bench/gpu_header.sh" "bench/run_residue_on_gpu.sh $steps"
+export LD_LIBRARY_PATH="$rt/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if [[ ,$steps, == *,identity,* ]]; then
+  start=$SECONDS
+  MODELS=${ID_MODELS:-resnet50} timeout 400 bash "$here/bench/run_identity_paced_on_gpu.sh" "$rt" \
+    "$out/identity" > "$out/identity.log" 2>&1
+  echo "identity paced: exit $? in $((SECONDS - start)) s"
+  grep -E "^(PASS|FAIL)|^# graphs" "$out/identity.log"
+fi
+pair() {  # pair NAME BE_ARGS
+  local name=$1 be_args=$2 r
+  for r in $(seq "${FIRST:-1}" "${REPEATS:-3}"); do
+    FRESH=1 MODES="${E_MODES:-alone none missile}" MAIN_SCENARIOS=resnet50-graph SECONDS_MAIN=8 \
+      BE_SOLO_SECONDS=10 BE_ARGS="$be_args" timeout 300 \
+      bash "$here/bench/colocation/run_on_gpu.sh" "$rt" "$out/$name-$r" main > "$out/$name-$r.log" 2>&1
+    echo "== pair ($name) repeat $r (exit $?)"
+    grep -E "^\| (alone|none|mps|missile)" "$out/$name-$r/summary.md" 2>/dev/null || tail -n 5 "$out/$name-$r.log"
+    grep -h "^# graphs\|^# pacing" /tmp/colocation-run/colocation/logs/*missile*be*.report 2>/dev/null | head -4
+  done
+}
+[[ ,$steps, == *,e,* ]] && pair e "--copy-mib 0 --batch 64 --graph"
+[[ ,$steps, == *,a,* ]] && pair a ""
+exit 0
