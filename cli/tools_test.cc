@@ -243,6 +243,25 @@ TEST(MissiledBinaryTest, RunsWithoutTheDriver) {
   EXPECT_THAT(r.out, HasSubstr("gpu.pool_limit = \"95%\""));
   r = Spawn({MISSILED_BIN, "--check-config", "--log-level", "loud"}, no_driver);
   EXPECT_EQ(r.exit_code, 2) << r.err;
+  // A group that does not exist stops missiled at start: --check-config must not pass it.
+  TempDir groups;
+  const fs::path with_group = groups.path() / "missiled.toml";
+  for (const std::string key : {"socket_group", "admin_group"}) {
+    std::ofstream(with_group) << "[daemon]\n" << key << " = \"no-such-group-missile\"\n";
+    chmod(with_group.c_str(), 0644);
+    r = Spawn({MISSILED_BIN, "--check-config", "--config", with_group.string()}, no_driver);
+    EXPECT_EQ(r.exit_code, 2) << key;
+    EXPECT_EQ(r.err, "missiled: daemon." + key +
+                         ": no group named 'no-such-group-missile' on this machine: create it "
+                         "(groupadd --system no-such-group-missile) or name another\n");
+    EXPECT_EQ(r.out, "");
+  }
+  const group* gid0 = getgrgid(0);  // a group every machine has
+  const std::string root_group = gid0 != nullptr ? gid0->gr_name : "root";
+  std::ofstream(with_group) << "[daemon]\nsocket_group = \"" << root_group << "\"\n";
+  r = Spawn({MISSILED_BIN, "--check-config", "--config", with_group.string()}, no_driver);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("daemon.socket_group = \"" + root_group + "\""));
 
   // Serving needs the driver: one clear error, exit status 1, no socket left behind. (Where a
   // libcuda.so.1 is in the ld.so cache, a GPU machine, the daemon would start: not tested here.)
