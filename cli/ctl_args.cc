@@ -42,7 +42,10 @@ const char kCtlUsage[] =
     "  -h, --help      this text\n"
     "\n"
     "SIZE: a size with its binary unit (8G, 512MiB, 1048576B) or a percentage of each GPU's\n"
-    "pool (50%), as in missiled.toml; a number without a unit is refused as ambiguous.\n";
+    "pool (50%), as in missiled.toml; a number without a unit is refused as ambiguous.\n"
+    "\n"
+    "exit status: 0 done; 1 missiled could not be reached, refused, or went away while top\n"
+    "ran; 2 bad usage.\n";
 
 std::string DefaultSocket(const char* env_socket) {
   if (env_socket != nullptr && *env_socket != '\0') return env_socket;

@@ -128,6 +128,10 @@ std::string RpcErrorMessage(const grpc::Status& status, const std::string& socke
       }
       return Unreachable(socket, message + "; " + kIsItRunning);
     }
+    case grpc::StatusCode::CANCELLED:
+      // The server cancels calls in flight when it shuts down; gRPC's text is only "CANCELLED".
+      return "missiled at " + socket + " ended the call: it is stopping or restarting; check " +
+             "'systemctl status missiled'";
     case grpc::StatusCode::DEADLINE_EXCEEDED:
       return Unreachable(socket,
                          "no answer within " + std::to_string(kCallDeadline.count()) + " s");

@@ -570,6 +570,9 @@ TEST(RpcErrorMessageTest, Codes) {
                             "/s"),
             "cannot reach missiled at /s: nothing listens on the socket; is missiled running? "
             "check 'systemctl status missiled'");
+  EXPECT_EQ(RpcErrorMessage(grpc::Status(grpc::StatusCode::CANCELLED, "CANCELLED"), "/s"),
+            "missiled at /s ended the call: it is stopping or restarting; check 'systemctl "
+            "status missiled'");
   EXPECT_EQ(RpcErrorMessage(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "x"), "/s"),
             "cannot reach missiled at /s: no answer within 5 s");
   EXPECT_EQ(RpcErrorMessage(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "bad"), "/s"),
