@@ -22,6 +22,7 @@ const char kCtlUsage[] =
     "      TARGET: --pid PID | --name NAME | --class ls|be (the class defaults)\n"
     "      CHANGE: --class-to ls|be  --priority N (-20..19)  --weight N (1..1048576)\n"
     "              --quota SIZE (per tenant, per GPU)  --class-quota SIZE (--class only)\n"
+    "              --force (a quota of 0, or below what live tenants hold)\n"
     "  top [--interval S] [--once] a live view of GPUs and tenants (memory, PCIe rates and\n"
     "                              shares, time held), redrawn every S seconds (default 1,\n"
     "                              0.1..3600); q quits. One frame when stdout is not a\n"
@@ -40,7 +41,11 @@ const char kCtlUsage[] =
     "  --version       print missilectl's version and exit\n"
     "  -h, --help      this text\n"
     "\n"
-    "SIZE: bytes or binary units, e.g. 8G, 512MiB, 1048576.\n";
+    "SIZE: a size with its binary unit (8G, 512MiB, 1048576B) or a percentage of each GPU's\n"
+    "pool (50%), as in missiled.toml; a number without a unit is refused as ambiguous.\n"
+    "\n"
+    "exit status: 0 done; 1 missiled could not be reached, refused, or went away while top\n"
+    "ran; 2 bad usage.\n";
 
 std::string DefaultSocket(const char* env_socket) {
   if (env_socket != nullptr && *env_socket != '\0') return env_socket;
@@ -70,13 +75,25 @@ absl::StatusOr<int64_t> ParseInt(std::string_view flag, const std::string& text,
   return v;
 }
 
-absl::StatusOr<uint64_t> ParseSizeFlag(std::string_view flag, const std::string& text) {
-  absl::StatusOr<uint64_t> bytes = ParseSize(text);
-  if (!bytes.ok()) {
+// A quota as missiled's configuration reads one: a size with its unit or a percentage. A bare
+// number is refused: `--quota 95` once set a 95-byte quota.
+absl::StatusOr<SizeOrFraction> ParseQuotaFlag(std::string_view flag, const std::string& text) {
+  absl::StatusOr<SizeOrFraction> quota = ParseSizeOrPercentWithUnit(text);
+  if (!quota.ok()) {
     return absl::InvalidArgumentError(std::string(flag) + ": " +
-                                      std::string(bytes.status().message()));
+                                      std::string(quota.status().message()));
   }
-  return *bytes;
+  return *quota;
+}
+
+// The percentage as written ("12.5%" -> 12.5), which the daemon resolves on each GPU exactly
+// as the configuration's percentages are.
+double PercentAsWritten(const std::string& text) {
+  std::string_view s = text;
+  while (!s.empty() && (s.back() == '%' || s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  double percent = 0;
+  if (!absl::SimpleAtod(std::string(s), &percent)) return 0;  // not reached: it parsed as one
+  return percent;
 }
 
 // A pacing option's flag, its range and where it goes.
@@ -138,10 +155,9 @@ absl::StatusOr<bool> ParsePacingOption(ArgReader& reader, PacingArgs& pacing) {
 // The options every command takes, and the commands, for "did you mean".
 constexpr std::string_view kGlobalOptions[] = {"--socket", "--json", "--help", "--version"};
 constexpr std::string_view kCommands[] = {"status", "tenants", "set", "top", "help"};
-constexpr std::string_view kSetOptions[] = {"--pid",      "--name",   "--class",
-                                            "--class-to", "--priority", "--weight",
-                                            "--quota",    "--class-quota", "--pacing",
-                                            "--window-items"};
+constexpr std::string_view kSetOptions[] = {
+    "--pid",   "--name",        "--class", "--class-to", "--priority",    "--weight",
+    "--quota", "--class-quota", "--force", "--pacing",   "--window-items"};
 
 // `prefix` "unknown option 'X'", with a suggestion from the global options (and `more`).
 absl::Status UnknownOption(std::string_view prefix, std::string_view flag,
@@ -198,9 +214,23 @@ absl::Status ParseSetOption(ArgReader& reader, SetArgs& set) {
   if (flag == "--quota" || flag == "--class-quota") {
     absl::StatusOr<std::string> v = reader.TakeValue();
     if (!v.ok()) return v.status();
-    absl::StatusOr<uint64_t> bytes = ParseSizeFlag(flag, *v);
-    if (!bytes.ok()) return bytes.status();
-    return SetOnce(flag == "--quota" ? set.quota_bytes : set.class_quota_bytes, flag, *bytes);
+    absl::StatusOr<SizeOrFraction> quota = ParseQuotaFlag(flag, *v);
+    if (!quota.ok()) return quota.status();
+    const bool tenant = flag == "--quota";
+    if ((tenant ? set.quota_bytes || set.quota_percent
+                : set.class_quota_bytes || set.class_quota_percent)) {
+      return Twice(flag);
+    }
+    if (quota->is_fraction) {
+      (tenant ? set.quota_percent : set.class_quota_percent) = PercentAsWritten(*v);
+    } else {
+      (tenant ? set.quota_bytes : set.class_quota_bytes) = quota->bytes;
+    }
+    return absl::OkStatus();
+  }
+  if (flag == "--force") {
+    set.force = true;
+    return reader.TakeSwitch();
   }
   if (flag.starts_with("-")) {
     std::vector<std::string_view> set_options(std::begin(kSetOptions), std::end(kSetOptions));
@@ -228,8 +258,9 @@ std::string FirstTenantFlag(const SetArgs& set) {
   if (set.class_to) return "--class-to";
   if (set.priority) return "--priority";
   if (set.weight) return "--weight";
-  if (set.quota_bytes) return "--quota";
-  if (set.class_quota_bytes) return "--class-quota";
+  if (set.quota_bytes || set.quota_percent) return "--quota";
+  if (set.class_quota_bytes || set.class_quota_percent) return "--class-quota";
+  if (set.force) return "--force";
   return "";
 }
 
@@ -247,7 +278,9 @@ absl::Status CheckSet(const SetArgs& set) {
     return absl::InvalidArgumentError(
         "set: give exactly one of --pid, --name or --class (or only pacing options, see --help)");
   }
-  if (!set.class_to && !set.priority && !set.weight && !set.quota_bytes && !set.class_quota_bytes) {
+  const bool quota = set.quota_bytes || set.quota_percent;
+  const bool class_quota = set.class_quota_bytes || set.class_quota_percent;
+  if (!set.class_to && !set.priority && !set.weight && !quota && !class_quota) {
     return absl::InvalidArgumentError(
         "set: nothing to change (give --class-to, --priority, --weight, --quota or "
         "--class-quota)");
@@ -255,11 +288,29 @@ absl::Status CheckSet(const SetArgs& set) {
   if (set.tenant_class && set.class_to) {
     return absl::InvalidArgumentError("set: --class-to changes a tenant, not a --class target");
   }
-  if (set.class_quota_bytes && !set.tenant_class) {
+  if (class_quota && !set.tenant_class) {
     return absl::InvalidArgumentError("set: --class-quota needs a --class target");
   }
   if (set.quota_bytes && set.class_quota_bytes && *set.quota_bytes > *set.class_quota_bytes) {
     return absl::InvalidArgumentError("set: --quota cannot exceed --class-quota");
+  }
+  if (set.quota_percent && set.class_quota_percent &&
+      *set.quota_percent > *set.class_quota_percent) {
+    return absl::InvalidArgumentError("set: --quota cannot exceed --class-quota");
+  }
+  // A zero quota is almost always a slip (a unit or a digit lost); it must be meant.
+  if (!set.force && set.class_quota_bytes == uint64_t{0}) {
+    return absl::InvalidArgumentError(
+        "set: --class-quota 0 leaves the class no memory on any GPU; give --force if that is "
+        "meant");
+  }
+  if (!set.force && set.quota_bytes == uint64_t{0}) {
+    return absl::InvalidArgumentError(
+        set.tenant_class
+            ? "set: --quota 0 leaves every tenant of the class no memory on any GPU; give "
+              "--force if that is meant"
+            : "set: --quota 0 gives the tenant its class's tenant quota; give --force if that "
+              "is meant");
   }
   return absl::OkStatus();
 }
@@ -376,7 +427,10 @@ v1::SetPolicyRequest BuildSetPolicyRequest(const SetArgs& set) {
   if (set.priority) req.set_priority(*set.priority);
   if (set.weight) req.set_weight(*set.weight);
   if (set.quota_bytes) req.set_quota_bytes(*set.quota_bytes);
+  if (set.quota_percent) req.set_quota_percent(*set.quota_percent);
   if (set.class_quota_bytes) req.set_class_quota_bytes(*set.class_quota_bytes);
+  if (set.class_quota_percent) req.set_class_quota_percent(*set.class_quota_percent);
+  if (set.force) req.set_force(true);
   return req;
 }
 

@@ -54,8 +54,13 @@ struct SetArgs {
   std::optional<v1::TenantClass> class_to;      // --class-to: a tenant's new class
   std::optional<int32_t> priority;              // -20..19
   std::optional<uint32_t> weight;               // 1..1048576
+  // --quota and --class-quota: a size with its unit, or a percentage of each GPU's pool.
   std::optional<uint64_t> quota_bytes;
+  std::optional<double> quota_percent;        // (0, 100]
   std::optional<uint64_t> class_quota_bytes;  // with a --class target only
+  std::optional<double> class_quota_percent;
+  // --force: a quota of 0, or one below what live tenants hold (the daemon refuses that too).
+  bool force = false;
   PacingArgs pacing;
 };
 

@@ -159,6 +159,57 @@ TEST(CtlArgsTest, SetClassDefaults) {
   EXPECT_FALSE(req.has_new_class());
 }
 
+// Sizes read as missiled's configuration reads them: `set --class be --quota 95` once set a
+// 95-byte quota and kept it.
+TEST(CtlArgsTest, AQuotaWithoutAUnitIsRefusedAsTheConfigurationRefusesIt) {
+  for (const char* flag : {"--quota", "--class-quota"}) {
+    const std::string error = Error({"set", "--class", "be", flag, "95"});
+    EXPECT_THAT(error, HasSubstr(std::string(flag) + ": "));
+    EXPECT_THAT(error, HasSubstr("a number without a unit is ambiguous"));
+    EXPECT_THAT(error, HasSubstr("\"95%\", \"95GiB\" or \"95B\""));
+  }
+  EXPECT_THAT(Error({"set", "--pid", "1", "--quota", "1.5"}), HasSubstr("ambiguous"));
+  absl::StatusOr<CtlArgs> a = Parse({"set", "--class", "be", "--quota", "95B"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(BuildSetPolicyRequest(a->set).quota_bytes(), 95u);
+}
+
+TEST(CtlArgsTest, AQuotaMayBeAPercentageOfThePool) {
+  absl::StatusOr<CtlArgs> a =
+      Parse({"set", "--class", "be", "--quota", "12.5%", "--class-quota", "50%"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  v1::SetPolicyRequest req = BuildSetPolicyRequest(a->set);
+  EXPECT_FALSE(req.has_quota_bytes());
+  EXPECT_FALSE(req.has_class_quota_bytes());
+  EXPECT_EQ(req.quota_percent(), 12.5);
+  EXPECT_EQ(req.class_quota_percent(), 50.0);
+  EXPECT_FALSE(req.force());
+  EXPECT_THAT(Error({"set", "--pid", "1", "--quota", "0%"}), HasSubstr("--quota: "));
+  EXPECT_THAT(Error({"set", "--pid", "1", "--quota", "101%"}), HasSubstr("at most 100%"));
+  EXPECT_THAT(Error({"set", "--class", "be", "--quota", "60%", "--class-quota", "50%"}),
+              HasSubstr("--quota cannot exceed --class-quota"));
+  EXPECT_THAT(Error({"set", "--pid", "1", "--quota", "5%", "--quota", "8G"}),
+              HasSubstr("--quota given twice"));
+}
+
+TEST(CtlArgsTest, AZeroQuotaNeedsForce) {
+  EXPECT_THAT(Error({"set", "--class", "be", "--quota", "0"}),
+              HasSubstr("--quota 0 leaves every tenant of the class no memory"));
+  EXPECT_THAT(Error({"set", "--class", "be", "--quota", "0GiB"}), HasSubstr("--force"));
+  EXPECT_THAT(Error({"set", "--class", "be", "--class-quota", "0"}),
+              HasSubstr("--class-quota 0 leaves the class no memory"));
+  EXPECT_THAT(Error({"set", "--pid", "1", "--quota", "0"}), HasSubstr("--force"));
+  absl::StatusOr<CtlArgs> a = Parse({"set", "--class", "be", "--quota", "0", "--force"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  v1::SetPolicyRequest req = BuildSetPolicyRequest(a->set);
+  EXPECT_TRUE(req.has_quota_bytes());
+  EXPECT_EQ(req.quota_bytes(), 0u);
+  EXPECT_TRUE(req.force());
+  EXPECT_THAT(Error({"set", "--force", "--pacing", "off"}), HasSubstr("(got --force)"));
+  EXPECT_THAT(Error({"set", "--pid", "1", "--force=yes", "--quota", "1G"}),
+              HasSubstr("--force takes no value"));
+}
+
 TEST(CtlArgsTest, SetErrors) {
   EXPECT_THAT(Error({"set", "--priority", "1"}),
               HasSubstr("exactly one of --pid, --name or --class"));

@@ -45,19 +45,6 @@ std::string GroupName(gid_t gid) {
   return std::to_string(gid);
 }
 
-// Why the caller may not connect to `path` (whose metadata is `st`), and what would let it:
-// membership of the file's group when the mode lets the group write, else root or the owner.
-std::string PermissionHint(const std::string& path, const struct stat& st) {
-  const std::string group = GroupName(st.st_gid);
-  const std::string what = absl::StrFormat("permission denied (%s is group '%s', mode %04o)",
-                                           path, group, st.st_mode & 07777);
-  if (S_ISDIR(st.st_mode) ? (st.st_mode & S_IXGRP) : (st.st_mode & S_IWGRP)) {
-    return what + "; join the group '" + group + "' (usermod -aG " + group +
-           " USER, then log in again) or run as root";
-  }
-  return what + "; only its owner (uid " + std::to_string(st.st_uid) + ") or root may connect";
-}
-
 // The permission hint for the socket or, when the socket cannot even be looked at, for the
 // nearest directory above it that the caller may not search.
 std::string PermissionHintFor(const std::string& socket) {
@@ -80,6 +67,28 @@ absl::StatusOr<std::string> Render(const CtlArgs& args, const Response& response
 }
 
 }  // namespace
+
+std::string PermissionHint(const std::string& path, const struct stat& st) {
+  const std::string group = GroupName(st.st_gid);
+  const std::string what = absl::StrFormat("permission denied (%s is group '%s', mode %04o)",
+                                           path, group, st.st_mode & 07777);
+  if (!(S_ISDIR(st.st_mode) ? (st.st_mode & S_IXGRP) : (st.st_mode & S_IWGRP))) {
+    return what + "; only its owner (uid " + std::to_string(st.st_uid) + ") or root may connect";
+  }
+  // Joining root's group would hand the user far more than missiled: the socket is root's
+  // because daemon.socket_group is unset, and that is for an administrator to change.
+  if (st.st_gid == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      return what + "; an administrator must let others search it (chmod o+x " + path +
+             ") or move daemon.socket; or run as root";
+    }
+    return what + "; an administrator must set daemon.socket_group (e.g. to 'missile') in " +
+           "missiled.toml, restart missiled and add this user to that group (usermod -aG " +
+           "missile USER); or run as root";
+  }
+  return what + "; join the group '" + group + "' (usermod -aG " + group +
+         " USER, then log in again) or run as root";
+}
 
 absl::Status CheckSocket(const std::string& path) {
   struct stat st;
@@ -119,6 +128,10 @@ std::string RpcErrorMessage(const grpc::Status& status, const std::string& socke
       }
       return Unreachable(socket, message + "; " + kIsItRunning);
     }
+    case grpc::StatusCode::CANCELLED:
+      // The server cancels calls in flight when it shuts down; gRPC's text is only "CANCELLED".
+      return "missiled at " + socket + " ended the call: it is stopping or restarting; check " +
+             "'systemctl status missiled'";
     case grpc::StatusCode::DEADLINE_EXCEEDED:
       return Unreachable(socket,
                          "no answer within " + std::to_string(kCallDeadline.count()) + " s");

@@ -8,6 +8,8 @@
 #ifndef MISSILE_CLI_CTL_CLIENT_H_
 #define MISSILE_CLI_CTL_CLIENT_H_
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <memory>
 #include <string>
@@ -24,6 +26,11 @@ inline constexpr std::chrono::seconds kCallDeadline{5};
 // OK when `path` exists, is a socket and the caller may connect to it, so a missing daemon or a
 // missing permission fails at once, not after a dial.
 absl::Status CheckSocket(const std::string& path);
+
+// Why the caller may not connect to `path` (whose metadata is `st`), and what would let it: the
+// group to join when the mode lets the group in, else root or the owner. Never root's group
+// (gid 0): for that, what an administrator must change.
+std::string PermissionHint(const std::string& path, const struct stat& st);
 
 // The one-line reason for a failed call to the daemon at `socket`.
 std::string RpcErrorMessage(const grpc::Status& status, const std::string& socket);

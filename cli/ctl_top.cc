@@ -180,7 +180,9 @@ bool WaitForQuit(double seconds) {
   }
 }
 
-absl::StatusOr<TopSample> Sample(v1::Admin::StubInterface& stub, const std::string& socket) {
+// `started`: the view has drawn a frame, so the daemon was there and a failure means it left.
+absl::StatusOr<TopSample> Sample(v1::Admin::StubInterface& stub, const std::string& socket,
+                                 bool started) {
   TopSample s;
   grpc::ClientContext status_ctx;
   status_ctx.set_deadline(std::chrono::system_clock::now() + kCallDeadline);
@@ -192,7 +194,7 @@ absl::StatusOr<TopSample> Sample(v1::Admin::StubInterface& stub, const std::stri
   }
   if (!st.ok()) {
     return absl::Status(static_cast<absl::StatusCode>(st.error_code()),
-                        RpcErrorMessage(st, socket));
+                        started ? TopEndedMessage(st, socket) : RpcErrorMessage(st, socket));
   }
   s.at_s = MonotonicSeconds();
   return s;
@@ -200,11 +202,22 @@ absl::StatusOr<TopSample> Sample(v1::Admin::StubInterface& stub, const std::stri
 
 }  // namespace
 
+std::string TopEndedMessage(const grpc::Status& status, const std::string& socket) {
+  // A daemon stopping mid-call cancels the call ("CANCELLED: CANCELLED" before); one already
+  // gone refuses the connection or has taken its socket away.
+  if (status.error_code() == grpc::StatusCode::CANCELLED ||
+      status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    return "missiled went away (" + socket +
+           "): it stopped or restarted while top ran; check 'systemctl status missiled'";
+  }
+  return RpcErrorMessage(status, socket);
+}
+
 absl::StatusOr<int> RunTop(const CtlArgs& args) {
   if (absl::Status s = CheckSocket(args.socket); !s.ok()) return s;
   std::unique_ptr<v1::Admin::Stub> stub = v1::Admin::NewStub(
       grpc::CreateChannel("unix:" + args.socket, grpc::InsecureChannelCredentials()));
-  absl::StatusOr<TopSample> first = Sample(*stub, args.socket);
+  absl::StatusOr<TopSample> first = Sample(*stub, args.socket, /*started=*/false);
   if (!first.ok()) return first.status();
   if (args.top.once || !isatty(STDOUT_FILENO)) {
     std::fputs(FormatTopFrame(*first, nullptr, args.top.interval_s).c_str(), stdout);
@@ -218,7 +231,7 @@ absl::StatusOr<int> RunTop(const CtlArgs& args) {
     const std::string screen = kHomeClear + frame;
     (void)!write(STDOUT_FILENO, screen.data(), screen.size());
     if (WaitForQuit(args.top.interval_s)) break;
-    absl::StatusOr<TopSample> now = Sample(*stub, args.socket);
+    absl::StatusOr<TopSample> now = Sample(*stub, args.socket, /*started=*/true);
     if (!now.ok()) {
       failed = now.status();
       break;

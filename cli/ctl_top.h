@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "ctl_args.h"
+#include "grpcpp/support/status.h"
 #include "missile/v1/missile.pb.h"
 
 namespace missile::cli {
@@ -35,8 +36,13 @@ struct TopSample {
 std::string FormatTopFrame(const TopSample& now, const TopSample* before, double interval_s);
 
 // Runs `top` as described above. Returns the exit status (0 on `q` or after one frame); an
-// error when the daemon cannot be reached, as RunCtl's.
+// error when the daemon cannot be reached, as RunCtl's, or goes away while the view runs
+// (TopEndedMessage; missilectl then exits with status 1).
 absl::StatusOr<int> RunTop(const CtlArgs& args);
+
+// The line for a sample that failed after the first frame: "missiled went away (SOCKET): ..."
+// when the daemon stopped (the call cancelled, or no daemon to connect to), else RpcErrorMessage.
+std::string TopEndedMessage(const grpc::Status& status, const std::string& socket);
 
 }  // namespace missile::cli
 

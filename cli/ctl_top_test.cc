@@ -50,6 +50,24 @@ TEST(CtlTopArgsTest, RefusesBadOptions) {
               HasSubstr("is not seconds in [0.1, 3600]"));
 }
 
+// missiled stopping under a running view cancels the call in flight: top printed "CANCELLED:
+// CANCELLED". It says the daemon went away, for a cancelled call or no daemon left to call.
+TEST(TopEndedMessageTest, TheDaemonWentAway) {
+  const std::string went_away =
+      "missiled went away (/run/m.sock): it stopped or restarted while top ran; check "
+      "'systemctl status missiled'";
+  EXPECT_EQ(TopEndedMessage(grpc::Status(grpc::StatusCode::CANCELLED, "CANCELLED"), "/run/m.sock"),
+            went_away);
+  EXPECT_EQ(TopEndedMessage(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                         "failed to connect to all addresses; last error: "
+                                         "UNKNOWN: unix:/run/m.sock: Connection refused"),
+                            "/run/m.sock"),
+            went_away);
+  // Anything else is the daemon's own answer, as for the other commands.
+  EXPECT_EQ(TopEndedMessage(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "no"), "/s"),
+            "PERMISSION_DENIED: no");
+}
+
 TopSample Sample(double at_s, uint64_t h2d_bytes) {
   TopSample s;
   s.at_s = at_s;

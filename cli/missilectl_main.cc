@@ -1,5 +1,6 @@
 // missilectl: the admin CLI of missiled. See ctl_args.h for the command line.
-// Exit status: 0 done, 1 the daemon could not be reached or refused, 2 bad usage.
+// Exit status: 0 done, 1 the daemon could not be reached, refused, or went away during `top`,
+// 2 bad usage.
 #include <cstdio>
 #include <cstdlib>
 #include <string>

@@ -1,6 +1,7 @@
 // End-to-end tests of the built tools and of the Admin client against an in-process fake
 // missiled (no real daemon, no GPU).
 #include <fcntl.h>
+#include <grp.h>
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -242,6 +243,25 @@ TEST(MissiledBinaryTest, RunsWithoutTheDriver) {
   EXPECT_THAT(r.out, HasSubstr("gpu.pool_limit = \"95%\""));
   r = Spawn({MISSILED_BIN, "--check-config", "--log-level", "loud"}, no_driver);
   EXPECT_EQ(r.exit_code, 2) << r.err;
+  // A group that does not exist stops missiled at start: --check-config must not pass it.
+  TempDir groups;
+  const fs::path with_group = groups.path() / "missiled.toml";
+  for (const std::string key : {"socket_group", "admin_group"}) {
+    std::ofstream(with_group) << "[daemon]\n" << key << " = \"no-such-group-missile\"\n";
+    chmod(with_group.c_str(), 0644);
+    r = Spawn({MISSILED_BIN, "--check-config", "--config", with_group.string()}, no_driver);
+    EXPECT_EQ(r.exit_code, 2) << key;
+    EXPECT_EQ(r.err, "missiled: daemon." + key +
+                         ": no group named 'no-such-group-missile' on this machine: create it "
+                         "(groupadd --system no-such-group-missile) or name another\n");
+    EXPECT_EQ(r.out, "");
+  }
+  const group* gid0 = getgrgid(0);  // a group every machine has
+  const std::string root_group = gid0 != nullptr ? gid0->gr_name : "root";
+  std::ofstream(with_group) << "[daemon]\nsocket_group = \"" << root_group << "\"\n";
+  r = Spawn({MISSILED_BIN, "--check-config", "--config", with_group.string()}, no_driver);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("daemon.socket_group = \"" + root_group + "\""));
 
   // Serving needs the driver: one clear error, exit status 1, no socket left behind. (Where a
   // libcuda.so.1 is in the ld.so cache, a GPU machine, the daemon would start: not tested here.)
@@ -476,13 +496,13 @@ TEST_F(FakeDaemonTest, BinaryAgainstTheFake) {
   EXPECT_THAT(r.out, HasSubstr("42   fake  be"));
 }
 
-// A user outside the socket's group is told which group to join. Needs root (to run missilectl
-// as nobody through setpriv).
+// A user outside the socket's group is told which group to join, never root's: that group is
+// the socket's when daemon.socket_group is unset, and only an administrator can change it.
+// Needs root (to run missilectl as nobody through setpriv).
 TEST_F(FakeDaemonTest, PermissionDeniedNamesTheGroupToJoin) {
   if (geteuid() != 0 || access("/usr/bin/setpriv", X_OK) != 0) {
     GTEST_SKIP() << "needs root and /usr/bin/setpriv";
   }
-  const std::string group = "root";  // gid 0: the group the test's files get
   ASSERT_EQ(chown(socket_.c_str(), 0, 0), 0);
   ASSERT_EQ(chmod(socket_.c_str(), 0660), 0);
   ASSERT_EQ(chmod(dir_.path().c_str(), 0755), 0);
@@ -492,9 +512,21 @@ TEST_F(FakeDaemonTest, PermissionDeniedNamesTheGroupToJoin) {
   Result r = Spawn(as_nobody);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "missilectl: cannot reach missiled at " + socket_ + ": permission denied (" +
-                       socket_ + " is group '" + group + "', mode 0660); join the group '" +
-                       group + "' (usermod -aG " + group +
-                       " USER, then log in again) or run as root\n");
+                       socket_ + " is group 'root', mode 0660); an administrator must set " +
+                       "daemon.socket_group (e.g. to 'missile') in missiled.toml, restart " +
+                       "missiled and add this user to that group (usermod -aG missile USER); " +
+                       "or run as root\n");
+  EXPECT_THAT(r.err, Not(HasSubstr("join the group 'root'")));
+  // A group of its own (gid 1, 'daemon' on Debian): joining it is the answer.
+  const gid_t gid = 1;
+  const group* gr = getgrgid(gid);
+  const std::string name = gr != nullptr ? gr->gr_name : "1";
+  ASSERT_EQ(chown(socket_.c_str(), 0, gid), 0);
+  r = Spawn(as_nobody);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "missilectl: cannot reach missiled at " + socket_ + ": permission denied (" +
+                       socket_ + " is group '" + name + "', mode 0660); join the group '" + name +
+                       "' (usermod -aG " + name + " USER, then log in again) or run as root\n");
   // A mode without group write: joining the group would not help.
   ASSERT_EQ(chmod(socket_.c_str(), 0600), 0);
   r = Spawn(as_nobody);
@@ -505,10 +537,27 @@ TEST_F(FakeDaemonTest, PermissionDeniedNamesTheGroupToJoin) {
   r = Spawn(as_nobody);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "missilectl: cannot reach missiled at " + socket_ + ": permission denied (" +
-                       dir_.path().string() + " is group '" + group +
-                       "', mode 0750); join the group '" + group + "' (usermod -aG " + group +
-                       " USER, then log in again) or run as root\n");
+                       dir_.path().string() + " is group 'root', mode 0750); an administrator " +
+                       "must let others search it (chmod o+x " + dir_.path().string() +
+                       ") or move daemon.socket; or run as root\n");
   ASSERT_EQ(chmod(dir_.path().c_str(), 0700), 0);
+}
+
+// The same without root: the hint is chosen from the file's group and mode alone.
+TEST(PermissionHintTest, NeverSuggestsJoiningRootsGroup) {
+  struct stat st {};
+  st.st_mode = S_IFSOCK | 0660;
+  st.st_gid = 0;
+  std::string hint = PermissionHint("/run/missile/missiled.sock", st);
+  EXPECT_THAT(hint, HasSubstr("an administrator must set daemon.socket_group (e.g. to 'missile')"));
+  EXPECT_THAT(hint, Not(HasSubstr("join the group")));
+  st.st_mode = S_IFDIR | 0750;
+  hint = PermissionHint("/run/missile", st);
+  EXPECT_THAT(hint, HasSubstr("chmod o+x /run/missile"));
+  EXPECT_THAT(hint, Not(HasSubstr("join the group")));
+  st.st_mode = S_IFSOCK | 0660;
+  st.st_gid = 4242424;  // no such group: named by number
+  EXPECT_THAT(PermissionHint("/s", st), HasSubstr("join the group '4242424' (usermod -aG 4242424"));
 }
 
 TEST(RpcErrorMessageTest, Codes) {
@@ -521,6 +570,9 @@ TEST(RpcErrorMessageTest, Codes) {
                             "/s"),
             "cannot reach missiled at /s: nothing listens on the socket; is missiled running? "
             "check 'systemctl status missiled'");
+  EXPECT_EQ(RpcErrorMessage(grpc::Status(grpc::StatusCode::CANCELLED, "CANCELLED"), "/s"),
+            "missiled at /s ended the call: it is stopping or restarting; check 'systemctl "
+            "status missiled'");
   EXPECT_EQ(RpcErrorMessage(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "x"), "/s"),
             "cannot reach missiled at /s: no answer within 5 s");
   EXPECT_EQ(RpcErrorMessage(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "bad"), "/s"),

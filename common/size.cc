@@ -168,6 +168,31 @@ absl::StatusOr<SizeOrFraction> ParseSizeOrPercent(std::string_view text) {
   return SizeOrFraction::Fraction(fraction);
 }
 
+bool IsBareNonZeroNumber(std::string_view text) {
+  bool digits = false;
+  bool nonzero = false;
+  for (char c : text) {
+    if (IsDigit(c)) {
+      digits = true;
+      nonzero = nonzero || c != '0';
+    } else if (c != '.' && c != ' ' && c != '\t') {
+      return false;  // a unit, a sign or anything else: the size parser says what it means
+    }
+  }
+  return digits && nonzero;
+}
+
+absl::StatusOr<SizeOrFraction> ParseSizeOrPercentWithUnit(std::string_view text) {
+  if (IsBareNonZeroNumber(text)) {
+    const std::string_view n = Trim(text);
+    return Invalid("size or percentage", text,
+                   absl::StrCat("a number without a unit is ambiguous: write it with one, such "
+                                "as \"",
+                                AsAbsl(n), "%\", \"", AsAbsl(n), "GiB\" or \"", AsAbsl(n), "B\""));
+  }
+  return ParseSizeOrPercent(text);
+}
+
 uint64_t SizeOrFraction::Resolve(uint64_t whole) const {
   if (!is_fraction) return bytes;
   if (fraction >= 1.0) return whole;

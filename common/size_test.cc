@@ -206,6 +206,28 @@ TEST(FormatSizeExactTest, RoundTrips) {
   }
 }
 
+// missiled's configuration and missilectl read sizes alike: a bare number other than 0 is
+// refused (`--quota 95` once set a 95-byte quota), a unit or a percent sign says which.
+TEST(ParseSizeOrPercentWithUnitTest, ABareNumberIsRefused) {
+  for (std::string_view text : {"95", " 95 ", "1.5", "007"}) {
+    absl::StatusOr<SizeOrFraction> value = ParseSizeOrPercentWithUnit(text);
+    ASSERT_FALSE(value.ok()) << text;
+    EXPECT_THAT(value.status().message(), HasSubstr("a number without a unit is ambiguous"));
+  }
+  EXPECT_THAT(ParseSizeOrPercentWithUnit("95").status().message(),
+              HasSubstr("\"95%\", \"95GiB\" or \"95B\""));
+  EXPECT_EQ(*ParseSizeOrPercentWithUnit("95B"), SizeOrFraction::Bytes(95));
+  EXPECT_EQ(*ParseSizeOrPercentWithUnit("8G"), SizeOrFraction::Bytes(8 * kGiB));
+  EXPECT_EQ(*ParseSizeOrPercentWithUnit("50%"), SizeOrFraction::Fraction(0.5));
+  EXPECT_EQ(*ParseSizeOrPercentWithUnit("0"), SizeOrFraction::Bytes(0));
+  EXPECT_EQ(*ParseSizeOrPercentWithUnit("0.0"), SizeOrFraction::Bytes(0));
+  EXPECT_FALSE(ParseSizeOrPercentWithUnit("150%").ok());
+  EXPECT_FALSE(ParseSizeOrPercentWithUnit("-1G").ok());
+  EXPECT_FALSE(IsBareNonZeroNumber("95MiB"));
+  EXPECT_FALSE(IsBareNonZeroNumber("0"));
+  EXPECT_FALSE(IsBareNonZeroNumber(""));
+}
+
 TEST(FormatSizeOrPercentTest, Both) {
   EXPECT_EQ(FormatSizeOrPercent(SizeOrFraction::Fraction(0.95)), "95%");
   EXPECT_EQ(FormatSizeOrPercent(SizeOrFraction::Fraction(0.125)), "12.5%");

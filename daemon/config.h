@@ -13,8 +13,10 @@
 //   (getgrnam), checking that device ordinals exist, reading profiles, checking ls_colours
 //   against the GPU's colour count, and resolving percentages against the GPU's memory (the
 //   Resolve helpers below do the arithmetic; callers round to the GPU's allocation granularity).
-// - Sizes: a string as missile::ParseSize reads it (binary units: "2GiB", "512M", "1.5G") or a
-//   non-negative integer of bytes. "Size or percent" also takes "95%" (0 < p <= 100).
+// - Sizes: a string as missile::ParseSize reads it (binary units: "2GiB", "512M", "1.5G",
+//   "4096B"), with its unit: a bare number other than 0 (4096, "4096") is refused as ambiguous
+//   (missile::IsBareNonZeroNumber, as missilectl refuses it). "Size or percent" also takes "95%"
+//   (0 < p <= 100).
 //
 // Thread safety: plain values; the functions are pure except LoadConfig, which reads one file.
 #ifndef MISSILE_DAEMON_CONFIG_H_

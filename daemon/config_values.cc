@@ -12,26 +12,13 @@
 namespace missile::daemon::config_internal {
 namespace {
 
-// A size written as a bare number other than 0 (95, "95"): bytes or percent? `pool_limit = 95`
-// was once read as 95 bytes. Such a value must carry its unit; 0 means nothing either way.
+// A size written as a bare number other than 0 (95, "95"): bytes or percent? Such a value must
+// carry its unit, as missilectl's sizes must (IsBareNonZeroNumber); 0 means nothing either way.
 bool BareNonZeroNumber(const toml::node& node) {
   if (const toml::value<int64_t>* value = node.as_integer()) return value->get() > 0;
   const toml::value<std::string>* text = node.as_string();
-  if (text == nullptr) return false;
-  const std::string& t = text->get();
-  bool digits = false;
-  bool nonzero = false;
-  for (char c : t) {
-    if (c >= '0' && c <= '9') {
-      digits = true;
-      nonzero = nonzero || c != '0';
-    } else if (c != '.' && c != ' ' && c != '\t') {
-      return false;  // a unit, a sign or anything else: the size parser says what it means
-    }
-  }
-  return digits && nonzero;
+  return text != nullptr && IsBareNonZeroNumber(text->get());
 }
-
 
 size_t EditDistance(std::string_view a, std::string_view b) {
   std::vector<size_t> row(b.size() + 1);

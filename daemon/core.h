@@ -84,6 +84,12 @@ struct PolicyChange {
   std::optional<uint32_t> weight;
   std::optional<uint64_t> quota_bytes;
   std::optional<uint64_t> class_quota_bytes;
+  // Instead of the bytes: a percentage of each GPU's pool, (0, 100], resolved per GPU.
+  std::optional<double> quota_percent;
+  std::optional<double> class_quota_percent;
+  // Apply a quota change even when live tenants hold more than their new quota; without it
+  // such a change is FAILED_PRECONDITION naming them, and nothing changes.
+  bool force = false;
 };
 
 // What DaemonCore::SetPacing changed: the policy in force before and after.
@@ -214,6 +220,11 @@ class DaemonCore {
   absl::Status ApplyToSessionLocked(const PeerCredentials& creds, Session& session,
                                     const PolicyTarget& target, const PolicyChange& change)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // With `change` applied to the `matched` sessions (and, for a class target, to its class),
+  // one line for each tenant on each GPU, and each class, that would hold more than its quota.
+  std::vector<std::string> OverQuotaLocked(const PolicyTarget& target, const PolicyChange& change,
+                                           const std::vector<std::shared_ptr<Session>>& matched)
+      const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes policy_ to the state file (errors are logged: the change itself holds).
   void SavePolicyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(save_mu_) ABSL_LOCKS_EXCLUDED(mu_);
   // Loads the state file into policy_ and applies its class defaults (Start).

@@ -2,12 +2,15 @@
 // (policy_state.h). The sessions themselves are in core.cc.
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdio>
 #include <set>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core.h"
 #include "internal/core_session.h"
@@ -22,6 +25,44 @@ using core_internal::WeightOf;
 namespace {
 
 std::shared_ptr<spdlog::logger> Log() { return GetLogger(kCoreLog); }
+
+// A request's percentage read as the configuration reads "p%", so that it resolves on each GPU
+// exactly as a percentage in missiled.toml does. INVALID_ARGUMENT outside (0, 100].
+absl::StatusOr<SizeOrFraction> Percent(std::string_view field, double percent) {
+  char buffer[512];  // fixed notation: a double's longest is about 330 characters
+  const auto [end, ec] =
+      std::to_chars(buffer, buffer + sizeof buffer - 1, percent, std::chars_format::fixed);
+  absl::StatusOr<SizeOrFraction> value = absl::InvalidArgumentError("not a number");
+  if (ec == std::errc()) value = ParseSizeOrPercent(std::string(buffer, end) + "%");
+  if (!value.ok() || !value->is_fraction) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(field),
+                                                   " must be more than 0 and at most 100, got ",
+                                                   percent));
+  }
+  return *value;
+}
+
+// The change's quotas on `gpu`, in bytes: a percentage is of that GPU's pool, as in the
+// configuration. The percentages must have passed CheckPolicyRequest.
+PolicyChange OnGpu(const PolicyChange& change, const Gpu& gpu) {
+  PolicyChange on = change;
+  const uint64_t pool = gpu.pool->capacity_bytes();
+  if (change.quota_percent) {
+    on.quota_bytes = Percent("", *change.quota_percent).value_or(SizeOrFraction{}).Resolve(pool);
+  }
+  if (change.class_quota_percent) {
+    on.class_quota_bytes =
+        Percent("", *change.class_quota_percent).value_or(SizeOrFraction{}).Resolve(pool);
+  }
+  on.quota_percent.reset();
+  on.class_quota_percent.reset();
+  return on;
+}
+
+bool ChangesAQuota(const PolicyChange& change) {
+  return change.quota_bytes || change.quota_percent || change.class_quota_bytes ||
+         change.class_quota_percent;
+}
 
 // The checks of a policy request that need no state: one target, values in range, a change
 // that fits the target.
@@ -41,15 +82,31 @@ absl::Status CheckPolicyRequest(const PolicyTarget& target, const PolicyChange& 
     return absl::InvalidArgumentError("weight must be in [1, 1048576], got " +
                                       std::to_string(*change.weight));
   }
-  if (change.class_quota_bytes && !target.cls) {
+  if ((change.class_quota_bytes || change.class_quota_percent) && !target.cls) {
     return absl::InvalidArgumentError("a class quota needs a class target");
   }
   if (target.cls && change.cls) {
     return absl::InvalidArgumentError("a class target cannot change class");
   }
-  if (!change.cls && !change.priority && !change.weight && !change.quota_bytes &&
-      !change.class_quota_bytes) {
+  if (!change.cls && !change.priority && !change.weight && !ChangesAQuota(change)) {
     return absl::InvalidArgumentError("nothing to change");
+  }
+  if ((change.quota_bytes && change.quota_percent) ||
+      (change.class_quota_bytes && change.class_quota_percent)) {
+    return absl::InvalidArgumentError("give a quota in bytes or as a percentage, not both");
+  }
+  if (change.quota_percent) {
+    if (absl::StatusOr<SizeOrFraction> p = Percent("quota_percent", *change.quota_percent);
+        !p.ok()) {
+      return p.status();
+    }
+  }
+  if (change.class_quota_percent) {
+    if (absl::StatusOr<SizeOrFraction> p =
+            Percent("class_quota_percent", *change.class_quota_percent);
+        !p.ok()) {
+      return p.status();
+    }
   }
   return absl::OkStatus();
 }
@@ -85,13 +142,14 @@ absl::Status DaemonCore::SetClassPolicyLocked(const PeerCredentials& creds, Tena
   const int priority_before = defaults.priority;
   const QuotaPolicy quota_before =
       gpus_.empty() ? QuotaPolicy{} : gpus_[0].quota[ClassIndex(cls)];
-  if (change.quota_bytes || change.class_quota_bytes) {
+  if (ChangesAQuota(change)) {
     // Check every GPU first, so a change valid on one GPU and not on another changes nothing.
     std::vector<QuotaPolicy> next;
     for (Gpu& gpu : gpus_) {
+      const PolicyChange on = OnGpu(change, gpu);
       QuotaPolicy q = gpu.quota[ClassIndex(cls)];
-      if (change.quota_bytes) q.tenant_quota_bytes = *change.quota_bytes;
-      if (change.class_quota_bytes) q.class_quota_bytes = *change.class_quota_bytes;
+      if (on.quota_bytes) q.tenant_quota_bytes = *on.quota_bytes;
+      if (on.class_quota_bytes) q.class_quota_bytes = *on.class_quota_bytes;
       if (q.tenant_quota_bytes > q.class_quota_bytes) {
         return absl::InvalidArgumentError("a tenant quota cannot exceed its class quota");
       }
@@ -105,8 +163,10 @@ absl::Status DaemonCore::SetClassPolicyLocked(const PeerCredentials& creds, Tena
   if (change.priority) defaults.priority = *change.priority;
   ClassPolicyState& kept = policy_.of(cls);
   if (change.priority) kept.priority = change.priority;
-  if (change.quota_bytes) kept.tenant_quota_bytes = change.quota_bytes;
-  if (change.class_quota_bytes) kept.class_quota_bytes = change.class_quota_bytes;
+  // The state file keeps bytes: a percentage is kept as what it came to on the first GPU.
+  const PolicyChange first = gpus_.empty() ? change : OnGpu(change, gpus_[0]);
+  if (first.quota_bytes) kept.tenant_quota_bytes = first.quota_bytes;
+  if (first.class_quota_bytes) kept.class_quota_bytes = first.class_quota_bytes;
   const QuotaPolicy quota_after =
       gpus_.empty() ? QuotaPolicy{} : gpus_[0].quota[ClassIndex(cls)];
   Log()->info("class {} defaults changed by uid {} pid {}: {}", TenantClassName(cls), creds.uid,
@@ -147,17 +207,20 @@ absl::Status DaemonCore::ApplyToSessionLocked(const PeerCredentials& creds, Sess
       quota_before = u->quota_bytes;
     }
   }
+  std::optional<uint64_t> quota_after;  // on the first GPU, for the log and the state file
   for (Gpu& gpu : gpus_) {
     if (change.cls) {
       if (absl::Status st = gpu.pool->SetTenantClass(info.id, *change.cls); !st.ok()) return st;
     }
-    if (change.quota_bytes && !target.cls) {
-      if (absl::Status st = gpu.pool->SetTenantQuota(info.id, *change.quota_bytes); !st.ok()) {
+    const PolicyChange on = OnGpu(change, gpu);
+    if (on.quota_bytes && !target.cls) {
+      if (absl::Status st = gpu.pool->SetTenantQuota(info.id, *on.quota_bytes); !st.ok()) {
         return st;
       }
-      quota = change.quota_bytes;
+      if (!quota_after) quota_after = on.quota_bytes;
     }
   }
+  if (quota_after) quota = quota_after;
   if (change.cls) info.cls = *change.cls;
   // A tenant moved to another class takes that class's priority (and so its weight), as if
   // it had registered there, unless the same change names a priority or weight of its own.
@@ -174,8 +237,8 @@ absl::Status DaemonCore::ApplyToSessionLocked(const PeerCredentials& creds, Sess
   ++info.generation;
   policy_.Put({info.name, info.creds.uid, info.cls, info.priority, info.weight, quota});
   std::string quota_change;
-  if (quota_before && change.quota_bytes && !target.cls) {
-    quota_change = Change("quota", Bytes(*quota_before), Bytes(*change.quota_bytes));
+  if (quota_before && quota_after) {
+    quota_change = Change("quota", Bytes(*quota_before), Bytes(*quota_after));
   }
   Log()->info("session {} ('{}', pid {}, uid {}): policy changed by uid {} pid {}: {}", info.id,
               info.name, info.creds.pid, info.creds.uid, creds.uid, creds.pid,
@@ -219,6 +282,22 @@ absl::StatusOr<uint32_t> DaemonCore::ApplyPolicy(const PeerCredentials& creds,
     return absl::NotFoundError(target.pid ? "no tenant with pid " + std::to_string(*target.pid)
                                           : "no tenant named '" + *target.name + "'");
   }
+  if (ChangesAQuota(change)) {
+    // Lowering a quota takes nothing back, so a tenant above its new quota keeps what it holds
+    // and cannot allocate again until it frees enough: likely a mistake (`--quota 95` was once
+    // 95 bytes), so it must be asked for.
+    const std::vector<std::string> over = OverQuotaLocked(target, change, matched);
+    if (!over.empty() && !change.force) {
+      return absl::FailedPreconditionError(
+          "the new quota is below what tenants hold: " + absl::StrJoin(over, "; ") +
+          "; they would keep it and only later allocations would be refused: give force "
+          "(missilectl set --force) to apply it anyway");
+    }
+    if (!over.empty()) {
+      Log()->warn("quota forced by uid {} pid {} below what tenants hold: {}", creds.uid,
+                  creds.pid, absl::StrJoin(over, "; "));
+    }
+  }
   if (target.cls) {
     if (absl::Status s = SetClassPolicyLocked(creds, *target.cls, change); !s.ok()) return s;
   }
@@ -228,6 +307,48 @@ absl::StatusOr<uint32_t> DaemonCore::ApplyPolicy(const PeerCredentials& creds,
   }
   changed_.SignalAll();
   return static_cast<uint32_t>(matched.size());
+}
+
+std::vector<std::string> DaemonCore::OverQuotaLocked(
+    const PolicyTarget& target, const PolicyChange& change,
+    const std::vector<std::shared_ptr<Session>>& matched) const {
+  absl::flat_hash_map<uint64_t, const SessionInfo*> sessions;
+  for (const auto& s : matched) sessions[s->info.id] = &s->info;
+  std::vector<std::string> over;
+  for (size_t g = 0; g < gpus_.size(); ++g) {
+    const Gpu& gpu = gpus_[g];
+    const PolicyChange on = OnGpu(change, gpu);
+    QuotaPolicy next[2] = {gpu.quota[0], gpu.quota[1]};
+    if (target.cls) {
+      QuotaPolicy& q = next[ClassIndex(*target.cls)];
+      if (on.quota_bytes) q.tenant_quota_bytes = *on.quota_bytes;
+      if (on.class_quota_bytes) q.class_quota_bytes = *on.class_quota_bytes;
+    }
+    const PoolSnapshot pool = gpu.pool->Snapshot();
+    for (const TenantStats& t : pool.tenants) {
+      auto it = sessions.find(t.session);
+      if (it == sessions.end()) continue;
+      // As VramPool::QuotaOf will compute it: the tenant's own quota capped at its class's.
+      const uint64_t asked = !target.cls && on.quota_bytes ? *on.quota_bytes : t.asked_quota_bytes;
+      const uint64_t cap = next[ClassIndex(change.cls.value_or(t.cls))].tenant_quota_bytes;
+      const uint64_t quota = asked == 0 ? cap : std::min(asked, cap);
+      if (t.usage.used_bytes > quota) {
+        over.push_back(absl::StrCat("pid ", it->second->creds.pid, " '", it->second->name,
+                                    "' holds ", FormatSize(t.usage.used_bytes), " on GPU ", g,
+                                    ", its quota would be ", FormatSize(quota)));
+      }
+    }
+    if (target.cls && on.class_quota_bytes) {
+      const int c = ClassIndex(*target.cls);
+      if (pool.class_used_bytes[c] > next[c].class_quota_bytes) {
+        over.push_back(absl::StrCat("class ", TenantClassName(*target.cls), " holds ",
+                                    FormatSize(pool.class_used_bytes[c]), " on GPU ", g,
+                                    ", its class quota would be ",
+                                    FormatSize(next[c].class_quota_bytes)));
+      }
+    }
+  }
+  return over;
 }
 
 void DaemonCore::SavePolicyLocked() {
@@ -273,11 +394,10 @@ void DaemonCore::RestorePolicy() {
   for (TenantClass cls : {TenantClass::kLatencySensitive, TenantClass::kBestEffort}) {
     const ClassPolicyState& c = loaded->of(cls);
     if (c == ClassPolicyState{}) continue;
-    PolicyChange change{.cls = std::nullopt,
-                        .priority = c.priority,
-                        .weight = std::nullopt,
-                        .quota_bytes = c.tenant_quota_bytes,
-                        .class_quota_bytes = c.class_quota_bytes};
+    PolicyChange change;
+    change.priority = c.priority;
+    change.quota_bytes = c.tenant_quota_bytes;
+    change.class_quota_bytes = c.class_quota_bytes;
     if (absl::Status s = SetClassPolicyLocked(self, cls, change); !s.ok()) {
       Log()->warn("policy state file {}: class {} defaults not restored: {}", options_.state_file,
                   TenantClassName(cls), std::string(s.message()));

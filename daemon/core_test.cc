@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <memory>
@@ -22,6 +23,7 @@
 #include "spdlog/sinks/ostream_sink.h"
 #include "missile/colorer/channel_map.h"
 #include "missile/colorer/colour_scheme.h"
+#include "missile/common/size.h"
 
 namespace missile::daemon {
 namespace {
@@ -332,6 +334,76 @@ TEST_F(DaemonCoreTest, AdminChangesAClassQuota) {
                 .code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(core_->gpus()[0].quota[ClassIndex(kBe)].tenant_quota_bytes, 2 * kG);
+}
+
+// Lowering a quota takes nothing back: a tenant left above it can allocate nothing more. Such
+// a change (`set --class be --quota 95` was once 95 bytes) is refused, naming who holds what,
+// unless forced.
+TEST_F(DaemonCoreTest, AQuotaBelowWhatTenantsHoldNeedsForce) {
+  SessionInfo s = MustRegister(me_, "web", kBe);
+  ASSERT_TRUE(core_->Allocate(me_, s.id, 0, false, 6 * kG).ok());
+  const std::string pid = std::to_string(me_.pid);
+  auto refused = core_->SetPolicy(root_, ByClass(kBe), TenantQuota(2 * kG));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("pid " + pid + " 'web' holds " +
+                                            FormatSize(6 * kG) + " on GPU 0, its quota would be " +
+                                            FormatSize(2 * kG)),
+            std::string::npos)
+      << refused.status();
+  EXPECT_NE(refused.status().message().find("force"), std::string::npos) << refused.status();
+  EXPECT_EQ(core_->gpus()[0].quota[ClassIndex(kBe)].tenant_quota_bytes, 8 * kG);  // unchanged
+  EXPECT_EQ(core_->SetPolicy(root_, ByPid(me_.pid), TenantQuota(4 * kG)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(core_->GetUsage(me_, s.id, 0)->quota_bytes, 8 * kG);
+  PolicyChange class_quota;
+  class_quota.class_quota_bytes = 4 * kG;
+  class_quota.quota_bytes = 4 * kG;
+  refused = core_->SetPolicy(root_, ByClass(kBe), class_quota);
+  EXPECT_NE(refused.status().message().find("class be holds " + FormatSize(6 * kG) +
+                                            " on GPU 0, its class quota would be " +
+                                            FormatSize(4 * kG)),
+            std::string::npos)
+      << refused.status();
+  // At what it holds, or for another class, nothing is in the way.
+  EXPECT_TRUE(core_->SetPolicy(root_, ByPid(me_.pid), TenantQuota(6 * kG)).ok());
+  EXPECT_TRUE(core_->SetPolicy(root_, ByClass(kLs), TenantQuota(kG)).ok());
+
+  PolicyChange forced = TenantQuota(2 * kG);
+  forced.force = true;
+  ASSERT_TRUE(core_->SetPolicy(root_, ByClass(kBe), forced).ok());
+  EXPECT_EQ(core_->gpus()[0].quota[ClassIndex(kBe)].tenant_quota_bytes, 2 * kG);
+  EXPECT_EQ(LeasedBytes(*core_), 6 * kG);  // kept
+  EXPECT_EQ(core_->Allocate(me_, s.id, 0, false, kG).status().code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+// A percentage is of each GPU's pool, as in the configuration: 12.5% of 32 blocks is 4.
+TEST_F(DaemonCoreTest, AQuotaMayBeAPercentageOfThePool) {
+  SessionInfo s = MustRegister(me_, "web", kBe);
+  PolicyChange change;
+  change.quota_percent = 12.5;
+  change.class_quota_percent = 50;
+  ASSERT_TRUE(core_->SetPolicy(root_, ByClass(kBe), change).ok());
+  EXPECT_EQ(core_->gpus()[0].quota[ClassIndex(kBe)].tenant_quota_bytes, 4 * kG);
+  EXPECT_EQ(core_->gpus()[0].quota[ClassIndex(kBe)].class_quota_bytes, 16 * kG);
+  PolicyChange tenant;
+  tenant.quota_percent = 6.25;
+  ASSERT_TRUE(core_->SetPolicy(root_, ByPid(me_.pid), tenant).ok());
+  EXPECT_EQ(core_->GetUsage(me_, s.id, 0)->quota_bytes, 2 * kG);
+
+  for (double bad : {0.0, -5.0, 100.5, std::nan(""), HUGE_VAL}) {
+    tenant.quota_percent = bad;
+    auto refused = core_->SetPolicy(root_, ByPid(me_.pid), tenant);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(refused.status().message().find("quota_percent must be more than 0 and at most 100"),
+              std::string::npos)
+        << refused.status();
+  }
+  tenant.quota_percent = 50;
+  tenant.quota_bytes = kG;
+  EXPECT_EQ(core_->SetPolicy(root_, ByPid(me_.pid), tenant).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(core_->GetUsage(me_, s.id, 0)->quota_bytes, 2 * kG);
 }
 
 // Quota refusals are logged at warning, but a tenant asking in a loop gets one line per

@@ -55,7 +55,8 @@ void Usage(FILE* out) {
           "  --config PATH     configuration file (default %s; missing default = built-in defaults)\n"
           "  --socket PATH     override daemon.socket\n"
           "  --log-level L     override daemon.log_level (trace|debug|info|warn|error|off)\n"
-          "  --check-config    validate the configuration, print the effective values, exit\n"
+          "  --check-config    validate the configuration (the groups it names too), print the\n"
+          "                    effective values, exit\n"
           "  --version         print the version and exit\n",
           kDefaultConfigPath);
 }
@@ -101,7 +102,9 @@ absl::StatusOr<std::optional<unsigned>> GroupId(const std::string& key, const st
   group gr{}, *result = nullptr;
   std::vector<char> buf(16384);
   if (getgrnam_r(name.c_str(), &gr, buf.data(), buf.size(), &result) != 0 || result == nullptr) {
-    return absl::InvalidArgumentError(key + ": no group named '" + name + "'");
+    return absl::InvalidArgumentError(key + ": no group named '" + name +
+                                      "' on this machine: create it (groupadd --system " + name +
+                                      ") or name another");
   }
   return std::optional<unsigned>(gr.gr_gid);
 }
@@ -370,6 +373,14 @@ int Run(int argc, char** argv) {
     return 2;
   }
   SetLogLevel(*level);  // every component's logger, made so far or later
+  // Before --check-config answers: a group that does not exist stops the daemon at start.
+  auto socket_gid = GroupId("daemon.socket_group", config->daemon.socket_group);
+  auto admin_gid = GroupId("daemon.admin_group", config->daemon.admin_group);
+  if (!socket_gid.ok() || !admin_gid.ok()) {
+    fprintf(stderr, "missiled: %s\n",
+            std::string((!socket_gid.ok() ? socket_gid : admin_gid).status().message()).c_str());
+    return 2;
+  }
   if (flags->check_only) {
     printf("%s\n", DescribeConfig(*config).c_str());
     return 0;
@@ -381,13 +392,6 @@ int Run(int argc, char** argv) {
        StartupSummary(*config, file_read ? flags->config : "",
                       config->daemon.StateFilePath(getenv("STATE_DIRECTORY")))) {
     GetLogger(kCoreLog)->info("{}", line);
-  }
-  auto socket_gid = GroupId("daemon.socket_group", config->daemon.socket_group);
-  auto admin_gid = GroupId("daemon.admin_group", config->daemon.admin_group);
-  if (!socket_gid.ok() || !admin_gid.ok()) {
-    fprintf(stderr, "missiled: %s\n",
-            std::string((!socket_gid.ok() ? socket_gid : admin_gid).status().message()).c_str());
-    return 2;
   }
   const Flags given = *flags;
   Reread reread = [given]() -> absl::StatusOr<DaemonConfig> {

@@ -257,6 +257,9 @@ grpc::Status SetPolicy(DaemonCore* core, const PeerCredentials& creds,
   if (req.has_weight()) change.weight = req.weight();
   if (req.has_quota_bytes()) change.quota_bytes = req.quota_bytes();
   if (req.has_class_quota_bytes()) change.class_quota_bytes = req.class_quota_bytes();
+  if (req.has_quota_percent()) change.quota_percent = req.quota_percent();
+  if (req.has_class_quota_percent()) change.class_quota_percent = req.class_quota_percent();
+  change.force = req.force();
   auto changed = core->SetPolicy(creds, target, change);
   if (!changed.ok()) return ToGrpc(changed.status());
   resp->set_tenants_changed(*changed);

@@ -268,7 +268,7 @@ PoolSnapshot VramPool::Snapshot() const {
   snap.class_used_bytes[1] = class_used_[1];
   for (const auto& [session, tenant] : tenants_) {
     snap.tenants.push_back(TenantStats{session, tenant.cls, UsageOf(tenant), tenant.blocks.size(),
-                                       tenant.allocations, tenant.refusals});
+                                       tenant.allocations, tenant.refusals, tenant.asked_quota});
   }
   std::sort(snap.tenants.begin(), snap.tenants.end(),
             [](const TenantStats& a, const TenantStats& b) { return a.session < b.session; });

@@ -116,8 +116,9 @@ struct TenantStats {
   colorer::TenantClass cls = colorer::TenantClass::kBestEffort;
   Usage usage;
   uint64_t blocks = 0;
-  uint64_t allocations = 0;  // allocation calls served since the tenant was added
-  uint64_t refusals = 0;     // allocation calls refused (a quota, the pool or the source)
+  uint64_t allocations = 0;        // allocation calls served since the tenant was added
+  uint64_t refusals = 0;           // allocation calls refused (a quota, the pool or the source)
+  uint64_t asked_quota_bytes = 0;  // as given to AddTenant or SetTenantQuota; 0: the class's
 };
 
 struct PoolSnapshot {
@@ -191,6 +192,7 @@ class VramPool {
 
   absl::StatusOr<Usage> GetUsage(SessionId session) const;
   PoolSnapshot Snapshot() const;
+  uint64_t capacity_bytes() const { return options_.capacity_bytes; }
   // Destroys cached blocks, oldest first, until at most keep_cached_bytes remain.
   absl::Status Trim(uint64_t keep_cached_bytes);
 

@@ -1,7 +1,8 @@
 // `missilectl top` on a real terminal: run in a tmux pane (its own server socket) against
 // missiled on the driver test double with one tenant. capture-pane must show the tenant's row;
 // send-keys q must end it with status 0 and leave the terminal as it was (stty settings equal
-// before and after, the alternate screen left). Also: one frame when stdout is not a terminal.
+// before and after, the alternate screen left); missiled stopping under it must end it with
+// status 1 and "missiled went away". Also: one frame when stdout is not a terminal.
 #include <unistd.h>
 
 #include <chrono>
@@ -79,6 +80,33 @@ TEST_F(TopTest, ShowsTheTenantAndQuitsOnQRestoringTheTerminal) {
   EXPECT_EQ(screen.find("MEMORY / QUOTA"), std::string::npos) << screen;
   web.CloseStdin();
   EXPECT_EQ(web.Wait(), 0);
+}
+
+// missiled stopping under the view: top printed "CANCELLED: CANCELLED". It must say the daemon
+// went away, exit with status 1 and leave the terminal as it was.
+TEST_F(TopTest, SaysMissiledWentAwayWhenItStops) {
+  StartDaemon();
+  const std::string d = dir_.path();
+  tmux_socket_ = d + "/tmux.sock";
+  const std::string script = "stty -g > " + d + "/stty.before; " + MISSILECTL + " --socket " +
+                             socket_ + " top --interval 0.1 2> " + d + "/top.err; echo $? > " +
+                             d + "/top.rc; stty -g > " + d + "/stty.after; echo top-ended; " +
+                             "sleep 60";
+  std::ofstream(d + "/pane.sh") << script << "\n";
+  ProcessResult started = Tmux({"new-session", "-d", "-s", "top", "-x", "200", "-y", "40",
+                                "sh " + d + "/pane.sh"});
+  ASSERT_EQ(started.exit_code, 0) << started.err;
+  std::string screen = CaptureUntil("LEASED / CAPACITY");
+  ASSERT_NE(screen.find("LEASED / CAPACITY"), std::string::npos) << screen;
+
+  StopDaemon();
+  screen = CaptureUntil("top-ended");
+  ASSERT_NE(screen.find("top-ended"), std::string::npos) << screen;
+  EXPECT_EQ(testing::ReadFile(d + "/top.rc"), "1\n");
+  EXPECT_EQ(testing::ReadFile(d + "/top.err"),
+            "missilectl: missiled went away (" + socket_ +
+                "): it stopped or restarted while top ran; check 'systemctl status missiled'\n");
+  EXPECT_EQ(testing::ReadFile(d + "/stty.after"), testing::ReadFile(d + "/stty.before"));
 }
 
 TEST_F(TopTest, PrintsOneFrameWhenStdoutIsNotATerminal) {

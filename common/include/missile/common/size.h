@@ -49,6 +49,14 @@ struct SizeOrFraction {
 // ParseSize, or a percentage "50%", "12.5 %" with 0 < p <= 100 (a fraction in (0, 1]).
 absl::StatusOr<SizeOrFraction> ParseSizeOrPercent(std::string_view text);
 
+// True for a bare number other than 0 ("95", " 1.5 "): bytes or percent? `pool_limit = 95` was
+// once read as 95 bytes. missiled's configuration and missilectl refuse such a size.
+bool IsBareNonZeroNumber(std::string_view text);
+
+// ParseSizeOrPercent as missiled's configuration reads a size or percentage: a bare number
+// other than 0 is refused as ambiguous ("95%", "95GiB" or "95B" say which).
+absl::StatusOr<SizeOrFraction> ParseSizeOrPercentWithUnit(std::string_view text);
+
 // For people: "512 B", "2.0 MiB", "143.7 GiB" (one decimal, rounded to nearest, binary units up
 // to EiB). ParseSize reads it back, to within the rounding.
 std::string FormatSize(uint64_t bytes);
