@@ -21,7 +21,7 @@ fail=0
   timeout 400 "$rt/missiled" --config /tmp/missile/identity.toml > "$out/identity-missiled.log" 2>&1 &
   daemon=$!
   for _ in $(seq 1 100); do [ -S "$sock" ] && break; sleep 0.1; done
-  run --name web --class ls -- python3 "$infer" /tmp/ls.pt --model resnet50 --loop-seconds 100 > /tmp/ls-loop.txt 2>&1 &
+  run --name web --class ls -- python3 "$infer" /tmp/ls.pt --model resnet50 --loop-seconds 400 > /tmp/ls-loop.txt 2>&1 &
   ls_pid=$!
   sleep 8
   for model in ${MODELS:-resnet50 bert}; do

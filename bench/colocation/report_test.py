@@ -172,6 +172,9 @@ class EndToEndTest(unittest.TestCase):
         self.assertAlmostEqual(rows["missile"]["be_pct"], 90.0, places=3)
         self.assertEqual(rows["missile"]["verdict"], "PASS")
         self.assertEqual(rows["alone"]["verdict"], "-")
+        # The LS alone: 100 requests of 1 ms mean in 8 s, so it leaves 98.75% of the time.
+        self.assertAlmostEqual(rep.ls_leaves("resnet50-graph"), 0.9875)
+        self.assertAlmostEqual(rows["missile"]["harvest"], 0.9 / 0.9875, places=3)
         p99x, be_pct, dropped = rep.sweep_cell("none", "resnet50")
         self.assertAlmostEqual(p99x, 3.0)
         self.assertAlmostEqual(be_pct, 50.0, places=3)
@@ -189,6 +192,21 @@ class EndToEndTest(unittest.TestCase):
                        "BE alone", "3.00*"):
             self.assertIn(needle, md)
         self.assertNotIn("(b) bert-graph", md)  # no results, no table
+
+    def test_a_graph_be_makes_the_pair_e_judged_by_harvest(self):
+        with open(os.path.join(self.dir, "logs", "run.out"), "a") as fh:
+            fh.write('BE ' + json.dumps({"mode": "alone", "name": "be", "img_per_s": 1000.0,
+                                         "graph": True, "batch": 64, "copy_mib": 0}) + "\n")
+        rep = report.Report(report.load_records([self.dir]), self.raw)
+        self.assertTrue(rep.be_graph())
+        rows = {r["mode"]: r for r in rep.pair_table("resnet50-graph", 1.15, None, 0.95)}
+        self.assertEqual(rows["missile"]["verdict"], "FAIL")  # harvest 0.91 < 0.95
+        rows = {r["mode"]: r for r in rep.pair_table("resnet50-graph", 1.15, None, 0.85)}
+        self.assertEqual(rows["missile"]["verdict"], "PASS")
+        md = rep.markdown()
+        self.assertIn("(e) resnet50-graph", md)
+        self.assertIn("replayed as one CUDA graph, no copies", md)
+        self.assertNotIn("(a) resnet50-graph", md)
 
     def test_main_writes_summary(self):
         out = os.path.join(self.dir, "out")
