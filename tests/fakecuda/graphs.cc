@@ -123,21 +123,26 @@ CUresult Graph::Child(CUgraphNode handle, std::shared_ptr<Graph>* child) const {
 }
 
 std::shared_ptr<Graph> Graph::Clone() const {
+  std::vector<std::unique_ptr<Node>> copies;
+  {
+    MutexLock lock(&mu_);
+    std::unordered_map<const Node*, Node*> copy_of;
+    for (const std::unique_ptr<Node>& n : nodes_) {
+      auto c = std::make_unique<Node>();
+      c->type = n->type;
+      c->op = n->op;
+      c->child = n->child;  // embedded graphs do not change once embedded
+      c->cloned_from = n.get();
+      copy_of[n.get()] = c.get();
+      copies.push_back(std::move(c));
+    }
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      for (const Node* dep : nodes_[i]->deps) copies[i]->deps.push_back(copy_of[dep]);
+    }
+  }
   auto clone = std::make_shared<Graph>();
-  MutexLock lock(&mu_);
-  std::unordered_map<const Node*, Node*> copy_of;
-  for (const std::unique_ptr<Node>& n : nodes_) {
-    auto c = std::make_unique<Node>();
-    c->type = n->type;
-    c->op = n->op;
-    c->child = n->child;  // embedded graphs do not change once embedded
-    c->cloned_from = n.get();
-    copy_of[n.get()] = c.get();
-    clone->nodes_.push_back(std::move(c));
-  }
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    for (const Node* dep : nodes_[i]->deps) clone->nodes_[i]->deps.push_back(copy_of[dep]);
-  }
+  MutexLock lock(&clone->mu_);
+  clone->nodes_ = std::move(copies);
   return clone;
 }
 
