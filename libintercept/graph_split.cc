@@ -50,8 +50,8 @@ struct GraphSplitter::Split {
   const DriverApi* api;
   CUgraphExec original = nullptr;
   uint64_t flags = 0;
-  CUgraph snapshot = nullptr;       // the graph as instantiated
-  std::vector<CUgraphNode> topo;    // the snapshot's nodes in topological order
+  CUgraph snapshot = nullptr;     // the graph as instantiated
+  std::vector<CUgraphNode> topo;  // the snapshot's nodes in topological order
   std::optional<pacing::PiecePlanner> planner;
   std::atomic<bool> changed{false};
 
@@ -121,6 +121,50 @@ absl::StatusOr<std::optional<GraphSplitter::Fallback>> Screen(const DriverApi& a
   return std::optional<GraphSplitter::Fallback>();
 }
 
+// The nodes of `g` in topological order (into `topo`), and which of them are GPU work.
+absl::StatusOr<std::vector<bool>> Order(const DriverApi& api, CUgraph g,
+                                        std::vector<CUgraphNode>* topo) {
+  absl::StatusOr<std::vector<CUgraphNode>> nodes = NodesOf(api, g);
+  if (!nodes.ok()) return nodes.status();
+  absl::flat_hash_map<CUgraphNode, size_t> index;
+  for (size_t i = 0; i < nodes->size(); ++i) index[(*nodes)[i]] = i;
+  size_t num_edges = 0;
+  if (CUresult r = api.GraphGetEdges(g, nullptr, nullptr, &num_edges); r != CUDA_SUCCESS) {
+    return DriverStatus(api, "cuGraphGetEdges", r);
+  }
+  std::vector<CUgraphNode> from(num_edges);
+  std::vector<CUgraphNode> to(num_edges);
+  if (num_edges != 0) {
+    if (CUresult r = api.GraphGetEdges(g, from.data(), to.data(), &num_edges); r != CUDA_SUCCESS) {
+      return DriverStatus(api, "cuGraphGetEdges", r);
+    }
+  }
+  std::vector<std::pair<size_t, size_t>> edges;
+  edges.reserve(num_edges);
+  for (size_t i = 0; i < num_edges; ++i) {
+    auto f = index.find(from[i]);
+    auto t = index.find(to[i]);
+    if (f == index.end() || t == index.end()) {
+      return absl::InternalError("an edge names a node the graph does not list");
+    }
+    edges.emplace_back(f->second, t->second);
+  }
+  std::optional<std::vector<size_t>> order = pacing::TopologicalOrder(nodes->size(), edges);
+  if (!order.has_value()) return absl::InternalError("the graph's edges form a cycle");
+  std::vector<bool> work(order->size());
+  topo->reserve(order->size());
+  for (size_t k = 0; k < order->size(); ++k) {
+    CUgraphNode node = (*nodes)[(*order)[k]];
+    topo->push_back(node);
+    CUgraphNodeType type{};
+    if (CUresult r = api.GraphNodeGetType(node, &type); r != CUDA_SUCCESS) {
+      return DriverStatus(api, "cuGraphNodeGetType", r);
+    }
+    work[k] = IsWork(type);
+  }
+  return work;
+}
+
 }  // namespace
 
 void GraphSplitter::Instantiated(CUgraphExec exec, CUgraph graph, uint64_t flags,
@@ -145,47 +189,9 @@ void GraphSplitter::Instantiated(CUgraphExec exec, CUgraph graph, uint64_t flags
   if (CUresult r = api_.GraphClone(&s->snapshot, graph); r != CUDA_SUCCESS) {
     return fail(DriverStatus(api_, "cuGraphClone", r));
   }
-  absl::StatusOr<std::vector<CUgraphNode>> nodes = NodesOf(api_, s->snapshot);
-  if (!nodes.ok()) return fail(nodes.status());
-  absl::flat_hash_map<CUgraphNode, size_t> index;
-  for (size_t i = 0; i < nodes->size(); ++i) index[(*nodes)[i]] = i;
-  size_t num_edges = 0;
-  if (CUresult r = api_.GraphGetEdges(s->snapshot, nullptr, nullptr, &num_edges);
-      r != CUDA_SUCCESS) {
-    return fail(DriverStatus(api_, "cuGraphGetEdges", r));
-  }
-  std::vector<CUgraphNode> from(num_edges);
-  std::vector<CUgraphNode> to(num_edges);
-  if (num_edges != 0) {
-    if (CUresult r = api_.GraphGetEdges(s->snapshot, from.data(), to.data(), &num_edges);
-        r != CUDA_SUCCESS) {
-      return fail(DriverStatus(api_, "cuGraphGetEdges", r));
-    }
-  }
-  std::vector<std::pair<size_t, size_t>> edges;
-  edges.reserve(num_edges);
-  for (size_t i = 0; i < num_edges; ++i) {
-    auto f = index.find(from[i]);
-    auto t = index.find(to[i]);
-    if (f == index.end() || t == index.end()) {
-      return fail(absl::InternalError("an edge names a node the graph does not list"));
-    }
-    edges.emplace_back(f->second, t->second);
-  }
-  std::optional<std::vector<size_t>> order = pacing::TopologicalOrder(nodes->size(), edges);
-  if (!order.has_value()) return fail(absl::InternalError("the graph's edges form a cycle"));
-  std::vector<bool> work(order->size());
-  s->topo.reserve(order->size());
-  for (size_t k = 0; k < order->size(); ++k) {
-    CUgraphNode node = (*nodes)[(*order)[k]];
-    s->topo.push_back(node);
-    CUgraphNodeType type{};
-    if (CUresult r = api_.GraphNodeGetType(node, &type); r != CUDA_SUCCESS) {
-      return fail(DriverStatus(api_, "cuGraphNodeGetType", r));
-    }
-    work[k] = IsWork(type);
-  }
-  s->planner.emplace(std::move(work), admitter.prior_ns());
+  absl::StatusOr<std::vector<bool>> work = Order(api_, s->snapshot, &s->topo);
+  if (!work.ok()) return fail(work.status());
+  s->planner.emplace(*std::move(work), admitter.prior_ns());
   std::vector<size_t> bounds = s->planner->Plan(admitter.bound_ns(), kMaxPieces);
   if (bounds.size() < 3) return Count(Fallback::kOnePiece);
   if (absl::Status st = Build(*s, bounds, &s->pieces); !st.ok()) return fail(st);
@@ -411,9 +417,9 @@ void GraphSplitter::MaybeReplan(Split& s, PieceAdmitter& admitter) {
 }
 
 std::string GraphSplitter::Summary() const {
-  static constexpr const char* kWhy[kFallbacks] = {"conditional nodes", "memory nodes",
-                                                   "device launch",     "one piece",
-                                                   "build failed",      "changed after instantiation"};
+  static constexpr const char* kWhy[kFallbacks] = {
+      "conditional nodes", "memory nodes", "device launch",
+      "one piece",         "build failed", "changed after instantiation"};
   std::string text = fmt::format(
       "{} graphs split ({} pieces built, {} rebuilds, {:.1f} ms building); {} launches, {} piece "
       "launches",
