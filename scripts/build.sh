@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds Missile into build/ (Release). Extra arguments go to cmake.
 #   MISSILE_BUILD_DIR  build directory (default: build)
+#   MISSILE_BUILD_TARGETS  build only these targets (space-separated; default: all)
 #   CI=true            warnings become errors
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,4 +15,6 @@ if [ ! -f "$build_dir/CMakeCache.txt" ]; then
 else
   cmake -S . -B "$build_dir" -DMISSILE_WERROR=$werror "$@" >/dev/null
 fi
-cmake --build "$build_dir" --parallel "$(nproc)"
+targets=()
+[ -n "${MISSILE_BUILD_TARGETS:-}" ] && read -r -a targets <<< "--target $MISSILE_BUILD_TARGETS"
+cmake --build "$build_dir" --parallel "$(nproc)" "${targets[@]}"

@@ -26,6 +26,14 @@
 //                               once stdin closes, launches the graph R times (alternating two
 //                               streams) and checks every word of B is N * R. Prints
 //                               "graph ok=1 b0=N*R".
+//   pace_probe requests N K US GAP_MS
+//                               an eager LS service: N requests GAP_MS milliseconds apart, each
+//                               K fakecuda_spin kernels of US microseconds, one after the other
+//                               (each synchronised before the next is launched, as a program
+//                               that reads a result to pick its next step), after 5 untimed
+//                               ones; times each request from its first launch to its last
+//                               synchronisation. Prints
+//                               "requests n=N p50_us=X p99_us=Y max_us=Z".
 // Every mode runs on device 0, or on device N with PACE_PROBE_DEVICE=N (its primary context).
 // Exits 1 with "error ..." on any driver error.
 #include <cuda.h>
@@ -36,6 +44,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -270,6 +279,37 @@ int main(int argc, char** argv) {
       kernels += 8;
     }
     printf("spin kernels=%llu\n", static_cast<unsigned long long>(kernels));
+    return 0;
+  }
+  if (mode == "requests" && argc >= 6) {
+    CUmodule module;
+    CUfunction spin;
+    Check(cuModuleLoadData(&module, "fakecuda-module"), "module (needs the test double)");
+    Check(cuModuleGetFunction(&spin, module, "fakecuda_spin"), "function");
+    const long n = atol(argv[2]);
+    const long k = atol(argv[3]);
+    uint64_t duration_ns = strtoull(argv[4], nullptr, 10) * 1000;
+    const long gap_ms = atol(argv[5]);
+    constexpr long kWarmup = 5;  // untimed: the first requests start the test double's threads
+    void* params[] = {&duration_ns};
+    std::vector<uint64_t> latency;
+    for (long i = -kWarmup; i < n; ++i) {
+      const uint64_t t0 = Now();
+      for (long j = 0; j < k; ++j) {
+        Check(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, s, params, nullptr), "launch");
+        Check(cuStreamSynchronize(s), "sync");
+      }
+      if (i >= 0) latency.push_back(Now() - t0);
+      std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
+    }
+    if (latency.empty()) return 2;
+    std::sort(latency.begin(), latency.end());
+    auto at = [&](double q) {
+      return latency[static_cast<size_t>(q * static_cast<double>(latency.size() - 1))] / 1000;
+    };
+    printf("requests n=%ld p50_us=%llu p99_us=%llu max_us=%llu\n", n,
+           static_cast<unsigned long long>(at(0.5)), static_cast<unsigned long long>(at(0.99)),
+           static_cast<unsigned long long>(latency.back() / 1000));
     return 0;
   }
   fprintf(stderr, "pace_probe: unknown mode\n");
