@@ -74,7 +74,8 @@ absl::Status AddTenant(const TenantMetrics& t, Exposition* e) {
   const Labels labels = {{"name", t.name},
                          {"class", t.cls},
                          {"pid", std::to_string(t.pid)},
-                         {"gpu", std::to_string(t.gpu)}};
+                         {"gpu", std::to_string(t.gpu)},
+                         {"gpu_uuid", t.gpu_uuid}};
   absl::Status s = e->Add("missile_tenant_used_bytes", labels, static_cast<double>(t.used_bytes));
   s.Update(e->Add("missile_tenant_quota_bytes", labels, static_cast<double>(t.quota_bytes)));
   s.Update(e->Add("missile_tenant_allocations_total", labels, static_cast<double>(t.allocations)));
@@ -136,6 +137,7 @@ MetricsSnapshot TakeMetricsSnapshot(const DaemonCore& core, const std::string& v
       t.cls = std::string(TenantClassName(s.cls));
       t.pid = s.creds.pid;
       t.gpu = static_cast<uint32_t>(g);
+      t.gpu_uuid = gpus[g].info.uuid;
       t.used_bytes = pool->second.usage.used_bytes;
       t.quota_bytes = pool->second.usage.quota_bytes;
       t.allocations = pool->second.allocations;
@@ -178,7 +180,9 @@ absl::StatusOr<std::string> FormatMetrics(const MetricsSnapshot& snapshot) {
   s.Update(e.Add("missile_sessions_ended_total", {}, static_cast<double>(snapshot.sessions_ended)));
   s.Update(e.Add("missile_sessions_active", {}, static_cast<double>(snapshot.sessions_active)));
   for (const GpuMetrics& g : snapshot.gpus) {
-    const Labels labels = {{"gpu", std::to_string(g.index)}, {"uuid", g.uuid}};
+    // The UUID besides the index: indexes differ between tools (CUDA_VISIBLE_DEVICES, DCGM),
+    // the UUID is what joins with other exporters' series.
+    const Labels labels = {{"gpu", std::to_string(g.index)}, {"gpu_uuid", g.uuid}};
     s.Update(e.Add("missile_gpu_pool_capacity_bytes", labels, static_cast<double>(g.capacity_bytes)));
     s.Update(e.Add("missile_gpu_pool_created_bytes", labels, static_cast<double>(g.created_bytes)));
     s.Update(e.Add("missile_gpu_pool_leased_bytes", labels, static_cast<double>(g.leased_bytes)));

@@ -25,7 +25,7 @@ class DaemonCore;
 
 struct GpuMetrics {
   uint32_t index = 0;
-  std::string uuid;
+  std::string uuid;  // "GPU-xxxxxxxx-...", as nvidia-smi and dcgm-exporter write it
   uint64_t capacity_bytes = 0;
   uint64_t created_bytes = 0;
   uint64_t leased_bytes = 0;
@@ -48,6 +48,7 @@ struct TenantMetrics {
   std::string cls;  // "ls" or "be"
   int pid = 0;
   uint32_t gpu = 0;
+  std::string gpu_uuid;
   uint64_t used_bytes = 0;
   uint64_t quota_bytes = 0;
   uint64_t allocations = 0;

@@ -66,16 +66,18 @@ TEST(MetricsSnapshotTest, ValuesComeFromTheDaemon) {
 
     absl::StatusOr<std::string> text = FormatMetrics(snap);
     ASSERT_TRUE(text.ok()) << text.status();
+    const std::string uuid = "GPU-00000000-0000-0000-0000-000000000001";
     const std::string labels = "{name=\"web.1\",class=\"ls\",pid=\"" +
-                               std::to_string(getpid()) + "\",gpu=\"0\"}";
+                               std::to_string(getpid()) + "\",gpu=\"0\",gpu_uuid=\"" + uuid +
+                               "\"}";
     EXPECT_THAT(*text, HasSubstr("missile_build_info{version=\"1.2.3\"} 1\n"));
     EXPECT_THAT(*text, HasSubstr("missile_sessions_opened_total 1\n"));
     EXPECT_THAT(*text, HasSubstr("missile_tenant_used_bytes" + labels + " 4194304\n"));
     EXPECT_THAT(*text, HasSubstr("missile_tenant_quota_bytes" + labels + " 8388608\n"));
     EXPECT_THAT(*text, HasSubstr("missile_tenant_allocations_total" + labels + " 1\n"));
     EXPECT_THAT(*text, HasSubstr("missile_tenant_allocations_refused_total" + labels + " 1\n"));
-    EXPECT_THAT(*text, HasSubstr("missile_gpu_pool_leased_bytes{gpu=\"0\",uuid=\"GPU-00000000-"
-                                 "0000-0000-0000-000000000001\"} 4194304\n"));
+    EXPECT_THAT(*text, HasSubstr("missile_gpu_pool_leased_bytes{gpu=\"0\",gpu_uuid=\"" + uuid +
+                                 "\"} 4194304\n"));
     // No arbiter and no pacing on this GPU: no PCIe or pacing samples.
     EXPECT_THAT(*text, Not(HasSubstr("missile_tenant_pcie_bytes_total{")));
 
@@ -96,6 +98,7 @@ TEST(MetricsSnapshotTest, WritesEveryFamilyWithPcieAndPacing) {
   t.name = "batch";
   t.cls = "be";
   t.pid = 42;
+  t.gpu_uuid = "GPU-x";
   PcieUse use;
   use.bytes[0] = 1 << 20;
   use.waits[0].Observe(30'000);       // 30 us: the 50 us bucket
@@ -105,7 +108,8 @@ TEST(MetricsSnapshotTest, WritesEveryFamilyWithPcieAndPacing) {
   snap.tenants.push_back(t);
   absl::StatusOr<std::string> text = FormatMetrics(snap);
   ASSERT_TRUE(text.ok()) << text.status();
-  const std::string h2d = "name=\"batch\",class=\"be\",pid=\"42\",gpu=\"0\",direction=\"h2d\"";
+  const std::string h2d = "name=\"batch\",class=\"be\",pid=\"42\",gpu=\"0\",gpu_uuid=\"GPU-x\","
+                          "direction=\"h2d\"";
   EXPECT_THAT(*text, HasSubstr("missile_tenant_pcie_bytes_total{" + h2d + "} 1048576\n"));
   EXPECT_THAT(*text,
               HasSubstr("missile_tenant_pcie_grant_wait_seconds_bucket{" + h2d + ",le=\"2.5e-05\"} 0\n"));
@@ -115,7 +119,7 @@ TEST(MetricsSnapshotTest, WritesEveryFamilyWithPcieAndPacing) {
               HasSubstr("missile_tenant_pcie_grant_wait_seconds_bucket{" + h2d + ",le=\"+Inf\"} 2\n"));
   EXPECT_THAT(*text, HasSubstr("missile_tenant_pcie_grant_wait_seconds_count{" + h2d + "} 2\n"));
   EXPECT_THAT(*text, HasSubstr("missile_tenant_pacing_held_seconds_total{name=\"batch\",class="
-                               "\"be\",pid=\"42\",gpu=\"0\"} 0.5\n"));
+                               "\"be\",pid=\"42\",gpu=\"0\",gpu_uuid=\"GPU-x\"} 0.5\n"));
   // Every family has its HELP and TYPE lines and at least one sample.
   for (const char* family :
        {"missile_build_info", "missile_uptime_seconds", "missile_sessions_opened_total",

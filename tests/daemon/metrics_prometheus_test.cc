@@ -151,6 +151,16 @@ TEST_F(PrometheusTest, PrometheusScrapesTenantMemoryAndSessions) {
                        "16777216"),
             "16777216");
   EXPECT_EQ(QueryUntil("missile_gpu_pool_leased_bytes{gpu=\"0\"}", "16777216"), "16777216");
+  // Every per-GPU and per-tenant series carries the GPU's UUID as nvidia-smi and dcgm-exporter
+  // write it, so that it joins with their series.
+  const std::string uuid = "gpu_uuid=\"GPU-66616b65-6375-6461-2d67-707500000000\"";  // device 0
+  EXPECT_EQ(QueryUntil("missile_gpu_pool_leased_bytes{" + uuid + "}", "16777216"), "16777216");
+  EXPECT_EQ(QueryUntil("missile_tenant_used_bytes{name=\"web\"," + uuid + "}", "16777216"),
+            "16777216");
+  EXPECT_EQ(QueryUntil("count(missile_tenant_used_bytes * on(gpu_uuid) group_left() "
+                       "missile_gpu_pool_capacity_bytes)",
+                       "1"),
+            "1");
   EXPECT_EQ(QueryUntil("missile_tenant_allocations_total{name=\"web\"}", "1"), "1");
   EXPECT_EQ(QueryUntil("missile_sessions_opened_total", "1"), "1");
   EXPECT_EQ(QueryUntil("missile_sessions_ended_total", "0"), "0");
