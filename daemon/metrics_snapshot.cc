@@ -55,9 +55,9 @@ constexpr Family kFamilies[] = {
      "BE: time its GPU work submissions were held, as the tenant reports it (bounded)."},
     {"missile_tenant_pacing_gpu_seconds_total", MetricType::kCounter,
      "BE: GPU time accounted to it for the weighted share, as the tenant reports it (bounded)."},
-    {"missile_tenant_ls_busy_share", MetricType::kGauge,
+    {"missile_tenant_ls_busy_ratio", MetricType::kGauge,
      "LS: fraction of about the last second it had GPU work in flight."},
-    {"missile_tenant_pacing_held_share", MetricType::kGauge,
+    {"missile_tenant_pacing_held_ratio", MetricType::kGauge,
      "BE: fraction of about the last second its submissions were held."},
 };
 
@@ -97,8 +97,8 @@ absl::Status AddTenant(const TenantMetrics& t, Exposition* e) {
                     static_cast<double>(p.submissions)));
     s.Update(e->Add("missile_tenant_pacing_held_seconds_total", labels, p.held_seconds));
     s.Update(e->Add("missile_tenant_pacing_gpu_seconds_total", labels, p.gpu_seconds));
-    s.Update(e->Add("missile_tenant_ls_busy_share", labels, p.ls_busy_share));
-    s.Update(e->Add("missile_tenant_pacing_held_share", labels, p.held_share));
+    s.Update(e->Add("missile_tenant_ls_busy_ratio", labels, p.ls_busy_ratio));
+    s.Update(e->Add("missile_tenant_pacing_held_ratio", labels, p.held_ratio));
   }
   return s;
 }

@@ -38,8 +38,8 @@ struct TenantPacing {
   uint64_t submissions = 0;
   double held_seconds = 0;  // BE: time its submissions were held
   double gpu_seconds = 0;   // BE: GPU time accounted for its weighted share
-  double ls_busy_share = 0;  // LS: fraction of about the last second with work in flight
-  double held_share = 0;     // BE: fraction of about the last second held
+  double ls_busy_ratio = 0;  // LS: fraction of about the last second with work in flight
+  double held_ratio = 0;     // BE: fraction of about the last second held
 };
 
 // One tenant on one GPU.

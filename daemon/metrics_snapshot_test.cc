@@ -120,6 +120,10 @@ TEST(MetricsSnapshotTest, WritesEveryFamilyWithPcieAndPacing) {
   EXPECT_THAT(*text, HasSubstr("missile_tenant_pcie_grant_wait_seconds_count{" + h2d + "} 2\n"));
   EXPECT_THAT(*text, HasSubstr("missile_tenant_pacing_held_seconds_total{name=\"batch\",class="
                                "\"be\",pid=\"42\",gpu=\"0\",gpu_uuid=\"GPU-x\"} 0.5\n"));
+  EXPECT_THAT(*text, HasSubstr("missile_tenant_pacing_held_ratio{name=\"batch\",class="
+                               "\"be\",pid=\"42\",gpu=\"0\",gpu_uuid=\"GPU-x\"} 0.125\n"));
+  // Fractions are _ratio, as Prometheus names them; no family is named _share any more.
+  EXPECT_THAT(*text, Not(HasSubstr("_share")));
   // Every family has its HELP and TYPE lines and at least one sample.
   for (const char* family :
        {"missile_build_info", "missile_uptime_seconds", "missile_sessions_opened_total",
@@ -131,7 +135,7 @@ TEST(MetricsSnapshotTest, WritesEveryFamilyWithPcieAndPacing) {
         "missile_tenant_allocations_refused_total", "missile_tenant_pcie_bytes_total",
         "missile_tenant_pcie_grant_wait_seconds", "missile_tenant_pacing_submissions_total",
         "missile_tenant_pacing_held_seconds_total", "missile_tenant_pacing_gpu_seconds_total",
-        "missile_tenant_ls_busy_share", "missile_tenant_pacing_held_share"}) {
+        "missile_tenant_ls_busy_ratio", "missile_tenant_pacing_held_ratio"}) {
     EXPECT_THAT(*text, HasSubstr(std::string("# HELP ") + family + " ")) << family;
     EXPECT_THAT(*text, HasSubstr(std::string("# TYPE ") + family + " ")) << family;
     EXPECT_THAT(*text, HasSubstr(std::string("\n") + family)) << family;

@@ -162,6 +162,10 @@ TEST_F(PrometheusTest, PrometheusScrapesTenantMemoryAndSessions) {
                        "1"),
             "1");
   EXPECT_EQ(QueryUntil("missile_tenant_allocations_total{name=\"web\"}", "1"), "1");
+  // The tenant's pacing fractions, under their Prometheus names (an idle LS: busy 0).
+  EXPECT_EQ(QueryUntil("missile_tenant_ls_busy_ratio{name=\"web\"}", "0"), "0");
+  EXPECT_EQ(QueryUntil("missile_tenant_pacing_held_ratio{name=\"web\"}", "0"), "0");
+  EXPECT_EQ(Query("count({__name__=~\"missile_.*_share\"})"), "");
   EXPECT_EQ(QueryUntil("missile_sessions_opened_total", "1"), "1");
   EXPECT_EQ(QueryUntil("missile_sessions_ended_total", "0"), "0");
   EXPECT_EQ(QueryUntil("missile_sessions_active", "1"), "1");
