@@ -1,8 +1,11 @@
 #include "metrics_snapshot.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "core.h"
@@ -39,6 +42,8 @@ constexpr Family kFamilies[] = {
     {"missile_gpu_pool_released_mapped_bytes", MetricType::kGauge,
      "VRAM released from sessions that ended while their process runs: may still be mapped."},
     {"missile_gpu_colours", MetricType::kGauge, "VRAM colours the pool places blocks by."},
+    {"missile_tenant_info", MetricType::kGauge,
+     "Always 1; the process (pid) and daemon session behind a tenant's series now."},
     {"missile_tenant_used_bytes", MetricType::kGauge, "VRAM the tenant holds on the GPU."},
     {"missile_tenant_quota_bytes", MetricType::kGauge, "The tenant's VRAM quota on the GPU."},
     {"missile_tenant_allocations_total", MetricType::kCounter,
@@ -73,10 +78,15 @@ HistogramValue Seconds(const GrantWaits& waits) {
 absl::Status AddTenant(const TenantMetrics& t, Exposition* e) {
   const Labels labels = {{"name", t.name},
                          {"class", t.cls},
-                         {"pid", std::to_string(t.pid)},
+                         {"replica", std::to_string(t.replica)},
                          {"gpu", std::to_string(t.gpu)},
                          {"gpu_uuid", t.gpu_uuid}};
-  absl::Status s = e->Add("missile_tenant_used_bytes", labels, static_cast<double>(t.used_bytes));
+  // The pid and session only here: on every series they would start new ones at each restart.
+  Labels info = labels;
+  info.emplace_back("pid", std::to_string(t.pid));
+  info.emplace_back("session", std::to_string(t.session));
+  absl::Status s = e->Add("missile_tenant_info", info, 1);
+  s.Update(e->Add("missile_tenant_used_bytes", labels, static_cast<double>(t.used_bytes)));
   s.Update(e->Add("missile_tenant_quota_bytes", labels, static_cast<double>(t.quota_bytes)));
   s.Update(e->Add("missile_tenant_allocations_total", labels, static_cast<double>(t.allocations)));
   s.Update(e->Add("missile_tenant_allocations_refused_total", labels,
@@ -105,7 +115,39 @@ absl::Status AddTenant(const TenantMetrics& t, Exposition* e) {
 
 }  // namespace
 
-MetricsSnapshot TakeMetricsSnapshot(const DaemonCore& core, const std::string& version) {
+void TenantReplicas::Assign(std::vector<TenantMetrics>* tenants) {
+  // Taken numbers by name, class and GPU. Sessions keep theirs first (unless a class change
+  // moved two onto one number), then the new ones take the lowest free.
+  absl::flat_hash_map<std::tuple<std::string, std::string, uint32_t>, std::vector<uint32_t>> taken;
+  auto group = [](const TenantMetrics& t) { return std::make_tuple(t.name, t.cls, t.gpu); };
+  auto is_taken = [](const std::vector<uint32_t>& v, uint32_t r) {
+    return std::find(v.begin(), v.end(), r) != v.end();
+  };
+  absl::flat_hash_map<std::pair<uint64_t, uint32_t>, uint32_t> next;
+  std::vector<TenantMetrics*> fresh;
+  for (TenantMetrics& t : *tenants) {
+    auto it = replica_.find({t.session, t.gpu});
+    std::vector<uint32_t>& used = taken[group(t)];
+    if (it == replica_.end() || is_taken(used, it->second)) {
+      fresh.push_back(&t);
+      continue;
+    }
+    t.replica = it->second;
+    used.push_back(t.replica);
+    next[{t.session, t.gpu}] = t.replica;
+  }
+  for (TenantMetrics* t : fresh) {
+    std::vector<uint32_t>& used = taken[group(*t)];
+    t->replica = 0;
+    while (is_taken(used, t->replica)) ++t->replica;
+    used.push_back(t->replica);
+    next[{t->session, t->gpu}] = t->replica;
+  }
+  replica_ = std::move(next);
+}
+
+MetricsSnapshot TakeMetricsSnapshot(const DaemonCore& core, const std::string& version,
+                                    TenantReplicas* replicas) {
   MetricsSnapshot snap;
   snap.version = version;
   snap.uptime_seconds = std::chrono::duration<double>(core.uptime()).count();
@@ -136,6 +178,7 @@ MetricsSnapshot TakeMetricsSnapshot(const DaemonCore& core, const std::string& v
       t.name = s.name;
       t.cls = std::string(TenantClassName(s.cls));
       t.pid = s.creds.pid;
+      t.session = s.id;
       t.gpu = static_cast<uint32_t>(g);
       t.gpu_uuid = gpus[g].info.uuid;
       t.used_bytes = pool->second.usage.used_bytes;
@@ -153,15 +196,19 @@ MetricsSnapshot TakeMetricsSnapshot(const DaemonCore& core, const std::string& v
       snap.tenants.push_back(std::move(t));
     }
   }
+  TenantReplicas fresh;
+  (replicas != nullptr ? *replicas : fresh).Assign(&snap.tenants);
   return snap;
 }
 
 absl::StatusOr<std::unique_ptr<metrics::HttpServer>> StartMetricsEndpoint(
     const DaemonCore& core, const std::string& address, int port, const std::string& version) {
-  auto server = std::make_unique<metrics::HttpServer>([&core, version] {
-    absl::StatusOr<std::string> text = FormatMetrics(TakeMetricsSnapshot(core, version));
-    return text.ok() ? *text : "# " + std::string(text.status().message()) + "\n";
-  });
+  auto server = std::make_unique<metrics::HttpServer>(
+      [&core, version, replicas = std::make_shared<TenantReplicas>()] {
+        absl::StatusOr<std::string> text =
+            FormatMetrics(TakeMetricsSnapshot(core, version, replicas.get()));
+        return text.ok() ? *text : "# " + std::string(text.status().message()) + "\n";
+      });
   metrics::HttpOptions options;
   options.address = address;
   options.port = port;

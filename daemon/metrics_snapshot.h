@@ -13,8 +13,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "copy_arbiter.h"
 #include "metrics_http.h"
@@ -42,11 +44,14 @@ struct TenantPacing {
   double held_ratio = 0;     // BE: fraction of about the last second held
 };
 
-// One tenant on one GPU.
+// One tenant on one GPU. Its series are keyed by name, class, replica and GPU; the pid and the
+// session, which change when the tenant restarts, are only on its info series.
 struct TenantMetrics {
   std::string name;
   std::string cls;  // "ls" or "be"
+  uint32_t replica = 0;  // TenantReplicas
   int pid = 0;
+  uint64_t session = 0;
   uint32_t gpu = 0;
   std::string gpu_uuid;
   uint64_t used_bytes = 0;
@@ -67,7 +72,23 @@ struct MetricsSnapshot {
   std::vector<TenantMetrics> tenants;  // by session, then GPU
 };
 
-MetricsSnapshot TakeMetricsSnapshot(const DaemonCore& core, const std::string& version);
+// Numbers the live sessions that share a name, class and GPU 0, 1, ...: each keeps its number
+// while it lives and a new one takes the lowest number free, so that a lone tenant that
+// restarts comes back under the same series, and two live ones of one name never share one.
+// Not thread-safe: one per endpoint, used on its thread.
+class TenantReplicas {
+ public:
+  // Sets every tenant's replica; forgets the sessions not in `tenants`.
+  void Assign(std::vector<TenantMetrics>* tenants);
+
+ private:
+  // By session and GPU.
+  absl::flat_hash_map<std::pair<uint64_t, uint32_t>, uint32_t> replica_;
+};
+
+// With `replicas` null, numbers the tenants afresh (in the order of their sessions).
+MetricsSnapshot TakeMetricsSnapshot(const DaemonCore& core, const std::string& version,
+                                    TenantReplicas* replicas = nullptr);
 
 // Serves GET /metrics at address:port (an IP literal; port 0: any free one) with the daemon's
 // snapshot, rendered on the server's thread at each scrape. `core` must outlive the server.

@@ -146,10 +146,16 @@ TEST_F(PrometheusTest, PrometheusScrapesTenantMemoryAndSessions) {
   if (HasFatalFailure()) return;
 
   EXPECT_EQ(QueryUntil("up{job=\"missiled\"}", "1"), "1");
-  EXPECT_EQ(QueryUntil("missile_tenant_used_bytes{name=\"web\",class=\"ls\",pid=\"" +
-                           std::to_string(web.pid()) + "\",gpu=\"0\"}",
-                       "16777216"),
-            "16777216");
+  EXPECT_EQ(
+      QueryUntil("missile_tenant_used_bytes{name=\"web\",class=\"ls\",replica=\"0\",gpu=\"0\"}",
+                 "16777216"),
+      "16777216");
+  // The pid is on the info series only.
+  EXPECT_EQ(QueryUntil("missile_tenant_info{name=\"web\",replica=\"0\",pid=\"" +
+                           std::to_string(web.pid()) + "\"}",
+                       "1"),
+            "1");
+  EXPECT_EQ(Query("count(missile_tenant_used_bytes{pid!=\"\"})"), "");
   EXPECT_EQ(QueryUntil("missile_gpu_pool_leased_bytes{gpu=\"0\"}", "16777216"), "16777216");
   // Every per-GPU and per-tenant series carries the GPU's UUID as nvidia-smi and dcgm-exporter
   // write it, so that it joins with their series.
@@ -177,6 +183,22 @@ TEST_F(PrometheusTest, PrometheusScrapesTenantMemoryAndSessions) {
   EXPECT_EQ(QueryUntil("missile_gpu_pool_leased_bytes{gpu=\"0\"}", "0"), "0");
   // The tenant's series went stale with its session.
   EXPECT_EQ(QueryUntil("missile_tenant_used_bytes{name=\"web\"}", ""), "");
+
+  // Its restart (a new process and session) continues the same series; only the info series
+  // is a new one.
+  Child again;
+  ASSERT_TRUE(again.Start({TENANT_PROBE, "alloc:16", "hold"}, TenantEnv("ls", "web")));
+  ASSERT_EQ(again.WaitForLine("ready"), "ready");
+  EXPECT_EQ(
+      QueryUntil("missile_tenant_info{name=\"web\",pid=\"" + std::to_string(again.pid()) + "\"}",
+                 "1"),
+      "1");
+  EXPECT_EQ(QueryUntil("missile_tenant_used_bytes{name=\"web\",replica=\"0\"}", "16777216"),
+            "16777216");
+  EXPECT_EQ(Query("count(count_over_time(missile_tenant_used_bytes{name=\"web\"}[10m]))"), "1");
+  EXPECT_EQ(Query("count(count_over_time(missile_tenant_info{name=\"web\"}[10m]))"), "2");
+  again.CloseStdin();
+  EXPECT_EQ(again.Wait(), 0);
 }
 
 TEST_F(PrometheusTest, BusyMetricsPortStopsTheDaemonWithAClearError) {
