@@ -34,8 +34,9 @@ int FreePort() {
   return ntohs(a.sin_port);
 }
 
-// GET http://127.0.0.1:<port><target>: the whole response, or "" when nothing answers.
-std::string HttpGet(int port, const std::string& target) {
+// GET (or `method`) http://127.0.0.1:<port><target>: the whole response, or "" when nothing
+// answers.
+std::string HttpGet(int port, const std::string& target, const std::string& method = "GET") {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -46,7 +47,7 @@ std::string HttpGet(int port, const std::string& target) {
     return "";
   }
   const std::string req =
-      "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+      method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
   send(fd, req.data(), req.size(), MSG_NOSIGNAL);
   std::string out;
   char buf[4096];
@@ -139,6 +140,11 @@ TEST_F(PrometheusTest, PrometheusScrapesTenantMemoryAndSessions) {
   // The endpoint answers before Prometheus is even there.
   EXPECT_NE(HttpGet(metrics_port, "/metrics").find("missile_build_info{version="),
             std::string::npos);
+  // HEAD answers the headers alone.
+  const std::string head = HttpGet(metrics_port, "/metrics", "HEAD");
+  EXPECT_EQ(head.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << head;
+  EXPECT_NE(head.find("\r\nContent-Length: "), std::string::npos) << head;
+  EXPECT_EQ(head.substr(head.size() - 4), "\r\n\r\n") << head;
   Child web;
   ASSERT_TRUE(web.Start({TENANT_PROBE, "alloc:16", "hold"}, TenantEnv("ls", "web")));
   ASSERT_EQ(web.WaitForLine("ready"), "ready");
