@@ -42,6 +42,10 @@ constexpr Family kFamilies[] = {
     {"missile_gpu_pool_released_mapped_bytes", MetricType::kGauge,
      "VRAM released from sessions that ended while their process runs: may still be mapped."},
     {"missile_gpu_colours", MetricType::kGauge, "VRAM colours the pool places blocks by."},
+    {"missile_gpu_pacing_tenants", MetricType::kGauge,
+     "Tenants in the GPU's pacing domain, by class."},
+    {"missile_gpu_pacing_ls_busy", MetricType::kGauge,
+     "1 while an LS tenant of the GPU has work in flight (when pacing holds BE tenants), else 0."},
     {"missile_tenant_info", MetricType::kGauge,
      "Always 1; the process (pid) and daemon session behind a tenant's series now."},
     {"missile_tenant_used_bytes", MetricType::kGauge, "VRAM the tenant holds on the GPU."},
@@ -164,7 +168,8 @@ MetricsSnapshot TakeMetricsSnapshot(const DaemonCore& core, const std::string& v
     const PoolSnapshot pool = gpus[g].pool->Snapshot();
     snap.gpus.push_back({static_cast<uint32_t>(g), gpus[g].info.uuid, pool.capacity_bytes,
                          pool.created_bytes, pool.leased_bytes, pool.cached_bytes,
-                         pool.released_mapped_bytes, gpus[g].colours});
+                         pool.released_mapped_bytes, gpus[g].colours,
+                         gpus[g].pacing ? std::optional(gpus[g].pacing->Summary()) : std::nullopt});
     for (const TenantStats& t : pool.tenants) pools[g][t.session] = t;
     if (gpus[g].arbiter) {
       for (const PcieUse& u : gpus[g].arbiter->Usage()) pcie[g][u.session] = u;
@@ -237,6 +242,15 @@ absl::StatusOr<std::string> FormatMetrics(const MetricsSnapshot& snapshot) {
     s.Update(e.Add("missile_gpu_pool_released_mapped_bytes", labels,
                    static_cast<double>(g.released_mapped_bytes)));
     s.Update(e.Add("missile_gpu_colours", labels, g.colours));
+    if (g.pacing) {
+      for (const auto& [cls, n] :
+           {std::pair{"ls", g.pacing->ls_tenants}, std::pair{"be", g.pacing->be_tenants}}) {
+        Labels with = labels;
+        with.emplace_back("class", cls);
+        s.Update(e.Add("missile_gpu_pacing_tenants", with, n));
+      }
+      s.Update(e.Add("missile_gpu_pacing_ls_busy", labels, g.pacing->ls_busy ? 1 : 0));
+    }
   }
   for (const TenantMetrics& t : snapshot.tenants) s.Update(AddTenant(t, &e));
   if (!s.ok()) return s;

@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "copy_arbiter.h"
 #include "metrics_http.h"
+#include "pacing_domain.h"
 
 namespace missile::daemon {
 
@@ -34,6 +35,7 @@ struct GpuMetrics {
   uint64_t cached_bytes = 0;
   uint64_t released_mapped_bytes = 0;  // released by the daemon, may still be mapped
   int colours = 1;
+  std::optional<PacingSummary> pacing;  // when the GPU has a pacing domain
 };
 
 struct TenantPacing {

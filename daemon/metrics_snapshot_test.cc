@@ -85,6 +85,7 @@ TEST(MetricsSnapshotTest, ValuesComeFromTheDaemon) {
                                  "\"} 4194304\n"));
     // No arbiter and no pacing on this GPU: no PCIe or pacing samples.
     EXPECT_THAT(*text, Not(HasSubstr("missile_tenant_pcie_bytes_total{")));
+    EXPECT_THAT(*text, Not(HasSubstr("missile_gpu_pacing_tenants{")));
 
     core.EndSession(s->id, "test");
     snap = TakeMetricsSnapshot(core, "1.2.3");
@@ -98,7 +99,7 @@ TEST(MetricsSnapshotTest, ValuesComeFromTheDaemon) {
 TEST(MetricsSnapshotTest, WritesEveryFamilyWithPcieAndPacing) {
   MetricsSnapshot snap;
   snap.version = "v";
-  snap.gpus.push_back({0, "GPU-x", 10, 8, 6, 2, 0, 1});
+  snap.gpus.push_back({0, "GPU-x", 10, 8, 6, 2, 0, 1, PacingSummary{1, 2, true}});
   TenantMetrics t;
   t.name = "batch";
   t.cls = "be";
@@ -127,6 +128,12 @@ TEST(MetricsSnapshotTest, WritesEveryFamilyWithPcieAndPacing) {
                                "\"be\",replica=\"0\",gpu=\"0\",gpu_uuid=\"GPU-x\"} 0.5\n"));
   EXPECT_THAT(*text, HasSubstr("missile_tenant_pacing_held_ratio{name=\"batch\",class="
                                "\"be\",replica=\"0\",gpu=\"0\",gpu_uuid=\"GPU-x\"} 0.125\n"));
+  // The GPU's pacing domain.
+  EXPECT_THAT(*text, HasSubstr("missile_gpu_pacing_tenants{gpu=\"0\",gpu_uuid=\"GPU-x\",class="
+                               "\"ls\"} 1\n"));
+  EXPECT_THAT(*text, HasSubstr("missile_gpu_pacing_tenants{gpu=\"0\",gpu_uuid=\"GPU-x\",class="
+                               "\"be\"} 2\n"));
+  EXPECT_THAT(*text, HasSubstr("missile_gpu_pacing_ls_busy{gpu=\"0\",gpu_uuid=\"GPU-x\"} 1\n"));
   // Fractions are _ratio, as Prometheus names them; no family is named _share any more.
   EXPECT_THAT(*text, Not(HasSubstr("_share")));
   // Every family has its HELP and TYPE lines and at least one sample.
@@ -135,7 +142,8 @@ TEST(MetricsSnapshotTest, WritesEveryFamilyWithPcieAndPacing) {
         "missile_sessions_ended_total", "missile_sessions_active", "missile_gpu_pool_capacity_bytes",
         "missile_gpu_pool_created_bytes", "missile_gpu_pool_leased_bytes",
         "missile_gpu_pool_cached_bytes", "missile_gpu_pool_released_mapped_bytes",
-        "missile_gpu_colours", "missile_tenant_info", "missile_tenant_used_bytes",
+        "missile_gpu_colours", "missile_gpu_pacing_tenants", "missile_gpu_pacing_ls_busy",
+        "missile_tenant_info", "missile_tenant_used_bytes",
         "missile_tenant_quota_bytes", "missile_tenant_allocations_total",
         "missile_tenant_allocations_refused_total", "missile_tenant_pcie_bytes_total",
         "missile_tenant_pcie_grant_wait_seconds", "missile_tenant_pacing_submissions_total",

@@ -178,6 +178,10 @@ TEST_F(PrometheusTest, PrometheusScrapesTenantMemoryAndSessions) {
   EXPECT_EQ(QueryUntil("missile_tenant_ls_busy_ratio{name=\"web\"}", "0"), "0");
   EXPECT_EQ(QueryUntil("missile_tenant_pacing_held_ratio{name=\"web\"}", "0"), "0");
   EXPECT_EQ(Query("count({__name__=~\"missile_.*_share\"})"), "");
+  // The GPU's pacing domain: the one LS, idle.
+  EXPECT_EQ(QueryUntil("missile_gpu_pacing_tenants{gpu=\"0\",class=\"ls\"}", "1"), "1");
+  EXPECT_EQ(QueryUntil("missile_gpu_pacing_tenants{gpu=\"0\",class=\"be\"}", "0"), "0");
+  EXPECT_EQ(QueryUntil("missile_gpu_pacing_ls_busy{" + uuid + "}", "0"), "0");
   EXPECT_EQ(QueryUntil("missile_sessions_opened_total", "1"), "1");
   EXPECT_EQ(QueryUntil("missile_sessions_ended_total", "0"), "0");
   EXPECT_EQ(QueryUntil("missile_sessions_active", "1"), "1");
@@ -187,6 +191,7 @@ TEST_F(PrometheusTest, PrometheusScrapesTenantMemoryAndSessions) {
   EXPECT_EQ(QueryUntil("missile_sessions_ended_total", "1"), "1");
   EXPECT_EQ(QueryUntil("missile_sessions_active", "0"), "0");
   EXPECT_EQ(QueryUntil("missile_gpu_pool_leased_bytes{gpu=\"0\"}", "0"), "0");
+  EXPECT_EQ(QueryUntil("missile_gpu_pacing_tenants{gpu=\"0\",class=\"ls\"}", "0"), "0");
   // The tenant's series went stale with its session.
   EXPECT_EQ(QueryUntil("missile_tenant_used_bytes{name=\"web\"}", ""), "");
 
