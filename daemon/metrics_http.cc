@@ -57,7 +57,9 @@ HttpReply Answer(const std::string& head, const std::function<std::string()>& re
   std::string target = line.substr(sp1 + 1, sp2 - sp1 - 1);
   target = target.substr(0, target.find('?'));  // Prometheus may add parameters; none are used
   if (target != "/metrics") return {404, "not found: only /metrics is served\n"};
-  if (method != "GET") return {405, "method not allowed: only GET\n"};
+  // HEAD: what monitors and load balancers probe with; its headers are those of a GET.
+  if (method == "HEAD") return {200, render(), /*head=*/true};
+  if (method != "GET") return {405, "method not allowed: only GET and HEAD\n"};
   return {200, render()};
 }
 
@@ -66,7 +68,8 @@ std::string FormatResponse(const HttpReply& reply) {
                                          : "text/plain; charset=utf-8";
   return absl::StrCat("HTTP/1.1 ", reply.status, " ", Reason(reply.status), "\r\nContent-Type: ",
                       type, "\r\nContent-Length: ", reply.body.size(),
-                      "\r\nConnection: close\r\n\r\n", reply.body);
+                      reply.status == 405 ? "\r\nAllow: GET, HEAD" : "",
+                      "\r\nConnection: close\r\n\r\n", reply.head ? "" : reply.body);
 }
 
 struct HttpServer::Conn {

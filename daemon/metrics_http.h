@@ -1,12 +1,12 @@
-// A small HTTP/1.1 server for the Prometheus endpoint: GET /metrics only, one thread running an
-// epoll loop, every connection closed after its one response.
+// A small HTTP/1.1 server for the Prometheus endpoint: GET and HEAD /metrics only, one thread
+// running an epoll loop, every connection closed after its one response.
 //
 // Bounds, so that a scraper that misbehaves (or anything else that connects) cannot hurt the
 // daemon: a request head larger than max_request_bytes gets 431; a connection that has not
 // sent its request and taken its response within io_timeout_ms is closed; beyond
 // max_connections open at once, new connections are closed at once. Other paths get 404, other
-// methods 405 (HEAD included), a malformed request 400. The body comes from `render`, called on
-// the server's thread once per GET /metrics.
+// methods 405, a malformed request 400. The body comes from `render`, called on the server's
+// thread once per GET or HEAD /metrics (HEAD: to send the Content-Length a GET would).
 // Thread-safety: Start and Stop from one thread (the owner); `render` runs on the server thread.
 #ifndef MISSILE_DAEMON_METRICS_HTTP_H_
 #define MISSILE_DAEMON_METRICS_HTTP_H_
@@ -64,9 +64,11 @@ class HttpServer {
 struct HttpReply {
   int status = 200;
   std::string body;
+  bool head = false;  // a HEAD request: the headers of `body`, without it
 };
 HttpReply Answer(const std::string& head, const std::function<std::string()>& render);
-// The whole response: status line, Content-Type, Content-Length, Connection: close, body.
+// The whole response: status line, Content-Type, Content-Length, Allow (405), Connection: close,
+// body (not for HEAD).
 std::string FormatResponse(const HttpReply& reply);
 
 }  // namespace missile::daemon::metrics

@@ -23,14 +23,17 @@ using ::testing::StartsWith;
 
 std::string Body() { return "up 1\n"; }
 
-TEST(MetricsHttpTest, AnswersGetMetricsOnly) {
+TEST(MetricsHttpTest, AnswersGetAndHeadMetricsOnly) {
   EXPECT_EQ(Answer("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", Body).status, 200);
   EXPECT_EQ(Answer("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", Body).body, "up 1\n");
   EXPECT_EQ(Answer("GET /metrics?x=1 HTTP/1.0\r\n\r\n", Body).status, 200);
   EXPECT_EQ(Answer("GET / HTTP/1.1\r\n\r\n", Body).status, 404);
   EXPECT_EQ(Answer("GET /metricsx HTTP/1.1\r\n\r\n", Body).status, 404);
   EXPECT_EQ(Answer("POST /metrics HTTP/1.1\r\n\r\n", Body).status, 405);
-  EXPECT_EQ(Answer("HEAD /metrics HTTP/1.1\r\n\r\n", Body).status, 405);
+  EXPECT_EQ(Answer("HEAD /metrics HTTP/1.1\r\n\r\n", Body).status, 200);
+  EXPECT_TRUE(Answer("HEAD /metrics HTTP/1.1\r\n\r\n", Body).head);
+  EXPECT_EQ(Answer("HEAD / HTTP/1.1\r\n\r\n", Body).status, 404);
+  EXPECT_EQ(Answer("PUT /metrics HTTP/1.1\r\n\r\n", Body).status, 405);
   EXPECT_EQ(Answer("GET /metrics\r\n\r\n", Body).status, 400);
   EXPECT_EQ(Answer("GET /metrics SPDY/3\r\n\r\n", Body).status, 400);
   EXPECT_EQ(Answer("\r\n\r\n", Body).status, 400);
@@ -43,6 +46,11 @@ TEST(MetricsHttpTest, ResponseCarriesLengthTypeAndClose) {
   EXPECT_THAT(r, HasSubstr("Content-Length: 3\r\n"));
   EXPECT_THAT(r, HasSubstr("Connection: close\r\n\r\nabc"));
   EXPECT_THAT(FormatResponse({404, ""}), StartsWith("HTTP/1.1 404 Not Found\r\n"));
+  // HEAD: the length of the body a GET gets, and no body.
+  r = FormatResponse({200, "abc", /*head=*/true});
+  EXPECT_THAT(r, HasSubstr("Content-Length: 3\r\n"));
+  EXPECT_THAT(r, EndsWith("Connection: close\r\n\r\n"));
+  EXPECT_THAT(FormatResponse({405, "x"}), HasSubstr("\r\nAllow: GET, HEAD\r\n"));
 }
 
 int Connect(int port) {
@@ -90,6 +98,10 @@ TEST(MetricsHttpTest, ServesOnLoopback) {
   EXPECT_THAT(r, StartsWith("HTTP/1.1 200 OK\r\n"));
   EXPECT_THAT(r, EndsWith("\r\n\r\nmissile_up 1\n"));
   EXPECT_THAT(Request(server.port(), "GET /other HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 404"));
+  r = Request(server.port(), "HEAD /metrics HTTP/1.1\r\nHost: a\r\n\r\n");
+  EXPECT_THAT(r, StartsWith("HTTP/1.1 200 OK\r\n"));
+  EXPECT_THAT(r, HasSubstr("Content-Length: 13\r\n"));
+  EXPECT_THAT(r, EndsWith("\r\n\r\n"));  // and nothing after the headers
   // The request may arrive in pieces.
   int fd = Connect(server.port());
   ASSERT_GE(fd, 0);

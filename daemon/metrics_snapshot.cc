@@ -1,8 +1,11 @@
 #include "metrics_snapshot.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "core.h"
@@ -39,6 +42,12 @@ constexpr Family kFamilies[] = {
     {"missile_gpu_pool_released_mapped_bytes", MetricType::kGauge,
      "VRAM released from sessions that ended while their process runs: may still be mapped."},
     {"missile_gpu_colours", MetricType::kGauge, "VRAM colours the pool places blocks by."},
+    {"missile_gpu_pacing_tenants", MetricType::kGauge,
+     "Tenants in the GPU's pacing domain, by class."},
+    {"missile_gpu_pacing_ls_busy", MetricType::kGauge,
+     "1 while an LS tenant of the GPU has work in flight (when pacing holds BE tenants), else 0."},
+    {"missile_tenant_info", MetricType::kGauge,
+     "Always 1; the process (pid) and daemon session behind a tenant's series now."},
     {"missile_tenant_used_bytes", MetricType::kGauge, "VRAM the tenant holds on the GPU."},
     {"missile_tenant_quota_bytes", MetricType::kGauge, "The tenant's VRAM quota on the GPU."},
     {"missile_tenant_allocations_total", MetricType::kCounter,
@@ -55,9 +64,9 @@ constexpr Family kFamilies[] = {
      "BE: time its GPU work submissions were held, as the tenant reports it (bounded)."},
     {"missile_tenant_pacing_gpu_seconds_total", MetricType::kCounter,
      "BE: GPU time accounted to it for the weighted share, as the tenant reports it (bounded)."},
-    {"missile_tenant_ls_busy_share", MetricType::kGauge,
+    {"missile_tenant_ls_busy_ratio", MetricType::kGauge,
      "LS: fraction of about the last second it had GPU work in flight."},
-    {"missile_tenant_pacing_held_share", MetricType::kGauge,
+    {"missile_tenant_pacing_held_ratio", MetricType::kGauge,
      "BE: fraction of about the last second its submissions were held."},
 };
 
@@ -73,9 +82,15 @@ HistogramValue Seconds(const GrantWaits& waits) {
 absl::Status AddTenant(const TenantMetrics& t, Exposition* e) {
   const Labels labels = {{"name", t.name},
                          {"class", t.cls},
-                         {"pid", std::to_string(t.pid)},
-                         {"gpu", std::to_string(t.gpu)}};
-  absl::Status s = e->Add("missile_tenant_used_bytes", labels, static_cast<double>(t.used_bytes));
+                         {"replica", std::to_string(t.replica)},
+                         {"gpu", std::to_string(t.gpu)},
+                         {"gpu_uuid", t.gpu_uuid}};
+  // The pid and session only here: on every series they would start new ones at each restart.
+  Labels info = labels;
+  info.emplace_back("pid", std::to_string(t.pid));
+  info.emplace_back("session", std::to_string(t.session));
+  absl::Status s = e->Add("missile_tenant_info", info, 1);
+  s.Update(e->Add("missile_tenant_used_bytes", labels, static_cast<double>(t.used_bytes)));
   s.Update(e->Add("missile_tenant_quota_bytes", labels, static_cast<double>(t.quota_bytes)));
   s.Update(e->Add("missile_tenant_allocations_total", labels, static_cast<double>(t.allocations)));
   s.Update(e->Add("missile_tenant_allocations_refused_total", labels,
@@ -96,15 +111,47 @@ absl::Status AddTenant(const TenantMetrics& t, Exposition* e) {
                     static_cast<double>(p.submissions)));
     s.Update(e->Add("missile_tenant_pacing_held_seconds_total", labels, p.held_seconds));
     s.Update(e->Add("missile_tenant_pacing_gpu_seconds_total", labels, p.gpu_seconds));
-    s.Update(e->Add("missile_tenant_ls_busy_share", labels, p.ls_busy_share));
-    s.Update(e->Add("missile_tenant_pacing_held_share", labels, p.held_share));
+    s.Update(e->Add("missile_tenant_ls_busy_ratio", labels, p.ls_busy_ratio));
+    s.Update(e->Add("missile_tenant_pacing_held_ratio", labels, p.held_ratio));
   }
   return s;
 }
 
 }  // namespace
 
-MetricsSnapshot TakeMetricsSnapshot(const DaemonCore& core, const std::string& version) {
+void TenantReplicas::Assign(std::vector<TenantMetrics>* tenants) {
+  // Taken numbers by name, class and GPU. Sessions keep theirs first (unless a class change
+  // moved two onto one number), then the new ones take the lowest free.
+  absl::flat_hash_map<std::tuple<std::string, std::string, uint32_t>, std::vector<uint32_t>> taken;
+  auto group = [](const TenantMetrics& t) { return std::make_tuple(t.name, t.cls, t.gpu); };
+  auto is_taken = [](const std::vector<uint32_t>& v, uint32_t r) {
+    return std::find(v.begin(), v.end(), r) != v.end();
+  };
+  absl::flat_hash_map<std::pair<uint64_t, uint32_t>, uint32_t> next;
+  std::vector<TenantMetrics*> fresh;
+  for (TenantMetrics& t : *tenants) {
+    auto it = replica_.find({t.session, t.gpu});
+    std::vector<uint32_t>& used = taken[group(t)];
+    if (it == replica_.end() || is_taken(used, it->second)) {
+      fresh.push_back(&t);
+      continue;
+    }
+    t.replica = it->second;
+    used.push_back(t.replica);
+    next[{t.session, t.gpu}] = t.replica;
+  }
+  for (TenantMetrics* t : fresh) {
+    std::vector<uint32_t>& used = taken[group(*t)];
+    t->replica = 0;
+    while (is_taken(used, t->replica)) ++t->replica;
+    used.push_back(t->replica);
+    next[{t->session, t->gpu}] = t->replica;
+  }
+  replica_ = std::move(next);
+}
+
+MetricsSnapshot TakeMetricsSnapshot(const DaemonCore& core, const std::string& version,
+                                    TenantReplicas* replicas) {
   MetricsSnapshot snap;
   snap.version = version;
   snap.uptime_seconds = std::chrono::duration<double>(core.uptime()).count();
@@ -121,7 +168,8 @@ MetricsSnapshot TakeMetricsSnapshot(const DaemonCore& core, const std::string& v
     const PoolSnapshot pool = gpus[g].pool->Snapshot();
     snap.gpus.push_back({static_cast<uint32_t>(g), gpus[g].info.uuid, pool.capacity_bytes,
                          pool.created_bytes, pool.leased_bytes, pool.cached_bytes,
-                         pool.released_mapped_bytes, gpus[g].colours});
+                         pool.released_mapped_bytes, gpus[g].colours,
+                         gpus[g].pacing ? std::optional(gpus[g].pacing->Summary()) : std::nullopt});
     for (const TenantStats& t : pool.tenants) pools[g][t.session] = t;
     if (gpus[g].arbiter) {
       for (const PcieUse& u : gpus[g].arbiter->Usage()) pcie[g][u.session] = u;
@@ -135,7 +183,9 @@ MetricsSnapshot TakeMetricsSnapshot(const DaemonCore& core, const std::string& v
       t.name = s.name;
       t.cls = std::string(TenantClassName(s.cls));
       t.pid = s.creds.pid;
+      t.session = s.id;
       t.gpu = static_cast<uint32_t>(g);
+      t.gpu_uuid = gpus[g].info.uuid;
       t.used_bytes = pool->second.usage.used_bytes;
       t.quota_bytes = pool->second.usage.quota_bytes;
       t.allocations = pool->second.allocations;
@@ -151,15 +201,19 @@ MetricsSnapshot TakeMetricsSnapshot(const DaemonCore& core, const std::string& v
       snap.tenants.push_back(std::move(t));
     }
   }
+  TenantReplicas fresh;
+  (replicas != nullptr ? *replicas : fresh).Assign(&snap.tenants);
   return snap;
 }
 
 absl::StatusOr<std::unique_ptr<metrics::HttpServer>> StartMetricsEndpoint(
     const DaemonCore& core, const std::string& address, int port, const std::string& version) {
-  auto server = std::make_unique<metrics::HttpServer>([&core, version] {
-    absl::StatusOr<std::string> text = FormatMetrics(TakeMetricsSnapshot(core, version));
-    return text.ok() ? *text : "# " + std::string(text.status().message()) + "\n";
-  });
+  auto server = std::make_unique<metrics::HttpServer>(
+      [&core, version, replicas = std::make_shared<TenantReplicas>()] {
+        absl::StatusOr<std::string> text =
+            FormatMetrics(TakeMetricsSnapshot(core, version, replicas.get()));
+        return text.ok() ? *text : "# " + std::string(text.status().message()) + "\n";
+      });
   metrics::HttpOptions options;
   options.address = address;
   options.port = port;
@@ -178,7 +232,9 @@ absl::StatusOr<std::string> FormatMetrics(const MetricsSnapshot& snapshot) {
   s.Update(e.Add("missile_sessions_ended_total", {}, static_cast<double>(snapshot.sessions_ended)));
   s.Update(e.Add("missile_sessions_active", {}, static_cast<double>(snapshot.sessions_active)));
   for (const GpuMetrics& g : snapshot.gpus) {
-    const Labels labels = {{"gpu", std::to_string(g.index)}, {"uuid", g.uuid}};
+    // The UUID besides the index: indexes differ between tools (CUDA_VISIBLE_DEVICES, DCGM),
+    // the UUID is what joins with other exporters' series.
+    const Labels labels = {{"gpu", std::to_string(g.index)}, {"gpu_uuid", g.uuid}};
     s.Update(e.Add("missile_gpu_pool_capacity_bytes", labels, static_cast<double>(g.capacity_bytes)));
     s.Update(e.Add("missile_gpu_pool_created_bytes", labels, static_cast<double>(g.created_bytes)));
     s.Update(e.Add("missile_gpu_pool_leased_bytes", labels, static_cast<double>(g.leased_bytes)));
@@ -186,6 +242,15 @@ absl::StatusOr<std::string> FormatMetrics(const MetricsSnapshot& snapshot) {
     s.Update(e.Add("missile_gpu_pool_released_mapped_bytes", labels,
                    static_cast<double>(g.released_mapped_bytes)));
     s.Update(e.Add("missile_gpu_colours", labels, g.colours));
+    if (g.pacing) {
+      for (const auto& [cls, n] :
+           {std::pair{"ls", g.pacing->ls_tenants}, std::pair{"be", g.pacing->be_tenants}}) {
+        Labels with = labels;
+        with.emplace_back("class", cls);
+        s.Update(e.Add("missile_gpu_pacing_tenants", with, n));
+      }
+      s.Update(e.Add("missile_gpu_pacing_ls_busy", labels, g.pacing->ls_busy ? 1 : 0));
+    }
   }
   for (const TenantMetrics& t : snapshot.tenants) s.Update(AddTenant(t, &e));
   if (!s.ok()) return s;

@@ -13,11 +13,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "copy_arbiter.h"
 #include "metrics_http.h"
+#include "pacing_domain.h"
 
 namespace missile::daemon {
 
@@ -25,29 +28,34 @@ class DaemonCore;
 
 struct GpuMetrics {
   uint32_t index = 0;
-  std::string uuid;
+  std::string uuid;  // "GPU-xxxxxxxx-...", as nvidia-smi and dcgm-exporter write it
   uint64_t capacity_bytes = 0;
   uint64_t created_bytes = 0;
   uint64_t leased_bytes = 0;
   uint64_t cached_bytes = 0;
   uint64_t released_mapped_bytes = 0;  // released by the daemon, may still be mapped
   int colours = 1;
+  std::optional<PacingSummary> pacing;  // when the GPU has a pacing domain
 };
 
 struct TenantPacing {
   uint64_t submissions = 0;
   double held_seconds = 0;  // BE: time its submissions were held
   double gpu_seconds = 0;   // BE: GPU time accounted for its weighted share
-  double ls_busy_share = 0;  // LS: fraction of about the last second with work in flight
-  double held_share = 0;     // BE: fraction of about the last second held
+  double ls_busy_ratio = 0;  // LS: fraction of about the last second with work in flight
+  double held_ratio = 0;     // BE: fraction of about the last second held
 };
 
-// One tenant on one GPU.
+// One tenant on one GPU. Its series are keyed by name, class, replica and GPU; the pid and the
+// session, which change when the tenant restarts, are only on its info series.
 struct TenantMetrics {
   std::string name;
   std::string cls;  // "ls" or "be"
+  uint32_t replica = 0;  // TenantReplicas
   int pid = 0;
+  uint64_t session = 0;
   uint32_t gpu = 0;
+  std::string gpu_uuid;
   uint64_t used_bytes = 0;
   uint64_t quota_bytes = 0;
   uint64_t allocations = 0;
@@ -66,7 +74,23 @@ struct MetricsSnapshot {
   std::vector<TenantMetrics> tenants;  // by session, then GPU
 };
 
-MetricsSnapshot TakeMetricsSnapshot(const DaemonCore& core, const std::string& version);
+// Numbers the live sessions that share a name, class and GPU 0, 1, ...: each keeps its number
+// while it lives and a new one takes the lowest number free, so that a lone tenant that
+// restarts comes back under the same series, and two live ones of one name never share one.
+// Not thread-safe: one per endpoint, used on its thread.
+class TenantReplicas {
+ public:
+  // Sets every tenant's replica; forgets the sessions not in `tenants`.
+  void Assign(std::vector<TenantMetrics>* tenants);
+
+ private:
+  // By session and GPU.
+  absl::flat_hash_map<std::pair<uint64_t, uint32_t>, uint32_t> replica_;
+};
+
+// With `replicas` null, numbers the tenants afresh (in the order of their sessions).
+MetricsSnapshot TakeMetricsSnapshot(const DaemonCore& core, const std::string& version,
+                                    TenantReplicas* replicas = nullptr);
 
 // Serves GET /metrics at address:port (an IP literal; port 0: any free one) with the daemon's
 // snapshot, rendered on the server's thread at each scrape. `core` must outlive the server.

@@ -349,4 +349,18 @@ std::optional<PacingStats> PacingDomain::Stats(uint64_t session) const {
   return st;
 }
 
+PacingSummary PacingDomain::Summary() const {
+  absl::MutexLock lock(&mu_);
+  const uint64_t now = pacingreg::NowNs();
+  PacingSummary sum;
+  for (const auto& [session, slot] : slot_of_) {
+    const uint32_t cls = directory()->entries[slot].cls.load(std::memory_order_relaxed);
+    sum.be_tenants += cls == pacingreg::kBe;
+    if (cls != pacingreg::kLs) continue;
+    ++sum.ls_tenants;
+    if (!sum.ls_busy) sum.ls_busy = View(slot, now).in_flight;
+  }
+  return sum;
+}
+
 }  // namespace missile::daemon

@@ -88,6 +88,13 @@ struct PacingStats {
   double held_share = 0;  // BE: fraction of the time its submissions were held (0 for LS)
 };
 
+// The domain at one instant, as the BE shims pace against it (the metrics' per-GPU view).
+struct PacingSummary {
+  uint32_t ls_tenants = 0;
+  uint32_t be_tenants = 0;
+  bool ls_busy = false;  // an LS tenant has work in flight now: BE tenants are held
+};
+
 class PacingDomain {
  public:
   // The sampler's period and the time constant of its decayed shares.
@@ -132,6 +139,7 @@ class PacingDomain {
   void Configure(const PacingSettings& settings);
   PacingSettings settings() const;
   std::optional<PacingStats> Stats(uint64_t session) const;
+  PacingSummary Summary() const;
   // The slot index of a session (tests).
   std::optional<uint32_t> SlotOf(uint64_t session) const;
   // The directory as the daemon maps it (tests).

@@ -239,6 +239,33 @@ TEST(PacingDomain, LeaveMakesADeadLsIdleAtOnceAndTheNextSessionGetsAFreshPage) {
   EXPECT_NE(next->dir()->entries[slot].lanes_epoch.load(), 0u);
 }
 
+TEST(PacingDomain, SummaryCountsTheClassesAndSeesABusyLs) {
+  auto d = PacingDomain::Create({});
+  ASSERT_TRUE(d.ok());
+  PacingSummary sum = (*d)->Summary();
+  EXPECT_EQ(sum.ls_tenants, 0u);
+  EXPECT_EQ(sum.be_tenants, 0u);
+  EXPECT_FALSE(sum.ls_busy);
+  std::optional<TenantView> ls = MapTenant((*d)->Join(1, 100, kLs, 1));
+  ASSERT_TRUE(ls.has_value());
+  CloseBoth((*d)->Join(2, 200, kBe, 0));
+  CloseBoth((*d)->Join(3, 300, kBe, 0));
+  (*d)->PublishSealed();
+  sum = (*d)->Summary();
+  EXPECT_EQ(sum.ls_tenants, 1u);
+  EXPECT_EQ(sum.be_tenants, 2u);
+  EXPECT_FALSE(sum.ls_busy);  // nothing in flight
+  ls->page()->lanes_used.store(2);
+  ls->page()->lanes[1].submitted.store(42);
+  ls->page()->lanes[1].completed.store(40);
+  EXPECT_TRUE((*d)->Summary().ls_busy);
+  (*d)->Leave(1);
+  sum = (*d)->Summary();
+  EXPECT_EQ(sum.ls_tenants, 0u);
+  EXPECT_EQ(sum.be_tenants, 2u);
+  EXPECT_FALSE(sum.ls_busy);
+}
+
 // The audit's attack: 64 plain registrations took every slot, and later LS tenants went
 // unprotected. BE sessions stop short of the LS reserve.
 TEST(PacingDomain, BeSessionsCannotTakeTheSlotsKeptForLs) {

@@ -34,8 +34,9 @@ int FreePort() {
   return ntohs(a.sin_port);
 }
 
-// GET http://127.0.0.1:<port><target>: the whole response, or "" when nothing answers.
-std::string HttpGet(int port, const std::string& target) {
+// GET (or `method`) http://127.0.0.1:<port><target>: the whole response, or "" when nothing
+// answers.
+std::string HttpGet(int port, const std::string& target, const std::string& method = "GET") {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -46,7 +47,7 @@ std::string HttpGet(int port, const std::string& target) {
     return "";
   }
   const std::string req =
-      "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+      method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
   send(fd, req.data(), req.size(), MSG_NOSIGNAL);
   std::string out;
   char buf[4096];
@@ -139,6 +140,11 @@ TEST_F(PrometheusTest, PrometheusScrapesTenantMemoryAndSessions) {
   // The endpoint answers before Prometheus is even there.
   EXPECT_NE(HttpGet(metrics_port, "/metrics").find("missile_build_info{version="),
             std::string::npos);
+  // HEAD answers the headers alone.
+  const std::string head = HttpGet(metrics_port, "/metrics", "HEAD");
+  EXPECT_EQ(head.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << head;
+  EXPECT_NE(head.find("\r\nContent-Length: "), std::string::npos) << head;
+  EXPECT_EQ(head.substr(head.size() - 4), "\r\n\r\n") << head;
   Child web;
   ASSERT_TRUE(web.Start({TENANT_PROBE, "alloc:16", "hold"}, TenantEnv("ls", "web")));
   ASSERT_EQ(web.WaitForLine("ready"), "ready");
@@ -146,12 +152,36 @@ TEST_F(PrometheusTest, PrometheusScrapesTenantMemoryAndSessions) {
   if (HasFatalFailure()) return;
 
   EXPECT_EQ(QueryUntil("up{job=\"missiled\"}", "1"), "1");
-  EXPECT_EQ(QueryUntil("missile_tenant_used_bytes{name=\"web\",class=\"ls\",pid=\"" +
-                           std::to_string(web.pid()) + "\",gpu=\"0\"}",
-                       "16777216"),
-            "16777216");
+  EXPECT_EQ(
+      QueryUntil("missile_tenant_used_bytes{name=\"web\",class=\"ls\",replica=\"0\",gpu=\"0\"}",
+                 "16777216"),
+      "16777216");
+  // The pid is on the info series only.
+  EXPECT_EQ(QueryUntil("missile_tenant_info{name=\"web\",replica=\"0\",pid=\"" +
+                           std::to_string(web.pid()) + "\"}",
+                       "1"),
+            "1");
+  EXPECT_EQ(Query("count(missile_tenant_used_bytes{pid!=\"\"})"), "");
   EXPECT_EQ(QueryUntil("missile_gpu_pool_leased_bytes{gpu=\"0\"}", "16777216"), "16777216");
+  // Every per-GPU and per-tenant series carries the GPU's UUID as nvidia-smi and dcgm-exporter
+  // write it, so that it joins with their series.
+  const std::string uuid = "gpu_uuid=\"GPU-66616b65-6375-6461-2d67-707500000000\"";  // device 0
+  EXPECT_EQ(QueryUntil("missile_gpu_pool_leased_bytes{" + uuid + "}", "16777216"), "16777216");
+  EXPECT_EQ(QueryUntil("missile_tenant_used_bytes{name=\"web\"," + uuid + "}", "16777216"),
+            "16777216");
+  EXPECT_EQ(QueryUntil("count(missile_tenant_used_bytes * on(gpu_uuid) group_left() "
+                       "missile_gpu_pool_capacity_bytes)",
+                       "1"),
+            "1");
   EXPECT_EQ(QueryUntil("missile_tenant_allocations_total{name=\"web\"}", "1"), "1");
+  // The tenant's pacing fractions, under their Prometheus names (an idle LS: busy 0).
+  EXPECT_EQ(QueryUntil("missile_tenant_ls_busy_ratio{name=\"web\"}", "0"), "0");
+  EXPECT_EQ(QueryUntil("missile_tenant_pacing_held_ratio{name=\"web\"}", "0"), "0");
+  EXPECT_EQ(Query("count({__name__=~\"missile_.*_share\"})"), "");
+  // The GPU's pacing domain: the one LS, idle.
+  EXPECT_EQ(QueryUntil("missile_gpu_pacing_tenants{gpu=\"0\",class=\"ls\"}", "1"), "1");
+  EXPECT_EQ(QueryUntil("missile_gpu_pacing_tenants{gpu=\"0\",class=\"be\"}", "0"), "0");
+  EXPECT_EQ(QueryUntil("missile_gpu_pacing_ls_busy{" + uuid + "}", "0"), "0");
   EXPECT_EQ(QueryUntil("missile_sessions_opened_total", "1"), "1");
   EXPECT_EQ(QueryUntil("missile_sessions_ended_total", "0"), "0");
   EXPECT_EQ(QueryUntil("missile_sessions_active", "1"), "1");
@@ -161,8 +191,25 @@ TEST_F(PrometheusTest, PrometheusScrapesTenantMemoryAndSessions) {
   EXPECT_EQ(QueryUntil("missile_sessions_ended_total", "1"), "1");
   EXPECT_EQ(QueryUntil("missile_sessions_active", "0"), "0");
   EXPECT_EQ(QueryUntil("missile_gpu_pool_leased_bytes{gpu=\"0\"}", "0"), "0");
+  EXPECT_EQ(QueryUntil("missile_gpu_pacing_tenants{gpu=\"0\",class=\"ls\"}", "0"), "0");
   // The tenant's series went stale with its session.
   EXPECT_EQ(QueryUntil("missile_tenant_used_bytes{name=\"web\"}", ""), "");
+
+  // Its restart (a new process and session) continues the same series; only the info series
+  // is a new one.
+  Child again;
+  ASSERT_TRUE(again.Start({TENANT_PROBE, "alloc:16", "hold"}, TenantEnv("ls", "web")));
+  ASSERT_EQ(again.WaitForLine("ready"), "ready");
+  EXPECT_EQ(
+      QueryUntil("missile_tenant_info{name=\"web\",pid=\"" + std::to_string(again.pid()) + "\"}",
+                 "1"),
+      "1");
+  EXPECT_EQ(QueryUntil("missile_tenant_used_bytes{name=\"web\",replica=\"0\"}", "16777216"),
+            "16777216");
+  EXPECT_EQ(Query("count(count_over_time(missile_tenant_used_bytes{name=\"web\"}[10m]))"), "1");
+  EXPECT_EQ(Query("count(count_over_time(missile_tenant_info{name=\"web\"}[10m]))"), "2");
+  again.CloseStdin();
+  EXPECT_EQ(again.Wait(), 0);
 }
 
 TEST_F(PrometheusTest, BusyMetricsPortStopsTheDaemonWithAClearError) {
