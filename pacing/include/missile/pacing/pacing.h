@@ -150,7 +150,10 @@ void InflightWindow::Retire(const Completed& completed, uint64_t now,
 // past `capacity` keys it forgets everything and starts again.
 class DurationPredictor {
  public:
-  explicit DurationPredictor(size_t capacity = 8192) : capacity_(capacity) {}
+  // A BE's split graphs add a key per piece (a ResNet-152 graph 175-285, new keys at each of up
+  // to 4 rebuilds; bench/results/2026-12-02-residue-h200), and serving engines capture dozens of
+  // graphs: room for all of them before the table is cleared.
+  explicit DurationPredictor(size_t capacity = 65536) : capacity_(capacity) {}
   // The prediction for `key`, or `unknown_ns` for work never observed.
   uint64_t Predict(uint64_t key, uint64_t unknown_ns) const;
   void Observe(uint64_t key, uint64_t ns);
