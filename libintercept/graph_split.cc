@@ -48,7 +48,6 @@ struct GraphSplitter::Split {
   Split& operator=(const Split&) = delete;
 
   const DriverApi* api;
-  CUgraphExec original = nullptr;
   uint64_t flags = 0;
   CUgraph snapshot = nullptr;     // the graph as instantiated
   std::vector<CUgraphNode> topo;  // the snapshot's nodes in topological order
@@ -184,7 +183,6 @@ void GraphSplitter::Instantiated(CUgraphExec exec, CUgraph graph, uint64_t flags
   if (screened->has_value()) return Count(**screened);
 
   auto s = std::make_shared<Split>(&api_);
-  s->original = exec;
   s->flags = flags;
   if (CUresult r = api_.GraphClone(&s->snapshot, graph); r != CUDA_SUCCESS) {
     return fail(DriverStatus(api_, "cuGraphClone", r));
@@ -209,6 +207,7 @@ void GraphSplitter::Instantiated(CUgraphExec exec, CUgraph graph, uint64_t flags
   build_ns_.fetch_add(NowNs() - start, std::memory_order_relaxed);
   absl::MutexLock lock(&mu_);
   splits_[exec] = std::move(s);
+  tracked_.store(splits_.size(), std::memory_order_release);
 }
 
 absl::Status GraphSplitter::Build(Split& s, const std::vector<size_t>& bounds,
@@ -291,15 +290,15 @@ void GraphSplitter::DestroyPieces(const std::vector<Piece>& pieces) {
 }
 
 std::shared_ptr<GraphSplitter::Split> GraphSplitter::Find(CUgraphExec exec) {
+  // Every graph launch of every tenant asks: no lock while nothing was split (an LS tenant's
+  // graphs never are).
+  if (tracked_.load(std::memory_order_acquire) == 0) return nullptr;
   absl::MutexLock lock(&mu_);
   auto it = splits_.find(exec);
   return it == splits_.end() ? nullptr : it->second;
 }
 
-bool GraphSplitter::Tracks(CUgraphExec exec) {
-  absl::MutexLock lock(&mu_);
-  return splits_.contains(exec);
-}
+bool GraphSplitter::Tracks(CUgraphExec exec) { return Find(exec) != nullptr; }
 
 void GraphSplitter::Changed(CUgraphExec exec) {
   std::shared_ptr<Split> s = Find(exec);
@@ -307,6 +306,7 @@ void GraphSplitter::Changed(CUgraphExec exec) {
 }
 
 void GraphSplitter::Destroyed(CUgraphExec exec) {
+  if (tracked_.load(std::memory_order_acquire) == 0) return;
   std::shared_ptr<Split> s;
   {
     absl::MutexLock lock(&mu_);
@@ -314,6 +314,7 @@ void GraphSplitter::Destroyed(CUgraphExec exec) {
     if (it == splits_.end()) return;
     s = std::move(it->second);
     splits_.erase(it);
+    tracked_.store(splits_.size(), std::memory_order_release);
   }
   // Freed here, or by a launch still holding it.
 }

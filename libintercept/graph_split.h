@@ -140,6 +140,7 @@ class GraphSplitter {
   spdlog::logger* log_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<CUgraphExec, std::shared_ptr<Split>> splits_ ABSL_GUARDED_BY(mu_);
+  std::atomic<size_t> tracked_{0};  // splits_.size(), read without the lock
   std::atomic<uint64_t> split_{0};
   std::atomic<uint64_t> pieces_built_{0};
   std::atomic<uint64_t> rebuilds_{0};

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <map>
+#include <optional>
 #include <memory>
 #include <vector>
 
@@ -52,6 +52,7 @@ class GraphSplitTest : public ::testing::Test {
     ASSERT_EQ(CUDA_SUCCESS, kernels_.Load());
     ASSERT_EQ(CUDA_SUCCESS, cuMemAlloc(&log_, 4096));
     ASSERT_EQ(CUDA_SUCCESS, cuMemsetD32(log_, 0, 1024));
+    appends_.emplace(&kernels_, log_);
     ASSERT_EQ(CUDA_SUCCESS, cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING));
     ASSERT_EQ(CUDA_SUCCESS, cuStreamCreate(&other_, CU_STREAM_NON_BLOCKING));
     ASSERT_EQ(CUDA_SUCCESS, cuGraphCreate(&graph_, 0));
@@ -69,18 +70,7 @@ class GraphSplitTest : public ::testing::Test {
   }
 
   CUgraphNode Append(CUgraph g, uint32_t value, std::vector<CUgraphNode> deps, uint64_t ns = 0) {
-    args_.push_back(std::make_unique<Args>(Args{log_, value, ns}));
-    Args* a = args_.back().get();
-    a->params[0] = &a->log;
-    a->params[1] = &a->value;
-    a->params[2] = &a->ns;
-    CUDA_KERNEL_NODE_PARAMS p{};
-    p.func = kernels_.append;
-    p.gridDimX = p.gridDimY = p.gridDimZ = p.blockDimX = p.blockDimY = p.blockDimZ = 1;
-    p.kernelParams = a->params;
-    CUgraphNode node = nullptr;
-    EXPECT_EQ(CUDA_SUCCESS, cuGraphAddKernelNode(&node, g, deps.data(), deps.size(), &p));
-    return node;
+    return appends_->Add(g, value, std::move(deps), ns);
   }
 
   CUgraphExec Instantiate(uint64_t flags = 0) {
@@ -99,12 +89,6 @@ class GraphSplitTest : public ::testing::Test {
     return entries;
   }
 
-  struct Args {
-    CUdeviceptr log;
-    uint32_t value;
-    uint64_t ns;
-    void* params[3] = {};
-  };
   void* driver_ = nullptr;
   DriverApi api_;
   Kernels kernels_;
@@ -112,7 +96,7 @@ class GraphSplitTest : public ::testing::Test {
   CUstream stream_ = nullptr;
   CUstream other_ = nullptr;
   CUgraph graph_ = nullptr;
-  std::vector<std::unique_ptr<Args>> args_;
+  std::optional<fakecuda_test::AppendNodes> appends_;  // once the log exists
   std::shared_ptr<spdlog::logger> logger_;
   CountingAdmitter admitter_;
   std::unique_ptr<GraphSplitter> splitter_;
@@ -266,14 +250,7 @@ TEST_F(GraphSplitTest, AnInstanceChangedAfterInstantiationLaunchesWholeWithItsCh
   CUgraphExec exec = Instantiate();
   ASSERT_TRUE(splitter_->Tracks(exec));
   // Change the first node's value to 7 in the instance.
-  Args changed{log_, 7, 0};
-  changed.params[0] = &changed.log;
-  changed.params[1] = &changed.value;
-  changed.params[2] = &changed.ns;
-  CUDA_KERNEL_NODE_PARAMS p{};
-  p.func = kernels_.append;
-  p.gridDimX = p.gridDimY = p.gridDimZ = p.blockDimX = p.blockDimY = p.blockDimZ = 1;
-  p.kernelParams = changed.params;
+  const CUDA_KERNEL_NODE_PARAMS p = appends_->Params(7);
   ASSERT_EQ(CUDA_SUCCESS, cuGraphExecKernelNodeSetParams(exec, first, &p));
   splitter_->Changed(exec);
   const size_t before = admitter_.admitted.size();

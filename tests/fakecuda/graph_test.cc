@@ -1,5 +1,6 @@
 // Stream capture and graphs: what is recorded, replaying it, and the errors.
 
+#include <optional>
 #include <thread>
 
 #include "kernel_util.h"
@@ -291,50 +292,24 @@ namespace fakecuda_test {
 namespace {
 
 // A graph built node by node: appends of `value` to a log, so the order they ran in shows.
-class GraphBuildTest : public ::testing::Test {
+class GraphBuildTest : public GraphTest {
  protected:
   void SetUp() override {
-    InitPrimary();
-    CU_ASSERT(kernels_.Load());
-    CU_ASSERT(cuMemAlloc(&log_, 4096));
-    CU_ASSERT(cuMemsetD32(log_, 0, 1024));
-    CU_ASSERT(cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING));
+    GraphTest::SetUp();
+    appends_.emplace(&kernels_, log_);
     CU_ASSERT(cuGraphCreate(&graph_, 0));
   }
   void TearDown() override {
     CU_EXPECT(cuCtxSynchronize());
     CU_EXPECT(cuGraphDestroy(graph_));
-    CU_EXPECT(cuStreamDestroy(stream_));
-    CU_EXPECT(cuMemFree(log_));
-    CU_EXPECT(cuModuleUnload(kernels_.module));
+    GraphTest::TearDown();
   }
 
   CUgraphNode AppendNode(CUgraph g, uint32_t value, std::vector<CUgraphNode> deps) {
-    values_.push_back(std::make_unique<Args>(Args{log_, value, 0}));
-    Args* a = values_.back().get();
-    a->params[0] = &a->log;
-    a->params[1] = &a->value;
-    a->params[2] = &a->ns;
-    CUDA_KERNEL_NODE_PARAMS p{};
-    p.func = kernels_.append;
-    p.gridDimX = p.gridDimY = p.gridDimZ = 1;
-    p.blockDimX = p.blockDimY = p.blockDimZ = 1;
-    p.kernelParams = a->params;
-    CUgraphNode node = nullptr;
-    EXPECT_EQ(CUDA_SUCCESS, cuGraphAddKernelNode(&node, g, deps.data(), deps.size(), &p));
-    return node;
+    return appends_->Add(g, value, std::move(deps));
   }
 
-  struct Args {
-    CUdeviceptr log;
-    uint32_t value;
-    uint64_t ns;
-    void* params[3] = {};
-  };
-  std::vector<std::unique_ptr<Args>> values_;
-  Kernels kernels_;
-  CUdeviceptr log_ = 0;
-  CUstream stream_ = nullptr;
+  std::optional<AppendNodes> appends_;  // once the log exists
   CUgraph graph_ = nullptr;
 };
 
@@ -435,14 +410,7 @@ TEST_F(GraphBuildTest, ExecKernelParamsAndUpdatesChangeWhatLaterLaunchesRun) {
   cuuint64_t flags = 0;
   CU_ASSERT(cuGraphExecGetFlags(exec, &flags));
   EXPECT_EQ(flags, uint64_t{CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY});
-  Args changed{log_, 5, 0};
-  changed.params[0] = &changed.log;
-  changed.params[1] = &changed.value;
-  changed.params[2] = &changed.ns;
-  CUDA_KERNEL_NODE_PARAMS p{};
-  p.func = kernels_.append;
-  p.gridDimX = p.gridDimY = p.gridDimZ = p.blockDimX = p.blockDimY = p.blockDimZ = 1;
-  p.kernelParams = changed.params;
+  const CUDA_KERNEL_NODE_PARAMS p = appends_->Params(5);
   CU_ASSERT(cuGraphExecKernelNodeSetParams(exec, a, &p));
   CU_ASSERT(cuGraphLaunch(exec, stream_));
   // Update from a graph of the same shape.

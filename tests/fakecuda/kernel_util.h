@@ -4,6 +4,7 @@
 #define MISSILE_TESTS_FAKECUDA_KERNEL_UTIL_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "test_util.h"
@@ -58,6 +59,45 @@ inline CUresult Append(const Kernels& k, CUstream s, CUdeviceptr log, uint32_t v
   void* params[] = {&log, &value, &ns};
   return LaunchWith(k.append, s, params);
 }
+
+// Kernel nodes of fakecuda_append_u32 for graphs built node by node; each node's arguments live
+// as long as this object.
+class AppendNodes {
+ public:
+  AppendNodes(const Kernels* kernels, CUdeviceptr log) : kernels_(kernels), log_(log) {}
+
+  // The parameters of an append of `value` taking `ns` (also for cuGraphExecKernelNodeSetParams).
+  CUDA_KERNEL_NODE_PARAMS Params(uint32_t value, uint64_t ns = 0) {
+    args_.push_back(std::make_unique<Args>(Args{log_, value, ns}));
+    Args* a = args_.back().get();
+    a->params[0] = &a->log;
+    a->params[1] = &a->value;
+    a->params[2] = &a->ns;
+    CUDA_KERNEL_NODE_PARAMS p{};
+    p.func = kernels_->append;
+    p.gridDimX = p.gridDimY = p.gridDimZ = p.blockDimX = p.blockDimY = p.blockDimZ = 1;
+    p.kernelParams = a->params;
+    return p;
+  }
+  // Adds the node to `g` after `deps`.
+  CUgraphNode Add(CUgraph g, uint32_t value, std::vector<CUgraphNode> deps, uint64_t ns = 0) {
+    const CUDA_KERNEL_NODE_PARAMS p = Params(value, ns);
+    CUgraphNode node = nullptr;
+    EXPECT_EQ(CUDA_SUCCESS, cuGraphAddKernelNode(&node, g, deps.data(), deps.size(), &p));
+    return node;
+  }
+
+ private:
+  struct Args {
+    CUdeviceptr log;
+    uint32_t value;
+    uint64_t ns;
+    void* params[3] = {};
+  };
+  const Kernels* kernels_;
+  CUdeviceptr log_;
+  std::vector<std::unique_ptr<Args>> args_;
+};
 
 // The entries of an append log (log[0] is their count).
 inline std::vector<uint32_t> LogEntries(CUdeviceptr log) {

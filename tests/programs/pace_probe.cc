@@ -65,6 +65,18 @@ void Check(CUresult r, const char* what) {
   }
 }
 
+// A built-in kernel of the test double (its module loaded once).
+CUfunction Kernel(const char* name) {
+  static CUmodule module = [] {
+    CUmodule m;
+    Check(cuModuleLoadData(&m, "fakecuda-module"), "module (needs the test double)");
+    return m;
+  }();
+  CUfunction f;
+  Check(cuModuleGetFunction(&f, module, name), name);
+  return f;
+}
+
 void CUDA_CB Sleep(void* ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(*static_cast<long*>(ms)));
 }
@@ -163,11 +175,8 @@ int main(int argc, char** argv) {
   }
   if (mode == "order" && argc >= 3) {
     const long n = atol(argv[2]);
-    CUmodule module;
-    CUfunction fill, add;
-    Check(cuModuleLoadData(&module, "fakecuda-module"), "module (needs the test double)");
-    Check(cuModuleGetFunction(&fill, module, "fakecuda_fill_u32"), "fill");
-    Check(cuModuleGetFunction(&add, module, "fakecuda_add_u32"), "add");
+    CUfunction fill = Kernel("fakecuda_fill_u32");
+    CUfunction add = Kernel("fakecuda_add_u32");
     CUstream s2;
     Check(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING), "stream 2");
     CUevent filled, added;
@@ -214,11 +223,8 @@ int main(int argc, char** argv) {
   if (mode == "graph" && argc >= 4) {
     const long n = atol(argv[2]);
     const long launches = atol(argv[3]);
-    CUmodule module;
-    CUfunction fill, add;
-    Check(cuModuleLoadData(&module, "fakecuda-module"), "module (needs the test double)");
-    Check(cuModuleGetFunction(&fill, module, "fakecuda_fill_u32"), "fill");
-    Check(cuModuleGetFunction(&add, module, "fakecuda_add_u32"), "add");
+    CUfunction fill = Kernel("fakecuda_fill_u32");
+    CUfunction add = Kernel("fakecuda_add_u32");
     CUstream s2;
     Check(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING), "stream 2");
     CUdeviceptr a, b;
@@ -258,10 +264,7 @@ int main(int argc, char** argv) {
     return ok ? 0 : 1;
   }
   if (mode == "spin" && argc >= 4) {
-    CUmodule module;
-    CUfunction spin;
-    Check(cuModuleLoadData(&module, "fakecuda-module"), "module (needs the test double)");
-    Check(cuModuleGetFunction(&spin, module, "fakecuda_spin"), "function");
+    CUfunction spin = Kernel("fakecuda_spin");
     uint64_t duration_ns = strtoull(argv[2], nullptr, 10) * 1000;
     const uint64_t seconds = strtoull(argv[3], nullptr, 10);
     void* params[] = {&duration_ns};
@@ -282,10 +285,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mode == "requests" && argc >= 6) {
-    CUmodule module;
-    CUfunction spin;
-    Check(cuModuleLoadData(&module, "fakecuda-module"), "module (needs the test double)");
-    Check(cuModuleGetFunction(&spin, module, "fakecuda_spin"), "function");
+    CUfunction spin = Kernel("fakecuda_spin");
     const long n = atol(argv[2]);
     const long k = atol(argv[3]);
     uint64_t duration_ns = strtoull(argv[4], nullptr, 10) * 1000;
