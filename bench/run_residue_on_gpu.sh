@@ -8,6 +8,8 @@
 #   a         pair (a) (the ResNet-152 batch-128 eager BE with 512 MiB copies), same modes
 #   k         the same LS beside a BE of long kernels: be_job.py --model gemm (8 fp16 GEMMs of
 #             2048x8192x8192, each a few hundred microseconds), eager, no copies
+# The LS reserve on MPS: EXTRA_MODES="missile-mps-r8:bench/colocation/modes/reserve8.toml ..."
+# (a mode whose name starts with missile-mps runs its tenants on MPS, the BE at low priority).
 # usage: bench/run_residue_on_gpu.sh RUNTIME_DIR OUT_DIR [identity,e,a]
 set -uo pipefail
 rt=$(cd "$1" && pwd); out=$2
@@ -27,12 +29,12 @@ pair() {  # pair NAME BE_ARGS
   local name=$1 be_args=$2 r
   rm -f /tmp/colocation-run/colocation/logs/*.report
   for r in $(seq "${FIRST:-1}" "${REPEATS:-3}"); do
-    FRESH=1 MODES="${E_MODES:-alone none missile}" MAIN_SCENARIOS=resnet50-graph SECONDS_MAIN=8 \
+    FRESH=1 MODES="${E_MODES:-alone none missile}" EXTRA_MODES="${EXTRA_MODES:-}" MAIN_SCENARIOS=resnet50-graph SECONDS_MAIN=8 \
       BE_SOLO_SECONDS=10 BE_ARGS="$be_args" timeout 300 \
       bash "$here/bench/colocation/run_on_gpu.sh" "$rt" "$out/$name-$r" main > "$out/$name-$r.log" 2>&1
     echo "== pair ($name) repeat $r (exit $?)"
     grep -E "^\| (alone|none|mps|missile)" "$out/$name-$r/summary.md" 2>/dev/null || tail -n 5 "$out/$name-$r.log"
-    grep -h "^# graphs\|^# pacing" /tmp/colocation-run/colocation/logs/*missile*be*.report 2>/dev/null | head -4
+    grep -h "^# graphs\|^# pacing\|^# reserve" /tmp/colocation-run/colocation/logs/*missile*be*.report 2>/dev/null | head -8
     # One archive per window: few files come back from the machine.
     tar czf "$out/$name-$r.tgz" -C "$out" "$name-$r" && rm -rf "${out:?}/$name-$r"
   done

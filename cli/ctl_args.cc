@@ -33,6 +33,7 @@ const char kCtlUsage[] =
     "              --ls-idle-us N (0..1000000)  --ls-stale-ms N (1..600000)\n"
     "              --max-hold-ms N (0..600000)  --unknown-us N (0..1000000)\n"
     "              --share-slack-us N (0..1000000)  --refill-us N (0..1000000)\n"
+    "              --ls-reserve-tpcs N (0..127: TPCs BE kernels leave free, on MPS)\n"
     "\n"
     "options:\n"
     "  --socket PATH   missiled's socket (default $MISSILE_SOCKET or /run/missile/missiled.sock)\n"
@@ -114,6 +115,7 @@ constexpr PacingFlag kPacingFlags[] = {
     {"--share-slack-us", 0, 1'000'000, "microseconds in [0, 1000000]",
      &PacingArgs::share_slack_us},
     {"--refill-us", 0, 1'000'000, "microseconds in [0, 1000000]", &PacingArgs::refill_us},
+    {"--ls-reserve-tpcs", 0, 127, "a TPC count in [0, 127]", &PacingArgs::ls_reserve_tpcs},
 };
 
 // A pacing option at the reader's position; false when the option is not one.
@@ -445,6 +447,9 @@ v1::SetPacingRequest BuildSetPacingRequest(const PacingArgs& pacing) {
   if (pacing.unknown_us) req.set_unknown_us(*pacing.unknown_us);
   if (pacing.share_slack_us) req.set_share_slack_us(*pacing.share_slack_us);
   if (pacing.refill_us) req.set_refill_us(*pacing.refill_us);
+  if (pacing.ls_reserve_tpcs) {
+    req.set_ls_reserve_tpcs(static_cast<uint32_t>(*pacing.ls_reserve_tpcs));
+  }
   return req;
 }
 

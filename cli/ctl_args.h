@@ -39,9 +39,10 @@ struct PacingArgs {
   std::optional<uint64_t> unknown_us;      // 0..1000000
   std::optional<uint64_t> share_slack_us;  // 0..1000000
   std::optional<uint64_t> refill_us;       // 0..1000000
+  std::optional<uint64_t> ls_reserve_tpcs;  // 0..127
   bool any() const {
     return pacing || window_items || window_us || ls_idle_us || ls_stale_ms || max_hold_ms ||
-           unknown_us || share_slack_us || refill_us;
+           unknown_us || share_slack_us || refill_us || ls_reserve_tpcs;
   }
 };
 

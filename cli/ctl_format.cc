@@ -126,8 +126,29 @@ std::string FormatPacingPolicy(const v1::PacingPolicy& p) {
                       p.max_hold_ms() == 0 ? std::string("no max hold")
                                            : absl::StrCat("max hold ", p.max_hold_ms(), " ms"),
                       ", unknown ", p.unknown_us(), " us, share slack ", p.share_slack_us(),
-                      " us, refill ", p.refill_us(), " us");
+                      " us, refill ", p.refill_us(), " us",
+                      p.ls_reserve_tpcs() == 0
+                          ? std::string()
+                          : absl::StrCat(", LS reserve ", p.ls_reserve_tpcs(), " TPCs on MPS"));
 }
+
+namespace {
+
+// A BE's LS reserve of TPCs after its time held: "; reserve 8 TPCs", or why there is none.
+std::string FormatReserve(const v1::ComputeUse& c) {
+  switch (c.reserve()) {
+    case v1::ComputeUse::RESERVE_ACTIVE:
+      return absl::StrCat("; reserve ", c.reserve_tpcs(), " TPCs");
+    case v1::ComputeUse::RESERVE_NOT_MPS:
+      return "; no reserve (not MPS)";
+    case v1::ComputeUse::RESERVE_UNAVAILABLE:
+      return "; no reserve (masks unavailable)";
+    default:
+      return "";
+  }
+}
+
+}  // namespace
 
 std::string FormatHeld(double ms) {
   if (!(ms > 0)) return "0 ms";
@@ -180,7 +201,8 @@ std::string FormatTenants(const v1::ListTenantsResponse& response) {
         if (ls) {
           r[kBusy] = absl::StrCat(Percent(c.ls_busy_share()), "%");
         } else {
-          r[kHeld] = absl::StrCat(FormatHeld(c.held_ms()), " (", Percent(c.held_share()), "%)");
+          r[kHeld] = absl::StrCat(FormatHeld(c.held_ms()), " (", Percent(c.held_share()), "%)",
+                                  FormatReserve(c));
           r[kInflight] = absl::StrCat(c.inflight());
         }
       }
@@ -265,6 +287,7 @@ std::string FormatSetPacing(const v1::SetPacingResponse& response) {
   number("unknown_us", was.unknown_us(), now.unknown_us());
   number("share_slack_us", was.share_slack_us(), now.share_slack_us());
   number("refill_us", was.refill_us(), now.refill_us());
+  number("ls_reserve_tpcs", was.ls_reserve_tpcs(), now.ls_reserve_tpcs());
   if (out.empty()) out = "pacing unchanged\n";
   absl::StrAppend(&out, FormatPacingPolicy(now), "\n");
   return out;

@@ -228,6 +228,15 @@ TEST(FormatTenantsTest, GpuWorkPerGpu) {
                              "1          be     0     0       1    -           -  "
                              "                     35 ms (2%)  2          -        0s\n"));
   EXPECT_THAT(out, Not(HasSubstr("90%")));
+  // The LS reserve of TPCs, or why there is none.
+  be->mutable_compute(0)->set_reserve(v1::ComputeUse::RESERVE_ACTIVE);
+  be->mutable_compute(0)->set_reserve_tpcs(8);
+  be->mutable_compute(1)->set_reserve(v1::ComputeUse::RESERVE_UNAVAILABLE);
+  out = FormatTenants(r);
+  EXPECT_THAT(out, HasSubstr("0 ms (0%); reserve 8 TPCs"));
+  EXPECT_THAT(out, HasSubstr("35 ms (2%); no reserve (masks unavailable)"));
+  be->mutable_compute(1)->set_reserve(v1::ComputeUse::RESERVE_NOT_MPS);
+  EXPECT_THAT(FormatTenants(r), HasSubstr("; no reserve (not MPS)"));
 }
 
 TEST(FormatHeldTest, Units) {
@@ -297,6 +306,9 @@ TEST(FormatSetPacingTest, BeforeAndAfter) {
             "unknown 50 us, share slack 0 us, refill 25 us\n");
   *r.mutable_pacing() = DefaultPacing();
   EXPECT_THAT(FormatSetPacing(r), ::testing::StartsWith("pacing unchanged\npacing: on, "));
+  r.mutable_pacing()->set_ls_reserve_tpcs(8);
+  EXPECT_THAT(FormatSetPacing(r), ::testing::StartsWith("ls_reserve_tpcs: 0 -> 8\n"));
+  EXPECT_THAT(FormatSetPacing(r), HasSubstr("refill 25 us, LS reserve 8 TPCs on MPS\n"));
 }
 
 TEST(FormatSetPolicyTest, Count) {

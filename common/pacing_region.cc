@@ -53,6 +53,11 @@ LanesView ReadLanes(const LanesPage& p, uint64_t now) {
   v.held_count = p.held_count.load(std::memory_order_relaxed);
   v.submissions = p.submissions.load(std::memory_order_relaxed);
   v.active = p.active.load(std::memory_order_relaxed) != 0;
+  const uint32_t state = p.reserve_state.load(std::memory_order_relaxed);
+  v.reserve_state = state <= kReserveUnavailable ? state : kReserveOff;
+  if (v.reserve_state == kReserveActive) {
+    v.reserve_tpcs = std::min(p.reserve_tpcs.load(std::memory_order_relaxed), uint32_t{128});
+  }
   return v;
 }
 

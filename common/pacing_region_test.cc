@@ -30,7 +30,11 @@ TEST(ReadLanes, AnHonestPageAsWritten) {
   p->held_count.store(2);
   p->submissions.store(9);
   p->active.store(1);
+  p->reserve_state.store(kReserveActive);
+  p->reserve_tpcs.store(8);
   const LanesView v = ReadLanes(*p, kNow);
+  EXPECT_EQ(v.reserve_state, kReserveActive);
+  EXPECT_EQ(v.reserve_tpcs, 8u);
   EXPECT_TRUE(v.in_flight);
   EXPECT_EQ(v.last_submit_ns, kNow - 5);
   EXPECT_EQ(v.gpu_ns, 123u);
@@ -56,7 +60,13 @@ TEST(ReadLanes, EveryValueIsBounded) {
   p->inflight.store(UINT64_MAX);
   p->held_ns.store(UINT64_MAX);
   p->hold_since_ns.store(UINT64_MAX);
+  p->reserve_state.store(UINT32_MAX);
+  p->reserve_tpcs.store(UINT32_MAX);
   const LanesView v = ReadLanes(*p, kNow);
+  EXPECT_EQ(v.reserve_state, kReserveOff);  // an unknown state is no reserve
+  EXPECT_EQ(v.reserve_tpcs, 0u);
+  p->reserve_state.store(kReserveActive);
+  EXPECT_EQ(ReadLanes(*p, kNow).reserve_tpcs, 128u);
   EXPECT_TRUE(v.in_flight);
   EXPECT_EQ(v.last_submit_ns, 0u);  // in the future: no submission
   EXPECT_EQ(v.gpu_ns, kMaxGpuNs);

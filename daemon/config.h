@@ -193,6 +193,10 @@ struct ComputeSection {
   // left in flight, even if it does not fit in window_us, so the GPU stays fed across the host's
   // refill latency behind a long item; in [0, 1000000], 0: never.
   int refill_us = 25;
+  // TPCs (2 SMs each on Hopper) that BE tenants' kernels leave free while an LS tenant is on
+  // the GPU, when the tenants run on MPS (docs/pacing.md, "The LS reserve on MPS"); in [0, 127],
+  // 0: none. At most all TPCs but one are kept. Time-sliced tenants need none.
+  int ls_reserve_tpcs = 0;
   // "start": missiled makes sure an MPS control daemon runs (starting one when none answers in
   // mps_pipe_directory) before it opens the GPUs, and stops one it started when it stops.
   // "off": missiled leaves MPS alone (tenants still run under one that runs).

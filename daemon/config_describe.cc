@@ -76,6 +76,7 @@ std::string DescribeConfig(const DaemonConfig& config) {
   lines.push_back(absl::StrCat("compute.unknown_us = ", c.unknown_us));
   lines.push_back(absl::StrCat("compute.share_slack_us = ", c.share_slack_us));
   lines.push_back(absl::StrCat("compute.refill_us = ", c.refill_us));
+  lines.push_back(absl::StrCat("compute.ls_reserve_tpcs = ", c.ls_reserve_tpcs));
   lines.push_back(absl::StrCat("compute.mps = ", QuoteString(c.mps)));
   lines.push_back(absl::StrCat("compute.mps_pipe_directory = ", QuoteString(c.mps_pipe_directory)));
   lines.push_back(absl::StrCat("compute.mps_log_directory = ", QuoteString(c.mps_log_directory)));

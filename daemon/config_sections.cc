@@ -166,6 +166,7 @@ void Parser::ParseCompute(const toml::node& node, const std::string& path) {
          {"share_slack_us",
           [&](Node n, Key k) { GetInt(n, k, 0, 1000000, &c.share_slack_us); }},
          {"refill_us", [&](Node n, Key k) { GetInt(n, k, 0, 1000000, &c.refill_us); }},
+         {"ls_reserve_tpcs", [&](Node n, Key k) { GetInt(n, k, 0, 127, &c.ls_reserve_tpcs); }},
          {"mps",
           [&](Node n, Key k) {
             std::string v;

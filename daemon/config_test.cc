@@ -556,6 +556,7 @@ ls_stale_ms = 50
 max_hold_ms = 0
 unknown_us = 10
 share_slack_us = 500
+ls_reserve_tpcs = 8
 mps = "start"
 mps_pipe_directory = "/run/mps"
 mps_control = "/opt/cuda/bin/nvidia-cuda-mps-control"
@@ -569,6 +570,7 @@ mps_control = "/opt/cuda/bin/nvidia-cuda-mps-control"
   EXPECT_EQ(c.max_hold_ms, 0);
   EXPECT_EQ(c.unknown_us, 10);
   EXPECT_EQ(c.share_slack_us, 500);
+  EXPECT_EQ(c.ls_reserve_tpcs, 8);
   EXPECT_EQ(c.mps, "start");
   EXPECT_EQ(c.mps_pipe_directory, "/run/mps");
   EXPECT_EQ(c.mps_log_directory, "/var/log/nvidia-mps");
@@ -586,6 +588,8 @@ TEST(ConfigTest, ComputeSectionRejectsBadValuesNamingTheKey) {
   EXPECT_THAT(error("[compute]\nwindow_items = 5000"), HasSubstr("compute.window_items"));
   EXPECT_THAT(error("[compute]\nwindow_us = -1"), HasSubstr("compute.window_us"));
   EXPECT_THAT(error("[compute]\nls_stale_ms = 0"), HasSubstr("compute.ls_stale_ms"));
+  EXPECT_THAT(error("[compute]\nls_reserve_tpcs = 128"), HasSubstr("compute.ls_reserve_tpcs"));
+  EXPECT_THAT(error("[compute]\nls_reserve_tpcs = -1"), HasSubstr("compute.ls_reserve_tpcs"));
   EXPECT_THAT(error("[compute]\npacing = \"yes\""), HasSubstr("compute.pacing"));
   EXPECT_THAT(error("[compute]\nls_idle_us = 1.5"), HasSubstr("compute.ls_idle_us"));
   EXPECT_THAT(error("[compute]\nwindow = 4"), HasSubstr("compute.window"));  // unknown key

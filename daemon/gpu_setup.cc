@@ -124,6 +124,7 @@ PacingSettings PacingSettingsOf(const ComputeSection& c) {
   s.unknown_ns = static_cast<uint64_t>(c.unknown_us) * 1000;
   s.share_slack_ns = static_cast<uint64_t>(c.share_slack_us) * 1000;
   s.refill_ns = static_cast<uint64_t>(c.refill_us) * 1000;
+  s.ls_reserve_tpcs = static_cast<uint32_t>(c.ls_reserve_tpcs);
   return s;
 }
 

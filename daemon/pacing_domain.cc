@@ -43,7 +43,8 @@ absl::StatusOr<PacingSettings> ApplyPacingChange(const PacingSettings& before,
                          CheckRange("max_hold_ms", change.max_hold_ms, 0, 600'000),
                          CheckRange("unknown_us", change.unknown_us, 0, 1'000'000),
                          CheckRange("share_slack_us", change.share_slack_us, 0, 1'000'000),
-                         CheckRange("refill_us", change.refill_us, 0, 1'000'000)}) {
+                         CheckRange("refill_us", change.refill_us, 0, 1'000'000),
+                         CheckRange("ls_reserve_tpcs", change.ls_reserve_tpcs, 0, 127)}) {
     if (!s.ok()) return s;
   }
   PacingSettings after = before;
@@ -56,6 +57,9 @@ absl::StatusOr<PacingSettings> ApplyPacingChange(const PacingSettings& before,
   if (change.unknown_us) after.unknown_ns = *change.unknown_us * kUs;
   if (change.share_slack_us) after.share_slack_ns = *change.share_slack_us * kUs;
   if (change.refill_us) after.refill_ns = *change.refill_us * kUs;
+  if (change.ls_reserve_tpcs) {
+    after.ls_reserve_tpcs = static_cast<uint32_t>(*change.ls_reserve_tpcs);
+  }
   return after;
 }
 
@@ -75,6 +79,7 @@ std::string DescribePacingChange(const PacingSettings& before, const PacingSetti
   number("unknown_us", before.unknown_ns / kUs, after.unknown_ns / kUs);
   number("share_slack_us", before.share_slack_ns / kUs, after.share_slack_ns / kUs);
   number("refill_us", before.refill_ns / kUs, after.refill_ns / kUs);
+  number("ls_reserve_tpcs", before.ls_reserve_tpcs, after.ls_reserve_tpcs);
   return parts.empty() ? "unchanged" : absl::StrJoin(parts, ", ");
 }
 
@@ -118,6 +123,7 @@ void PacingDomain::Publish(const PacingSettings& s) {
   p.unknown_ns.store(s.unknown_ns, std::memory_order_relaxed);
   p.share_slack_ns.store(s.share_slack_ns, std::memory_order_relaxed);
   p.refill_ns.store(s.refill_ns, std::memory_order_relaxed);
+  p.ls_reserve_tpcs.store(s.ls_reserve_tpcs, std::memory_order_relaxed);
   p.pacing.store(s.pacing ? 1 : 0, std::memory_order_relaxed);
   p.generation.fetch_add(1, std::memory_order_release);
 }
@@ -346,6 +352,8 @@ std::optional<PacingStats> PacingDomain::Stats(uint64_t session) const {
   st.busy = v.in_flight;
   st.busy_share = st.ls ? std::clamp(x.busy_share, 0.0, 1.0) : 0;
   st.held_share = st.ls ? 0 : std::clamp(x.held_share, 0.0, 1.0);
+  st.reserve_state = v.reserve_state;
+  st.reserve_tpcs = v.reserve_tpcs;
   return st;
 }
 

@@ -43,6 +43,7 @@ struct PacingSettings {
   uint64_t unknown_ns = 50'000;
   uint64_t share_slack_ns = 2'000'000;
   uint64_t refill_ns = 25'000;
+  uint32_t ls_reserve_tpcs = 0;
   bool operator==(const PacingSettings&) const = default;
 };
 
@@ -58,9 +59,10 @@ struct PacingChange {
   std::optional<uint64_t> unknown_us;      // 0..1000000
   std::optional<uint64_t> share_slack_us;  // 0..1000000
   std::optional<uint64_t> refill_us;       // 0..1000000
+  std::optional<uint64_t> ls_reserve_tpcs;  // 0..127
   bool empty() const {
     return !pacing && !window_items && !window_us && !ls_idle_us && !ls_stale_ms &&
-           !max_hold_ms && !unknown_us && !share_slack_us && !refill_us;
+           !max_hold_ms && !unknown_us && !share_slack_us && !refill_us && !ls_reserve_tpcs;
   }
 };
 
@@ -86,6 +88,8 @@ struct PacingStats {
   // From the sampler, decayed over about a second (time constant kShareWindowNs):
   double busy_share = 0;  // LS: fraction of the time it had work in flight (0 for BE)
   double held_share = 0;  // BE: fraction of the time its submissions were held (0 for LS)
+  uint32_t reserve_state = 0;  // BE: pacingreg::ReserveState, as its shim reports it
+  uint32_t reserve_tpcs = 0;   // BE: TPCs its kernels leave free (reserve_state active)
 };
 
 // The domain at one instant, as the BE shims pace against it (the metrics' per-GPU view).

@@ -430,7 +430,9 @@ TEST(PacingDomain, ApplyPacingChangeChecksEveryFieldFirst) {
            {with([](PacingChange& c) { c.max_hold_ms = 600'001; }), "max_hold_ms must be in"},
            {with([](PacingChange& c) { c.unknown_us = 1'000'001; }), "unknown_us must be in"},
            {with([](PacingChange& c) { c.share_slack_us = 1'000'001; }),
-            "share_slack_us must be in"}}) {
+            "share_slack_us must be in"},
+           {with([](PacingChange& c) { c.ls_reserve_tpcs = 128; }),
+            "ls_reserve_tpcs must be in [0, 127], got 128"}}) {
     absl::StatusOr<PacingSettings> r = ApplyPacingChange(before, bad.change);
     ASSERT_FALSE(r.ok()) << bad.message;
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
@@ -445,7 +447,11 @@ TEST(PacingDomain, ApplyPacingChangeChecksEveryFieldFirst) {
   edges.max_hold_ms = 600'000;
   edges.unknown_us = 0;
   edges.share_slack_us = 1'000'000;
-  EXPECT_TRUE(ApplyPacingChange(before, edges).ok());
+  edges.ls_reserve_tpcs = 127;
+  absl::StatusOr<PacingSettings> edged = ApplyPacingChange(before, edges);
+  ASSERT_TRUE(edged.ok());
+  EXPECT_EQ(edged->ls_reserve_tpcs, 127u);
+  EXPECT_THAT(DescribePacingChange(before, *edged), ::testing::HasSubstr("ls_reserve_tpcs 0 -> 127"));
 }
 
 }  // namespace

@@ -56,6 +56,7 @@ void FillPacing(const PacingSettings& s, v1::PacingPolicy* out) {
   out->set_unknown_us(s.unknown_ns / 1000);
   out->set_share_slack_us(s.share_slack_ns / 1000);
   out->set_refill_us(s.refill_ns / 1000);
+  out->set_ls_reserve_tpcs(s.ls_reserve_tpcs);
 }
 
 void FillCompute(uint32_t gpu, const PacingStats& st, v1::ComputeUse* out) {
@@ -67,6 +68,8 @@ void FillCompute(uint32_t gpu, const PacingStats& st, v1::ComputeUse* out) {
   out->set_gpu_ms(static_cast<double>(st.gpu_ns) / 1e6);
   out->set_ls_busy_share(st.busy_share);
   out->set_held_share(st.held_share);
+  out->set_reserve(static_cast<v1::ComputeUse::Reserve>(st.reserve_state));
+  out->set_reserve_tpcs(st.reserve_tpcs);
 }
 
 void FillPool(uint32_t index, const Gpu& gpu, v1::PoolStatus* p) {
@@ -278,6 +281,7 @@ grpc::Status SetPacing(DaemonCore* core, const PeerCredentials& creds,
   if (req.has_unknown_us()) change.unknown_us = req.unknown_us();
   if (req.has_share_slack_us()) change.share_slack_us = req.share_slack_us();
   if (req.has_refill_us()) change.refill_us = req.refill_us();
+  if (req.has_ls_reserve_tpcs()) change.ls_reserve_tpcs = req.ls_reserve_tpcs();
   absl::StatusOr<PacingUpdate> update = core->SetPacing(creds, change);
   if (!update.ok()) return ToGrpc(update.status());
   FillPacing(update->after, resp->mutable_pacing());

@@ -68,6 +68,17 @@ void DriverApi::Resolve(void* h) {
   Load(h, "cuGraphUpload_ptsz", &GraphUploadPtsz);
   Load(h, "cuStreamWaitEvent", &StreamWaitEvent);
   Load(h, "cuStreamWaitEvent_ptsz", &StreamWaitEventPtsz);
+  Load(h, "cuGetExportTable", &GetExportTable);
+  Load(h, "cuThreadExchangeStreamCaptureMode", &ThreadExchangeStreamCaptureMode);
+  Load(h, "cuModuleLoadData", &ModuleLoadData);
+  Load(h, "cuModuleGetFunction", &ModuleGetFunction);
+  Load(h, "cuModuleUnload", &ModuleUnload);
+  Load(h, "cuLaunchKernel", &LaunchKernel);
+  Load(h, "cuMemAlloc_v2", &MemAlloc);
+  Load(h, "cuMemFree_v2", &MemFree);
+  Load(h, "cuMemcpyDtoH_v2", &MemcpyDtoH);
+  Load(h, "cuStreamCreate", &StreamCreate);
+  Load(h, "cuStreamDestroy_v2", &StreamDestroy);
 }
 
 absl::Status DriverStatus(const DriverApi& api, const char* what, CUresult r) {

@@ -78,6 +78,19 @@ struct DriverApi {
   PFN_cuStreamWaitEvent_v3020 StreamWaitEvent = nullptr;
   PFN_cuStreamWaitEvent_v7000_ptsz StreamWaitEventPtsz = nullptr;
 
+  // For the LS reserve of TPCs (tpc_mask.h): the launch callback and the probe kernel.
+  PFN_cuGetExportTable_v3000 GetExportTable = nullptr;
+  PFN_cuThreadExchangeStreamCaptureMode_v10010 ThreadExchangeStreamCaptureMode = nullptr;
+  PFN_cuModuleLoadData_v2000 ModuleLoadData = nullptr;
+  PFN_cuModuleGetFunction_v2000 ModuleGetFunction = nullptr;
+  PFN_cuModuleUnload_v2000 ModuleUnload = nullptr;
+  PFN_cuLaunchKernel_v4000 LaunchKernel = nullptr;
+  PFN_cuMemAlloc_v3020 MemAlloc = nullptr;
+  PFN_cuMemFree_v3020 MemFree = nullptr;
+  PFN_cuMemcpyDtoH_v3020 MemcpyDtoH = nullptr;
+  PFN_cuStreamCreate_v2000 StreamCreate = nullptr;
+  PFN_cuStreamDestroy_v4000 StreamDestroy = nullptr;
+
   // Fills every pointer from the real driver's handle (dlsym).
   void Resolve(void* driver_handle);
 };

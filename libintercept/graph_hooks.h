@@ -17,6 +17,7 @@
 #include "pacing_hooks.h"
 #include "policy.h"
 #include "shim.h"
+#include "tpc_mask.h"
 
 namespace missile::shim {
 
@@ -35,6 +36,16 @@ CUresult RunGraphHook(Fn real, Args... args) {
   GraphSplitter* splitter = Shim::Get().graphs();
   if (splitter == nullptr) return Policy<id>::Run(real, args...);
   auto t = std::make_tuple(args...);
+  // A graph's kernels take their TPC mask when it is uploaded (at instantiation with the
+  // upload flag, or by cuGraphUpload): a BE's leave the LS reserve free, like its launches.
+  Pacer* pacer = nullptr;
+  std::optional<pacing::TpcMask> mask;
+  if constexpr (sym.starts_with("cuGraphInstantiate") || sym.starts_with("cuGraphUpload")) {
+    PacingManager* manager = Shim::Get().pacing();
+    pacer = manager != nullptr ? manager->Current() : nullptr;
+    if (pacer != nullptr) mask = pacer->BeMask();
+  }
+  const TpcMasker::Scope masked(mask.has_value() ? &*mask : nullptr);
   if constexpr (sym == "cuGraphExecDestroy") {
     splitter->Destroyed(std::get<0>(t));
     return Policy<id>::Run(real, args...);
@@ -55,8 +66,6 @@ CUresult RunGraphHook(Fn real, Args... args) {
           upload.emplace(p->hUploadStream, sym.ends_with("_ptsz"));
         }
       }
-      PacingManager* manager = Shim::Get().pacing();
-      Pacer* pacer = manager != nullptr ? manager->Current() : nullptr;
       if (pacer != nullptr && pacer->enabled() && pacer->best_effort()) {
         splitter->Instantiated(*exec, graph, flags, PacerAdmitter(pacer), upload);
       }

@@ -40,6 +40,7 @@
 #include "absl/synchronization/mutex.h"
 #include "driver_api.h"
 #include "session_client.h"
+#include "tpc_mask.h"
 #include "missile/common/pacing_region.h"
 #include "missile/common/shm_region.h"
 #include "missile/pacing/pacing.h"
@@ -116,6 +117,22 @@ class Pacer {
   // The policy's bound on a BE's predicted work in flight, and its guess for unseen work.
   uint64_t window_ns() const;
   uint64_t unknown_ns() const;
+
+  // The LS reserve of TPCs on MPS (tpc_mask.h): the caller's GPU is `device`; null `masker`
+  // (the default): no reserve. Called once, before the pacer is shared.
+  void AttachMasker(TpcMasker* masker, CUdevice device) {
+    masker_ = masker;
+    device_ = device;
+  }
+  // BE: the TPC mask its launches carry now, or nullopt: a reserve is asked for
+  // ([compute] ls_reserve_tpcs), an LS tenant is on the GPU, the tenants run on MPS and the
+  // driver's masks work (probed at the first call that needs it; the outcome is published in
+  // the lanes page for missilectl and kept). Independent of `pacing`: the mask alone is a mode.
+  std::optional<pacing::TpcMask> BeMask();
+  // For the exit report: the reserve's state (pacingreg::ReserveState) and TPCs kept now.
+  uint32_t reserve_state() const { return slot_->reserve_state.load(std::memory_order_relaxed); }
+  uint32_t reserve_tpcs() const { return slot_->reserve_tpcs.load(std::memory_order_relaxed); }
+  std::string reserve_note() const ABSL_LOCKS_EXCLUDED(reserve_mu_);
 
   // Lane of a stream (tests and diagnostics).
   uint32_t LaneOf(CUstream stream, bool ptsz);
@@ -206,6 +223,16 @@ class Pacer {
   };
   LaneState lane_state_[pacingreg::kLanes];
 
+  // The LS reserve: decided once (reserve_mu_), then read without a lock. masks_[r] leaves r
+  // TPCs free (r < live TPCs); published by the release store of the lanes page's state.
+  pacingreg::ReserveState ProbeReserve() ABSL_LOCKS_EXCLUDED(reserve_mu_);
+  TpcMasker* masker_ = nullptr;
+  CUdevice device_ = 0;
+  std::atomic<bool> reserve_probed_{false};
+  mutable absl::Mutex reserve_mu_;
+  std::vector<pacing::TpcMask> masks_;
+  std::string reserve_note_ ABSL_GUARDED_BY(reserve_mu_);
+
   // BE state.
   absl::Mutex mu_;
   pacing::InflightWindow window_ ABSL_GUARDED_BY(mu_);
@@ -232,9 +259,10 @@ class Pacer {
 // Thread-safety: every method may be called from any thread.
 class PacingManager {
  public:
-  // `sessions` must outlive the manager.
-  PacingManager(const DriverApi& api, SessionManager* sessions, spdlog::logger* log)
-      : api_(api), sessions_(sessions), log_(log) {}
+  // `sessions` and `masker` (null: no LS reserve) must outlive the manager.
+  PacingManager(const DriverApi& api, SessionManager* sessions, spdlog::logger* log,
+                TpcMasker* masker = nullptr)
+      : api_(api), sessions_(sessions), log_(log), masker_(masker) {}
 
   // The pacer of the calling thread's GPU, or null (no daemon, no pacing there, or it failed).
   Pacer* Current();
@@ -243,6 +271,8 @@ class PacingManager {
   bool HostPacedCopies();
   // For the exit report: "N work items marked, M held for X ms" over every pacer.
   std::string Summary();
+  // For the exit report: the LS reserve per GPU where a BE tenant looked at it ("" if nowhere).
+  std::string ReserveSummary();
 
  private:
   struct Slot {
@@ -252,6 +282,7 @@ class PacingManager {
   const DriverApi& api_;
   SessionManager* sessions_;
   spdlog::logger* log_;
+  TpcMasker* masker_;
   absl::Mutex open_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // held while a pacer is opened
   absl::Mutex mu_;
   absl::flat_hash_map<int, Slot> pacers_ ABSL_GUARDED_BY(mu_);

@@ -20,6 +20,7 @@
 #include "pacer.h"
 #include "policy.h"
 #include "shim.h"
+#include "tpc_mask.h"
 
 namespace missile::shim {
 
@@ -170,13 +171,17 @@ class PacerAdmitter final : public PieceAdmitter {
   Pacer* pacer_;
 };
 
-// Runs a work entry point's policy between the pacer's Begin and End. A graph that was split
-// launches piece by piece (graph_split.h), whether or not it is paced now.
+// Runs a work entry point's policy between the pacer's Begin and End, under the BE's TPC mask
+// where the LS reserve applies (tpc_mask.h). A graph that was split launches piece by piece
+// (graph_split.h), whether or not it is paced now.
 template <HookId id, typename Fn, typename... Args>
 CUresult RunPaced(Fn real, Args... args) {
   PacingManager* manager = Shim::Get().pacing();
   Pacer* pacer = manager != nullptr ? manager->Current() : nullptr;
   const CUstream stream = WorkStream<id>(args...);
+  // A BE's kernels (and a graph's, when it is uploaded) leave the LS reserve of TPCs free.
+  const std::optional<pacing::TpcMask> mask = pacer != nullptr ? pacer->BeMask() : std::nullopt;
+  const TpcMasker::Scope masked(mask.has_value() ? &*mask : nullptr);
   if constexpr (kHookInfo[Index(id)].symbol.starts_with("cuGraphLaunch")) {
     if (GraphSplitter* splitter = Shim::Get().graphs(); splitter != nullptr) {
       std::optional<PacerAdmitter> admitter;

@@ -103,7 +103,8 @@ void Shim::ResolveOnce() {
     sessions_ = std::make_unique<SessionManager>(config_, api_, connector_.get(), log_.get());
     memory_ = std::make_unique<MemoryManager>(config_, api_, sessions_.get(), log_.get());
     copies_ = std::make_unique<CopyManager>(api_, sessions_.get(), &memory_->table(), log_.get());
-    pacing_ = std::make_unique<PacingManager>(api_, sessions_.get(), log_.get());
+    masker_ = std::make_unique<TpcMasker>(api_, log_.get());
+    pacing_ = std::make_unique<PacingManager>(api_, sessions_.get(), log_.get(), masker_.get());
     graphs_ = std::make_unique<GraphSplitter>(api_, log_.get());
   }
   if (config_.disabled) {
@@ -206,6 +207,11 @@ void Shim::WriteReport() {
   }
   if (pacing_ != nullptr) text += fmt::format("# pacing: {}\n", pacing_->Summary());
   if (graphs_ != nullptr) text += fmt::format("# graphs: {}\n", graphs_->Summary());
+  if (pacing_ != nullptr) {
+    if (std::string reserve = pacing_->ReserveSummary(); !reserve.empty()) {
+      text += fmt::format("# reserve: {}\n", reserve);
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(unmatched_mu_);
     for (const auto& [key, n] : unmatched_) {

@@ -104,6 +104,7 @@ class Shim {
   std::unique_ptr<class SessionManager> sessions_;
   std::unique_ptr<class MemoryManager> memory_;
   std::unique_ptr<class CopyManager> copies_;
+  std::unique_ptr<class TpcMasker> masker_;  // never destroyed (the driver calls into it)
   std::unique_ptr<class PacingManager> pacing_;
   std::unique_ptr<class GraphSplitter> graphs_;
   void* real_[kHookCount] = {};

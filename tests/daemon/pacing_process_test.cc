@@ -15,8 +15,12 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "subprocess.h"
@@ -475,3 +479,76 @@ TEST_F(PacingTest, ABeAloneOnItsGpuIsNotPacedUntilAnLsTenantJoins) {
 
 }  // namespace
 }  // namespace missile
+
+// The LS reserve of TPCs on MPS (libintercept/tpc_mask.h), against the test double's TPC masks
+// (72 TPCs, 6 floorswept, live TPC k holding SMs k and k + 66). With an LS tenant on the GPU, a
+// BE's kernels, launched one by one or in a graph (masked at its upload), leave the last 8 live
+// TPCs free: SMs 58-65 and 124-131. Pacing is off: the mask alone is a mode of its own.
+class ReserveTest : public PacingTest {
+ protected:
+  // Runs `pace_probe sms GRAPH` as a BE beside an idle LS tenant; returns its SMs and report.
+  std::pair<std::set<uint32_t>, std::string> BeSms(bool graph,
+                                                   std::map<std::string, std::string> extra) {
+    Child ls, be;
+    auto ls_env = TenantEnv("ls");
+    auto be_env = TenantEnv("be");
+    const std::string report = dir_.path() + "/report-sms-" + std::to_string(++runs_);
+    be_env["MISSILE_REPORT"] = report;
+    for (const auto& [k, v] : extra) ls_env[k] = be_env[k] = v;
+    EXPECT_TRUE(ls.Start({PACE_PROBE, "idle"}, ls_env));
+    EXPECT_FALSE(ls.WaitForLine("ready", 20).empty()) << ls.out();
+    EXPECT_TRUE(be.Start({PACE_PROBE, "sms", graph ? "1" : "0"}, be_env));
+    EXPECT_FALSE(be.WaitForLine("ready", 20).empty()) << be.out();
+    be.CloseStdin();
+    const std::string line = be.WaitForLine("sms ", 30);
+    EXPECT_EQ(be.Wait(10), 0) << be.out();
+    ls.CloseStdin();
+    EXPECT_EQ(ls.Wait(10), 0);
+    std::set<uint32_t> sms;
+    const size_t at = line.find("list=");
+    EXPECT_NE(at, std::string::npos) << line << be.out();
+    if (at == std::string::npos) return {sms, ""};
+    std::stringstream list(line.substr(at + 5));
+    for (std::string item; std::getline(list, item, ',');) sms.insert(std::stoul(item));
+    return {sms, testing::ReadFile(report)};
+  }
+  int runs_ = 0;
+};
+
+TEST_F(ReserveTest, OnMpsABesKernelsLeaveTheReserveFree) {
+  StartDaemon("pacing = false\nls_reserve_tpcs = 8");
+  for (bool graph : {false, true}) {
+    auto [sms, report] = BeSms(graph, {{"FAKECUDA_MPS", "1"}});
+    EXPECT_EQ(sms.size(), 116u) << "graph " << graph << "\n" << report;
+    for (uint32_t sm = 0; sm < 132; ++sm) {
+      const bool reserved = (sm >= 58 && sm <= 65) || sm >= 124;
+      EXPECT_EQ(sms.contains(sm), !reserved) << "SM " << sm << " graph " << graph;
+    }
+    EXPECT_NE(report.find("# reserve: GPU 0: 8 TPCs kept free for LS tenants, 66 live TPCs "
+                          "(mask bits 0-2, 4-11, 13-24, 26-30, 32-39, 41-52, 54-65, 67-72), "
+                          "132 SMs"),
+              std::string::npos)
+        << report;
+  }
+}
+
+// Where the reserve cannot work as verified, BE kernels run unmasked on every SM and the exit
+// report says why: time-sliced tenants, a descriptor of another version, no callback table.
+TEST_F(ReserveTest, WithoutMpsOrAVerifiedMechanismNothingIsMasked) {
+  StartDaemon("pacing = false\nls_reserve_tpcs = 8");
+  struct Case {
+    std::map<std::string, std::string> env;
+    const char* says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{}, "time-sliced (not an MPS client)"},
+           {{{"FAKECUDA_MPS", "1"}, {"FAKECUDA_LAUNCH_DESC_VERSION", "0x30"}},
+            "unavailable: launch descriptor version 0x30 is not the one verified"},
+           {{{"FAKECUDA_MPS", "1"}, {"FAKECUDA_LAUNCH_CALLBACK", "0"}},
+            "unavailable: the driver has no launch callback table"}}) {
+    auto [sms, report] = BeSms(false, c.env);
+    EXPECT_EQ(sms.size(), 132u) << c.says;
+    EXPECT_NE(report.find(std::string("# reserve: GPU 0: ") + c.says), std::string::npos)
+        << report;
+  }
+}

@@ -34,6 +34,11 @@
 //                               ones; times each request from its first launch to its last
 //                               synchronisation. Prints
 //                               "requests n=N p50_us=X p99_us=Y max_us=Z".
+//   pace_probe sms GRAPH        prints "ready"; once stdin closes, launches the test double's
+//                               fakecuda_sm_probe kernel (4 blocks per SM) and reads back the
+//                               SM of every block; with GRAPH=1 the kernel is captured into a
+//                               graph first, instantiated and launched (its mask is taken at
+//                               upload). Prints "sms n=COUNT list=A,B,..." (distinct SMs, sorted).
 // Every mode runs on device 0, or on device N with PACE_PROBE_DEVICE=N (its primary context).
 // Exits 1 with "error ..." on any driver error.
 #include <cuda.h>
@@ -262,6 +267,41 @@ int main(int argc, char** argv) {
     Check(cuGraphExecDestroy(exec), "destroy");
     printf("graph ok=%d b0=%u\n", ok ? 1 : 0, hb[0]);
     return ok ? 0 : 1;
+  }
+  if (mode == "sms" && argc >= 3) {
+    const bool graph = atoi(argv[2]) != 0;
+    int sm_count = 0;
+    Check(cuDeviceGetAttribute(&sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), "sms");
+    const unsigned blocks = 4 * static_cast<unsigned>(sm_count);
+    CUdeviceptr out;
+    Check(cuMemAlloc_v2(&out, blocks * 4), "out");
+    uint64_t dur = 10'000;
+    void* params[] = {&out, &dur};
+    CUfunction probe = Kernel("fakecuda_sm_probe");
+    printf("ready\n");
+    char ch;
+    while (read(0, &ch, 1) > 0) {
+    }
+    if (graph) {
+      Check(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), "capture");
+      Check(cuLaunchKernel(probe, blocks, 1, 1, 1, 1, 1, 0, s, params, nullptr), "probe");
+      CUgraph g;
+      Check(cuStreamEndCapture(s, &g), "end capture");
+      CUgraphExec exec;
+      Check(cuGraphInstantiateWithFlags(&exec, g, 0), "instantiate");
+      Check(cuGraphLaunch(exec, s), "launch");
+    } else {
+      Check(cuLaunchKernel(probe, blocks, 1, 1, 1, 1, 1, 0, s, params, nullptr), "probe");
+    }
+    Check(cuStreamSynchronize(s), "sync");
+    std::vector<uint32_t> host(blocks);
+    Check(cuMemcpyDtoH_v2(host.data(), out, blocks * 4), "read");
+    std::sort(host.begin(), host.end());
+    host.erase(std::unique(host.begin(), host.end()), host.end());
+    std::string list;
+    for (uint32_t sm : host) list += (list.empty() ? "" : ",") + std::to_string(sm);
+    printf("sms n=%zu list=%s\n", host.size(), list.c_str());
+    return 0;
   }
   if (mode == "spin" && argc >= 4) {
     CUfunction spin = Kernel("fakecuda_spin");

@@ -41,13 +41,21 @@
 namespace missile::pacingreg {
 
 inline constexpr uint32_t kMagic = 0x4d504143;  // "MPAC"
-inline constexpr uint32_t kVersion = 2;
+inline constexpr uint32_t kVersion = 3;
 inline constexpr uint32_t kSlots = 64;   // tenant sessions per GPU
 inline constexpr uint32_t kLanes = 96;   // streams per tenant tracked separately
 inline constexpr size_t kPage = 4096;
 
 // Values of Entry::cls.
 enum SlotClass : uint32_t { kFree = 0, kLs = 1, kBe = 2 };
+
+// Values of LanesPage::reserve_state: what a BE tenant's shim does about the LS reserve of TPCs.
+enum ReserveState : uint32_t {
+  kReserveOff = 0,          // none asked for, no LS tenant on the GPU, or not tried yet
+  kReserveActive = 1,       // its kernels leave reserve_tpcs TPCs free
+  kReserveNotMps = 2,       // time-sliced: LS and BE never share the SMs, nothing to reserve
+  kReserveUnavailable = 3,  // the driver's TPC masks did not work as verified: no mask
+};
 
 struct alignas(32) Lane {
   std::atomic<uint64_t> submitted;  // host: sequence number of the last item enqueued
@@ -72,6 +80,9 @@ struct alignas(64) Policy {
   std::atomic<uint32_t> ls_tenants;      // entries of class kLs (0: nothing to scan)
   std::atomic<uint32_t> be_tenants;      // entries of class kBe (0: LS tenants need not mark)
   std::atomic<uint64_t> members;         // bumped on every change of the entries
+  // TPCs a BE tenant's kernels leave free for LS tenants while one is on the GPU, on MPS
+  // (libintercept/tpc_mask.h); 0: none.
+  std::atomic<uint32_t> ls_reserve_tpcs;
 };
 
 // One tenant session of the GPU, written by the daemon.
@@ -106,6 +117,8 @@ struct alignas(kPage) LanesPage {
   std::atomic<uint64_t> running_until_ns;  // BE: its predicted work in flight ends then
   std::atomic<uint32_t> active;       // BE: 1 while it has work to submit or in flight
   std::atomic<uint32_t> lanes_used;   // lanes [0, lanes_used) have been assigned
+  std::atomic<uint32_t> reserve_state;  // BE: ReserveState
+  std::atomic<uint32_t> reserve_tpcs;   // BE: TPCs its kernels leave free now (kReserveActive)
   alignas(64) Lane lanes[kLanes];
 };
 
@@ -144,6 +157,8 @@ struct LanesView {
   uint64_t held_count = 0;
   uint64_t submissions = 0;
   bool active = false;
+  uint32_t reserve_state = kReserveOff;  // a ReserveState (an unknown value reads as off)
+  uint32_t reserve_tpcs = 0;             // <= 128, 0 unless kReserveActive
 };
 
 // Reads a lanes page that its tenant may have filled with anything. Pure apart from the loads.

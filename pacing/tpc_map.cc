@@ -1,0 +1,113 @@
+#include "missile/pacing/tpc_map.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace missile::pacing {
+
+std::vector<uint32_t> ProbeBits() {
+  std::vector<uint32_t> bits;
+  for (uint32_t b = 0; b < kTpcMaskBits; ++b) {
+    if (b != kTpcMaskEnableBit) bits.push_back(b);
+  }
+  return bits;
+}
+
+TpcMask DisableMask(const std::vector<uint32_t>& bits) {
+  TpcMask m;
+  m.words[0] = 1u << kTpcMaskEnableBit;
+  for (uint32_t b : bits) {
+    if (b < kTpcMaskBits && b != kTpcMaskEnableBit) m.words[b / 32] |= 1u << (b % 32);
+  }
+  return m;
+}
+
+absl::StatusOr<TpcMap> DeriveTpcMap(const TpcProbeResult& probe) {
+  const std::vector<uint32_t> bits = ProbeBits();
+  if (probe.with_bit_disabled.size() != bits.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("the probe has ", probe.with_bit_disabled.size(),
+                                                   " bit results, expected ", bits.size()));
+  }
+  const std::set<uint32_t> all(probe.all.begin(), probe.all.end());
+  if (all.empty()) return absl::FailedPreconditionError("the probe kernel ran on no SM");
+  TpcMap map;
+  map.sm_count = static_cast<uint32_t>(all.size());
+  std::map<uint32_t, uint32_t> owner;  // SM -> bit
+  for (size_t i = 0; i < bits.size(); ++i) {
+    const std::set<uint32_t> used(probe.with_bit_disabled[i].begin(),
+                                  probe.with_bit_disabled[i].end());
+    if (used.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("with mask bit ", bits[i], " disabled the probe ran nowhere"));
+    }
+    LiveTpc tpc;
+    tpc.bit = bits[i];
+    for (uint32_t sm : used) {
+      if (!all.contains(sm)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "with mask bit ", bits[i], " disabled the probe ran on SM ", sm, ", unseen unmasked"));
+      }
+    }
+    std::set_difference(all.begin(), all.end(), used.begin(), used.end(),
+                        std::back_inserter(tpc.sms));
+    if (tpc.sms.empty()) continue;
+    for (uint32_t sm : tpc.sms) {
+      auto [it, fresh] = owner.emplace(sm, bits[i]);
+      if (!fresh) {
+        return absl::FailedPreconditionError(absl::StrCat("SM ", sm, " is under mask bits ",
+                                                          it->second, " and ", bits[i]));
+      }
+    }
+    map.live.push_back(std::move(tpc));
+  }
+  if (map.live.empty()) return absl::FailedPreconditionError("no mask bit confined the probe");
+  if (owner.size() != all.size()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        all.size() - owner.size(), " of ", all.size(), " SMs are under no mask bit"));
+  }
+  return map;
+}
+
+uint32_t ReservedTpcs(const TpcMap& map, uint32_t reserve) {
+  const uint32_t live = static_cast<uint32_t>(map.live.size());
+  return live == 0 ? 0 : std::min(reserve, live - 1);
+}
+
+TpcMask ReserveMask(const TpcMap& map, uint32_t reserve) {
+  const uint32_t n = ReservedTpcs(map, reserve);
+  if (n == 0) return TpcMask{};
+  std::vector<uint32_t> bits;
+  for (size_t i = map.live.size() - n; i < map.live.size(); ++i) bits.push_back(map.live[i].bit);
+  return DisableMask(bits);
+}
+
+std::vector<uint32_t> ReservedSms(const TpcMap& map, uint32_t reserve) {
+  const uint32_t n = ReservedTpcs(map, reserve);
+  std::vector<uint32_t> sms;
+  for (size_t i = map.live.size() - n; i < map.live.size(); ++i) {
+    sms.insert(sms.end(), map.live[i].sms.begin(), map.live[i].sms.end());
+  }
+  std::sort(sms.begin(), sms.end());
+  return sms;
+}
+
+std::string DescribeTpcMap(const TpcMap& map) {
+  // Runs of consecutive live bits: "0-2, 4-11".
+  std::vector<std::string> runs;
+  for (size_t i = 0; i < map.live.size();) {
+    size_t j = i;
+    while (j + 1 < map.live.size() && map.live[j + 1].bit == map.live[j].bit + 1) ++j;
+    runs.push_back(i == j ? absl::StrCat(map.live[i].bit)
+                          : absl::StrCat(map.live[i].bit, "-", map.live[j].bit));
+    i = j + 1;
+  }
+  return absl::StrCat(map.live.size(), " live TPCs (mask bits ", absl::StrJoin(runs, ", "), "), ",
+                      map.sm_count, " SMs");
+}
+
+}  // namespace missile::pacing
