@@ -2,13 +2,16 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "errors.h"
+#include "tpcs.h"
 
 namespace fakecuda {
 namespace {
@@ -213,6 +216,50 @@ void ReadFailures(Config& c) {
   }
 }
 
+// The TPC layout and the launch callback (tpcs.h, launch_callback.h).
+void ReadTpcs(Config& c) {
+  if (const char* v = Env("FAKECUDA_DEAD_TPCS")) {
+    std::vector<int> dead;
+    bool ok = true;
+    if (Trim(v) != "none") {
+      for (std::string_view part : Split(v, ',')) {
+        uint64_t t = 0;
+        ok = ok && ParseUint(part, 10, &t) && t < uint64_t{kNumTpcs} &&
+             std::find(dead.begin(), dead.end(), static_cast<int>(t)) == dead.end();
+        if (ok) dead.push_back(static_cast<int>(t));
+      }
+    }
+    if (!ok || static_cast<int>(dead.size()) == kNumTpcs) {
+      AddError(&c, std::string("FAKECUDA_DEAD_TPCS=") + v +
+                       " is not 'none' or a list of distinct TPCs from 0 to 71, not all of them");
+    } else {
+      c.dead_tpcs = std::move(dead);
+    }
+  }
+  for (auto [name, flag] : {std::pair{"FAKECUDA_MPS", &c.mps},
+                            std::pair{"FAKECUDA_LAUNCH_CALLBACK", &c.launch_callback}}) {
+    if (const char* v = Env(name)) {
+      const std::string_view value = Trim(v);
+      if (value != "0" && value != "1") {
+        AddError(&c, std::string(name) + "=" + v + " is not 0 or 1");
+      } else {
+        *flag = value == "1";
+      }
+    }
+  }
+  if (const char* v = Env("FAKECUDA_LAUNCH_DESC_VERSION")) {
+    const std::string_view text = Trim(v);
+    const bool hex = text.starts_with("0x") || text.starts_with("0X");
+    uint64_t version = 0;
+    if (!ParseUint(text, hex ? 16 : 10, &version) || version > 0xff) {
+      AddError(&c, std::string("FAKECUDA_LAUNCH_DESC_VERSION=") + v +
+                       " is not a byte (decimal or 0x-hex)");
+    } else {
+      c.launch_desc_version = static_cast<uint8_t>(version);
+    }
+  }
+}
+
 }  // namespace
 
 Config Config::FromEnvironment() {
@@ -221,6 +268,7 @@ Config Config::FromEnvironment() {
   ReadMachine(c);
   ReadPhysical(c);
   ReadFailures(c);
+  ReadTpcs(c);
   if (const char* v = Env("FAKECUDA_ALLOW_WITH_GPU")) c.allow_with_gpu = std::string_view(v) == "1";
   return c;
 }

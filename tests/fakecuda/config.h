@@ -39,6 +39,11 @@ struct Config {
   std::vector<uint64_t> channel_masks;
   std::vector<FailRule> fail_rules;
   bool allow_with_gpu = false;
+  // FAKECUDA_DEAD_TPCS: the floorswept TPCs of every device (tpcs.h).
+  std::vector<int> dead_tpcs = {3, 12, 25, 38, 51, 64};
+  bool mps = false;                    // FAKECUDA_MPS: CU_DEVICE_ATTRIBUTE_MPS_ENABLED reads 1
+  bool launch_callback = true;         // FAKECUDA_LAUNCH_CALLBACK: the export table exists
+  uint8_t launch_desc_version = 0x40;  // FAKECUDA_LAUNCH_DESC_VERSION (launch_callback.h)
   std::string error;  // empty when every variable parsed
 
   static Config FromEnvironment();

@@ -12,7 +12,8 @@ constexpr int kDriverVersion = 13000;
 constexpr char kDeviceName[] = "Fake GPU (missile test double)";
 
 // The attributes the fake reports as non-zero. Values follow an H100/H200 (compute capability
-// 9.0, 132 SMs) where the tests care; everything else reads 0.
+// 9.0, 132 SMs with the default floorswept TPCs, tpcs.h) where the tests care; everything else
+// reads 0.
 int AttributeValue(CUdevice_attribute attrib) {
   switch (attrib) {
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
@@ -20,7 +21,9 @@ int AttributeValue(CUdevice_attribute attrib) {
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
       return 0;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
-      return 132;
+      return State().tpcs().sm_count();
+    case CU_DEVICE_ATTRIBUTE_MPS_ENABLED:
+      return State().config().mps ? 1 : 0;
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:

@@ -67,6 +67,8 @@ FakeState& FakeState::Get() {
 
 FakeState::FakeState()
     : config_(Config::FromEnvironment()),
+      tpcs_(config_.dead_tpcs),
+      launch_callbacks_(config_.launch_desc_version),
       contexts_(this),
       memory_(this),
       vmm_(this),

@@ -28,6 +28,7 @@
 #include "engine.h"
 #include "graphs.h"
 #include "kernels.h"
+#include "launch_callback.h"
 #include "memory.h"
 #include "pcie_link.h"
 #include "phys_allocator.h"
@@ -35,6 +36,7 @@
 #include "shared_state.h"
 #include "streams.h"
 #include "thread_annotations.h"
+#include "tpcs.h"
 #include "vmm.h"
 
 namespace fakecuda {
@@ -52,6 +54,8 @@ class FakeState {
   bool initialized() const { return initialized_.load(std::memory_order_acquire); }
 
   const Config& config() const { return config_; }
+  const TpcLayout& tpcs() const { return tpcs_; }
+  LaunchCallbacks& launch_callbacks() { return launch_callbacks_; }
   CallStats& stats() { return stats_; }
   ContextManager& contexts() { return contexts_; }
   AddressSpace& address_space() { return address_space_; }
@@ -71,6 +75,8 @@ class FakeState {
   FakeState();
 
   const Config config_;
+  const TpcLayout tpcs_;
+  LaunchCallbacks launch_callbacks_;
   CallStats stats_;
   ContextManager contexts_;
   AddressSpace address_space_;

@@ -58,7 +58,8 @@ cuGraphGetNodes cuGraphCreate cuGraphAddKernelNode_v2 cuGraphAddMemsetNode cuGra
 cuGraphAddEventRecordNode cuGraphAddEventWaitNode cuGraphAddChildGraphNode cuGraphAddNode_v2 cuGraphDestroyNode
 cuGraphNodeGetType cuGraphChildGraphNodeGetGraph cuGraphGetEdges cuGraphGetEdges_v2 cuGraphClone cuGraphNodeFindInClone
 cuGraphInstantiateWithParams cuGraphInstantiateWithParams_ptsz cuGraphUpload cuGraphUpload_ptsz cuGraphExecGetFlags
-cuGraphExecKernelNodeSetParams_v2 cuGraphExecUpdate_v2 cuGraphAddDependencies cuGraphAddDependencies_v2"""
+cuGraphExecKernelNodeSetParams_v2 cuGraphExecUpdate_v2 cuGraphAddDependencies cuGraphAddDependencies_v2
+cuThreadExchangeStreamCaptureMode"""
 impl = IMPLEMENTED.split()
 impl_set = set(impl)
 assert len(impl) == len(impl_set)

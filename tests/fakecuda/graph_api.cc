@@ -6,6 +6,7 @@
 // (no call elsewhere is refused because some stream captures).
 
 #include <algorithm>
+#include <utility>
 
 #include "entry_points.h"
 #include "fake_state.h"
@@ -97,11 +98,13 @@ CUresult Instantiate(CUgraphExec* out, CUgraph graph, CUgraphNode* error_node, c
   return State().graphs().Instantiate(graph, 0, out);
 }
 
+// The first launch of an instance never uploaded uploads it (its kernels' TPC masks).
 CUresult GraphLaunch(CUgraphExec handle, CUstream h, DefaultStream mode) {
   std::shared_ptr<GraphExec> exec;
   if (CUresult r = State().graphs().LookupExec(handle, &exec); r != CUDA_SUCCESS) return r;
   StreamPtr s;
   if (CUresult r = State().streams().Resolve(h, mode, &s); r != CUDA_SUCCESS) return r;
+  exec->Upload(State().launch_callbacks(), /*first_only=*/true);
   for (GraphOp& op : exec->Ops()) {
     if (CUresult r = s->Submit(std::move(op), CU_GRAPH_NODE_TYPE_KERNEL); r != CUDA_SUCCESS) {
       return r;
@@ -126,16 +129,24 @@ CUresult InstantiateWithParams(CUgraphExec* out, CUgraph graph, CUDA_GRAPH_INSTA
     }
   }
   if (CUresult r = State().graphs().Instantiate(graph, p->flags, out); r != CUDA_SUCCESS) return r;
+  if ((p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) != 0) {
+    std::shared_ptr<GraphExec> exec;
+    if (State().graphs().LookupExec(*out, &exec) == CUDA_SUCCESS) {
+      exec->Upload(State().launch_callbacks(), /*first_only=*/false);
+    }
+  }
   p->result_out = CUDA_GRAPH_INSTANTIATE_SUCCESS;
   return CUDA_SUCCESS;
 }
 
-// Uploading has nothing to do here beyond checking its arguments.
+// What an upload does here: the kernels take their TPC masks from the launch callback.
 CUresult Upload(CUgraphExec handle, CUstream h, DefaultStream mode) {
   std::shared_ptr<GraphExec> exec;
   if (CUresult r = State().graphs().LookupExec(handle, &exec); r != CUDA_SUCCESS) return r;
   StreamPtr s;
-  return State().streams().Resolve(h, mode, &s);
+  if (CUresult r = State().streams().Resolve(h, mode, &s); r != CUDA_SUCCESS) return r;
+  exec->Upload(State().launch_callbacks(), /*first_only=*/false);
+  return CUDA_SUCCESS;
 }
 
 }  // namespace
@@ -323,6 +334,20 @@ CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream) {
 CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
   FAKECUDA_ENTER(cuGraphUpload_ptsz);
   return fakecuda::Upload(hGraphExec, hStream, kPerThread);
+}
+
+// The calling thread's capture mode is kept and exchanged; like every capture mode here, it is
+// not enforced (see above).
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  FAKECUDA_ENTER(cuThreadExchangeStreamCaptureMode);
+  static thread_local CUstreamCaptureMode t_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  if (mode == nullptr ||
+      (*mode != CU_STREAM_CAPTURE_MODE_GLOBAL && *mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+       *mode != CU_STREAM_CAPTURE_MODE_RELAXED)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::swap(*mode, t_mode);
+  return CUDA_SUCCESS;
 }
 
 CUresult cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t* flags) {

@@ -26,13 +26,13 @@ CUresult CurrentDevice(int* device) {
   return CUDA_SUCCESS;
 }
 
-CUresult KernelNodeOp(const CUDA_KERNEL_NODE_PARAMS* p, GraphOp* op) {
+CUresult KernelNodeTask(const CUDA_KERNEL_NODE_PARAMS* p, KernelTask* task) {
   if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
   int device = 0;
   if (CUresult r = CurrentDevice(&device); r != CUDA_SUCCESS) return r;
   const unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ};
   const unsigned block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
-  return KernelOp(p->func, grid, block, p->kernelParams, p->extra, device, op);
+  return KernelOp(p->func, grid, block, p->kernelParams, p->extra, device, task);
 }
 
 CUresult MemsetNodeOp(const CUDA_MEMSET_NODE_PARAMS* p, GraphOp* op) {
@@ -126,10 +126,11 @@ CUresult cuGraphAddKernelNode_v2(CUgraphNode* phGraphNode, CUgraph hGraph,
                                  const CUgraphNode* dependencies, size_t numDependencies,
                                  const CUDA_KERNEL_NODE_PARAMS* nodeParams) {
   FAKECUDA_ENTER(cuGraphAddKernelNode_v2);
-  fakecuda::GraphOp op;
-  if (CUresult r = fakecuda::KernelNodeOp(nodeParams, &op); r != CUDA_SUCCESS) return r;
-  return fakecuda::AddNode(hGraph, CU_GRAPH_NODE_TYPE_KERNEL, std::move(op), nullptr, dependencies,
-                           numDependencies, phGraphNode);
+  fakecuda::KernelTask task;
+  if (CUresult r = fakecuda::KernelNodeTask(nodeParams, &task); r != CUDA_SUCCESS) return r;
+  std::shared_ptr<fakecuda::Graph> graph;
+  if (CUresult r = State().graphs().LookupGraph(hGraph, &graph); r != CUDA_SUCCESS) return r;
+  return graph->AddKernelNode(std::move(task), dependencies, numDependencies, phGraphNode);
 }
 
 CUresult cuGraphAddMemsetNode(CUgraphNode* phGraphNode, CUgraph hGraph,
@@ -276,9 +277,9 @@ CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode h
   FAKECUDA_ENTER(cuGraphExecKernelNodeSetParams_v2);
   std::shared_ptr<fakecuda::GraphExec> exec;
   if (CUresult r = State().graphs().LookupExec(hGraphExec, &exec); r != CUDA_SUCCESS) return r;
-  fakecuda::GraphOp op;
-  if (CUresult r = fakecuda::KernelNodeOp(nodeParams, &op); r != CUDA_SUCCESS) return r;
-  return exec->SetKernelOp(hNode, std::move(op));
+  fakecuda::KernelTask task;
+  if (CUresult r = fakecuda::KernelNodeTask(nodeParams, &task); r != CUDA_SUCCESS) return r;
+  return exec->SetKernel(hNode, std::move(task));
 }
 
 // Succeeds when the graph has the instance's shape (the same node types in the same order).

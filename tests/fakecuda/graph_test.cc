@@ -449,5 +449,23 @@ TEST_F(GraphBuildTest, NodesTheFakeCannotRunAreKeptAsTypedNodes) {
   CU_ASSERT(cuGraphDestroy(other));
 }
 
+TEST(CaptureModeTest, EachThreadExchangesItsOwnMode) {
+  InitPrimary();
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  CU_ASSERT(cuThreadExchangeStreamCaptureMode(&mode));
+  EXPECT_EQ(mode, CU_STREAM_CAPTURE_MODE_GLOBAL);  // the default
+  std::thread([] {
+    CUstreamCaptureMode other = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+    EXPECT_EQ(CUDA_SUCCESS, cuThreadExchangeStreamCaptureMode(&other));
+    EXPECT_EQ(other, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  }).join();
+  mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  CU_ASSERT(cuThreadExchangeStreamCaptureMode(&mode));
+  EXPECT_EQ(mode, CU_STREAM_CAPTURE_MODE_RELAXED);
+  CU_EXPECT_ERR(CUDA_ERROR_INVALID_VALUE, cuThreadExchangeStreamCaptureMode(nullptr));
+  mode = static_cast<CUstreamCaptureMode>(7);
+  CU_EXPECT_ERR(CUDA_ERROR_INVALID_VALUE, cuThreadExchangeStreamCaptureMode(&mode));
+}
+
 }  // namespace
 }  // namespace fakecuda_test

@@ -6,11 +6,22 @@
 namespace fakecuda {
 
 void Graph::Add(GraphOp op, CUgraphNodeType type) {
-  MutexLock lock(&mu_);
-  if (finished_) return;
   auto node = std::make_unique<Node>();
   node->type = type;
   node->op = std::move(op);
+  Append(std::move(node));
+}
+
+void Graph::AddKernel(KernelTask kernel) {
+  auto node = std::make_unique<Node>();
+  node->type = CU_GRAPH_NODE_TYPE_KERNEL;
+  node->kernel = std::move(kernel);
+  Append(std::move(node));
+}
+
+void Graph::Append(std::unique_ptr<Node> node) {
+  MutexLock lock(&mu_);
+  if (finished_) return;
   if (!nodes_.empty()) node->deps.push_back(nodes_.back().get());
   nodes_.push_back(std::move(node));
   tail_ = HandleOf(nodes_.back().get());
@@ -35,13 +46,26 @@ Graph::Node* Graph::FindLocked(CUgraphNode handle) const {
 
 CUresult Graph::AddNode(CUgraphNodeType type, GraphOp op, std::shared_ptr<Graph> child,
                         const CUgraphNode* deps, size_t num_deps, CUgraphNode* out) {
-  if (out == nullptr || (num_deps != 0 && deps == nullptr)) return CUDA_ERROR_INVALID_VALUE;
-  MutexLock lock(&mu_);
-  if (!finished_) return CUDA_ERROR_INVALID_VALUE;  // being captured
   auto node = std::make_unique<Node>();
   node->type = type;
   node->op = std::move(op);
   node->child = std::move(child);
+  return Insert(std::move(node), deps, num_deps, out);
+}
+
+CUresult Graph::AddKernelNode(KernelTask kernel, const CUgraphNode* deps, size_t num_deps,
+                              CUgraphNode* out) {
+  auto node = std::make_unique<Node>();
+  node->type = CU_GRAPH_NODE_TYPE_KERNEL;
+  node->kernel = std::move(kernel);
+  return Insert(std::move(node), deps, num_deps, out);
+}
+
+CUresult Graph::Insert(std::unique_ptr<Node> node, const CUgraphNode* deps, size_t num_deps,
+                       CUgraphNode* out) {
+  if (out == nullptr || (num_deps != 0 && deps == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+  MutexLock lock(&mu_);
+  if (!finished_) return CUDA_ERROR_INVALID_VALUE;  // being captured
   for (size_t i = 0; i < num_deps; ++i) {
     Node* dep = FindLocked(deps[i]);
     if (dep == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -131,6 +155,7 @@ std::shared_ptr<Graph> Graph::Clone() const {
       auto c = std::make_unique<Node>();
       c->type = n->type;
       c->op = n->op;
+      c->kernel = n->kernel;
       c->child = n->child;  // embedded graphs do not change once embedded
       c->cloned_from = n.get();
       copy_of[n.get()] = c.get();
@@ -181,9 +206,12 @@ CUresult Graph::Linearize(std::vector<Step>* out) const {
     if (n.type == CU_GRAPH_NODE_TYPE_GRAPH && n.child != nullptr) {
       std::vector<Step> inner;
       if (CUresult r = n.child->Linearize(&inner); r != CUDA_SUCCESS) return r;
-      for (Step& s : inner) out->push_back({HandleOf(&n), CU_GRAPH_NODE_TYPE_GRAPH, std::move(s.op)});
+      for (Step& s : inner) {
+        out->push_back(
+            {HandleOf(&n), CU_GRAPH_NODE_TYPE_GRAPH, std::move(s.op), std::move(s.kernel), {}});
+      }
     } else {
-      out->push_back({HandleOf(&n), n.type, n.op});
+      out->push_back({HandleOf(&n), n.type, n.op, n.kernel, {}});
     }
     for (size_t j : dependents[i]) {
       if (--waiting[j] == 0) ready.push(j);
@@ -198,21 +226,45 @@ const CUgraphNode* Graph::Tail(size_t* count) const {
   return nodes_.empty() ? nullptr : &tail_;
 }
 
+void GraphExec::Upload(const LaunchCallbacks& callbacks, bool first_only) {
+  if (first_only && uploaded_.load(std::memory_order_acquire)) return;
+  MutexLock upload(&upload_mu_);
+  if (first_only && uploaded_.load(std::memory_order_acquire)) return;
+  size_t kernels = 0;
+  {
+    MutexLock lock(&mu_);
+    for (const Graph::Step& s : steps_) kernels += s.kernel ? 1 : 0;
+  }
+  // The callbacks run without mu_: they may call into the driver.
+  std::vector<TpcMask> masks(kernels);
+  for (TpcMask& m : masks) m = callbacks.DisabledTpcs();
+  MutexLock lock(&mu_);
+  auto mask = masks.begin();
+  for (Graph::Step& s : steps_) {
+    if (s.kernel && mask != masks.end()) s.disabled = *mask++;
+  }
+  uploaded_.store(true, std::memory_order_release);
+}
+
 std::vector<GraphOp> GraphExec::Ops() const {
   MutexLock lock(&mu_);
   std::vector<GraphOp> ops;
   ops.reserve(steps_.size());
   for (const Graph::Step& s : steps_) {
-    if (s.op) ops.push_back(s.op);
+    if (s.kernel) {
+      ops.push_back([kernel = s.kernel, disabled = s.disabled] { kernel(disabled); });
+    } else if (s.op) {
+      ops.push_back(s.op);
+    }
   }
   return ops;
 }
 
-CUresult GraphExec::SetKernelOp(CUgraphNode node, GraphOp op) {
+CUresult GraphExec::SetKernel(CUgraphNode node, KernelTask kernel) {
   MutexLock lock(&mu_);
   for (Graph::Step& s : steps_) {
     if (s.node == node && s.type == CU_GRAPH_NODE_TYPE_KERNEL) {
-      s.op = std::move(op);
+      s.kernel = std::move(kernel);
       return CUDA_SUCCESS;
     }
   }
@@ -226,7 +278,10 @@ bool GraphExec::Update(std::vector<Graph::Step> steps) {
     if (steps[i].type != steps_[i].type) return false;
   }
   // Node handles stay those of the graph the instance was made from.
-  for (size_t i = 0; i < steps.size(); ++i) steps_[i].op = std::move(steps[i].op);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    steps_[i].op = std::move(steps[i].op);
+    steps_[i].kernel = std::move(steps[i].kernel);
+  }
   return true;
 }
 

@@ -14,6 +14,9 @@
 // stream in that order, one stream operation per node, so a graph runs as one valid
 // linearisation of its dependencies. The instance remembers which top-level node each operation
 // came from, so cuGraphExecKernelNodeSetParams and cuGraphExecUpdate can replace operations.
+// A kernel node holds its launch unbound (a KernelTask): the instance takes each kernel's TPC
+// mask from the launch callback when it is uploaded (launch_callback.h), at cuGraphUpload or at
+// its first launch if never uploaded, and every later launch reuses it.
 // Node types the fake cannot run (conditional, memory allocation and free nodes, added through
 // cuGraphAddNode) are kept as nodes that do nothing: enough to show that a caller refuses them.
 //
@@ -36,7 +39,9 @@
 #include <utility>
 #include <vector>
 
+#include "launch_callback.h"
 #include "thread_annotations.h"
+#include "tpcs.h"
 
 namespace fakecuda {
 
@@ -52,6 +57,8 @@ class Graph {
   // Capture: appends a node of `type` that runs `op`, after the previous one. Ignored once the
   // graph is finished.
   void Add(GraphOp op, CUgraphNodeType type) FAKECUDA_LOCKS_EXCLUDED(mu_);
+  // Capture: appends a kernel node, likewise.
+  void AddKernel(KernelTask kernel) FAKECUDA_LOCKS_EXCLUDED(mu_);
   // Ends the capture that builds the graph.
   void Finish() FAKECUDA_LOCKS_EXCLUDED(mu_);
   bool finished() const FAKECUDA_LOCKS_EXCLUDED(mu_);
@@ -61,6 +68,9 @@ class Graph {
   CUresult AddNode(CUgraphNodeType type, GraphOp op, std::shared_ptr<Graph> child,
                    const CUgraphNode* deps, size_t num_deps, CUgraphNode* out)
       FAKECUDA_LOCKS_EXCLUDED(mu_);
+  // Adds a kernel node after `deps`, likewise.
+  CUresult AddKernelNode(KernelTask kernel, const CUgraphNode* deps, size_t num_deps,
+                         CUgraphNode* out) FAKECUDA_LOCKS_EXCLUDED(mu_);
   // Adds the edge from -> to (both nodes of this graph; not already an edge).
   CUresult AddDependency(CUgraphNode from, CUgraphNode to) FAKECUDA_LOCKS_EXCLUDED(mu_);
   // Removes a node and every edge to or from it.
@@ -81,11 +91,14 @@ class Graph {
   // In a clone of `original`: the node cloned from `node` (CUDA_ERROR_INVALID_VALUE if none).
   CUresult FindInClone(CUgraphNode node, CUgraphNode* out) const FAKECUDA_LOCKS_EXCLUDED(mu_);
 
-  // One operation of an instance: the top-level node it came from and what it runs.
+  // One operation of an instance: the top-level node it came from and what it runs (a kernel,
+  // with the TPCs disabled at the instance's upload, or another operation).
   struct Step {
     CUgraphNode node = nullptr;
     CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
     GraphOp op;
+    KernelTask kernel;
+    TpcMask disabled;
   };
   // The operations in a topological order (child graphs inlined); CUDA_ERROR_INVALID_VALUE for
   // a cycle.
@@ -101,11 +114,17 @@ class Graph {
   struct Node {
     CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
     GraphOp op;
+    KernelTask kernel;  // kernel nodes, instead of `op`
     std::shared_ptr<Graph> child;
     std::vector<Node*> deps;
     const Node* cloned_from = nullptr;
   };
   Node* FindLocked(CUgraphNode handle) const FAKECUDA_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Capture: appends `node` after the last one.
+  void Append(std::unique_ptr<Node> node) FAKECUDA_LOCKS_EXCLUDED(mu_);
+  // Adds `node` after `deps`.
+  CUresult Insert(std::unique_ptr<Node> node, const CUgraphNode* deps, size_t num_deps,
+                  CUgraphNode* out) FAKECUDA_LOCKS_EXCLUDED(mu_);
   static CUgraphNode HandleOf(const Node* n) {
     return reinterpret_cast<CUgraphNode>(const_cast<Node*>(n));
   }
@@ -120,17 +139,26 @@ class GraphExec {
  public:
   GraphExec(std::vector<Graph::Step> steps, uint64_t flags)
       : steps_(std::move(steps)), flags_(flags) {}
-  // A copy of the operations, in order (a launch queues these; later changes do not reach it).
+  // Runs `callbacks` once per kernel (on the calling thread, with only the upload's own lock
+  // held) and keeps the TPCs each disables for every later launch. `first_only`: does nothing
+  // if the instance was uploaded before.
+  void Upload(const LaunchCallbacks& callbacks, bool first_only)
+      FAKECUDA_LOCKS_EXCLUDED(upload_mu_, mu_);
+  // A copy of the operations, in order, kernels bound to their uploaded TPC masks (a launch
+  // queues these; later changes do not reach it).
   std::vector<GraphOp> Ops() const FAKECUDA_LOCKS_EXCLUDED(mu_);
-  // Replaces the operation of top-level kernel node `node`: CUDA_ERROR_INVALID_VALUE if the
-  // instance has no such kernel node.
-  CUresult SetKernelOp(CUgraphNode node, GraphOp op) FAKECUDA_LOCKS_EXCLUDED(mu_);
-  // Takes the operations of `steps` if they have the same count and types, in order.
+  // Replaces the launch of top-level kernel node `node`, keeping its uploaded TPC mask:
+  // CUDA_ERROR_INVALID_VALUE if the instance has no such kernel node.
+  CUresult SetKernel(CUgraphNode node, KernelTask kernel) FAKECUDA_LOCKS_EXCLUDED(mu_);
+  // Takes the operations of `steps` if they have the same count and types, in order (the
+  // uploaded TPC masks stay).
   bool Update(std::vector<Graph::Step> steps) FAKECUDA_LOCKS_EXCLUDED(mu_);
   uint64_t flags() const { return flags_; }
   CUgraphExec handle() { return reinterpret_cast<CUgraphExec>(this); }
 
  private:
+  Mutex upload_mu_;  // one upload at a time, each calling the callbacks once per kernel
+  std::atomic<bool> uploaded_{false};
   mutable Mutex mu_;
   std::vector<Graph::Step> steps_ FAKECUDA_GUARDED_BY(mu_);
   const uint64_t flags_;

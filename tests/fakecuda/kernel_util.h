@@ -20,13 +20,15 @@ struct Kernels {
   CUfunction fill = nullptr;
   CUfunction add = nullptr;
   CUfunction append = nullptr;
+  CUfunction probe = nullptr;
 
   // CUDA_SUCCESS or the first failure.
   CUresult Load() {
     if (CUresult r = cuModuleLoadData(&module, "fakecuda-module"); r != CUDA_SUCCESS) return r;
     for (auto [out, name] :
          {std::pair{&spin, "fakecuda_spin"}, std::pair{&fill, "fakecuda_fill_u32"},
-          std::pair{&add, "fakecuda_add_u32"}, std::pair{&append, "fakecuda_append_u32"}}) {
+          std::pair{&add, "fakecuda_add_u32"}, std::pair{&append, "fakecuda_append_u32"},
+          std::pair{&probe, "fakecuda_sm_probe"}}) {
       if (CUresult r = cuModuleGetFunction(out, module, name); r != CUDA_SUCCESS) return r;
     }
     return CUDA_SUCCESS;
@@ -58,6 +60,12 @@ inline CUresult Append(const Kernels& k, CUstream s, CUdeviceptr log, uint32_t v
                        uint64_t ns = 0) {
   void* params[] = {&log, &value, &ns};
   return LaunchWith(k.append, s, params);
+}
+
+// fakecuda_sm_probe (or a PTX probe) on `blocks` blocks: out[block] = its SM id.
+inline CUresult Probe(CUfunction f, CUstream s, CUdeviceptr out, unsigned blocks, uint64_t ns = 0) {
+  void* params[] = {&out, &ns};
+  return cuLaunchKernel(f, blocks, 1, 1, 32, 1, 1, 0, s, params, nullptr);
 }
 
 // Kernel nodes of fakecuda_append_u32 for graphs built node by node; each node's arguments live

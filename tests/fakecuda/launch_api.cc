@@ -2,7 +2,9 @@
 //
 // A launch is an asynchronous stream operation (recorded as a node while the stream captures):
 // when it reaches the head of its stream it runs on its device's compute engine (engine.h),
-// applies the built-in kernel's effect (kernels.h) and completes. Launch attributes, cooperative
+// applies the built-in kernel's effect (kernels.h) and completes. Outside capture, the launch
+// callback (launch_callback.h) runs inside the call, after the launch's checks and before the
+// work is queued; the TPCs it disables go with the queued kernel. Launch attributes, cooperative
 // launches' grid-wide synchronisation and shared memory have no effect here.
 
 #include "entry_points.h"
@@ -40,13 +42,13 @@ CUresult Launch(CUfunction f, const Dims& dims, CUstream h, void** params, void*
   if (f != nullptr) {
     if (CUresult r = State().streams().Resolve(h, mode, &stream); r != CUDA_SUCCESS) return r;
   }
-  std::function<void()> op;
+  KernelTask task;
   if (CUresult r = KernelOp(f, dims.grid, dims.block, params, extra,
-                            stream != nullptr ? stream->ctx()->device : 0, &op);
+                            stream != nullptr ? stream->ctx()->device : 0, &task);
       r != CUDA_SUCCESS) {
     return r;
   }
-  return stream->Submit(std::move(op), CU_GRAPH_NODE_TYPE_KERNEL);
+  return stream->SubmitKernel(std::move(task), State().launch_callbacks());
 }
 
 CUresult LaunchEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra,
@@ -62,7 +64,7 @@ CUresult LaunchEx(const CUlaunchConfig* config, CUfunction f, void** params, voi
 }  // namespace
 
 CUresult KernelOp(CUfunction f, const unsigned grid[3], const unsigned block[3], void** params,
-                  void** extra, int device, std::function<void()>* out) {
+                  void** extra, int device, KernelTask* out) {
   if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   KernelKind kind = KernelKind::kSpin;
   if (CUresult r = State().modules().Lookup(f, &kind); r != CUDA_SUCCESS) return r;
@@ -75,12 +77,14 @@ CUresult KernelOp(CUfunction f, const unsigned grid[3], const unsigned block[3],
     return params != nullptr ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
   }
   KernelCall call;
-  if (CUresult r = PrepareKernel(kind, params, State().address_space(), &call); r != CUDA_SUCCESS) {
+  if (CUresult r = PrepareKernel(kind, grid, params, State().address_space(), &call);
+      r != CUDA_SUCCESS) {
     return r;
   }
   ComputeEngine* engine = &State().engine();
-  *out = [engine, device, call = std::move(call)] {
-    engine->Run(device, call.duration_ns, call.effect);
+  const TpcLayout* tpcs = &State().tpcs();
+  *out = [engine, tpcs, device, call = std::move(call)](const TpcMask& disabled) {
+    RunKernel(*engine, *tpcs, device, call, disabled);
   };
   return CUDA_SUCCESS;
 }

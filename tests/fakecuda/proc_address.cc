@@ -12,6 +12,8 @@
 #include <cstring>
 
 #include "entry_points.h"
+#include "fake_state.h"
+#include "launch_callback.h"
 
 namespace fakecuda {
 namespace {
@@ -91,11 +93,20 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, cu
   return fakecuda::Lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
 }
 
-// The real driver's private tables (used by cudart) have no meaning here.
+// Only the launch callback's table (launch_callback.h), unless FAKECUDA_LAUNCH_CALLBACK=0 takes
+// it away: the real driver's other private tables (used by cudart) have no meaning here.
 CUresult cuGetExportTable(const void** ppExportTable, const CUuuid* pExportTableId) {
   FAKECUDA_ENTER_NOINIT(cuGetExportTable);
   if (ppExportTable != nullptr) *ppExportTable = nullptr;
-  return CUDA_ERROR_NOT_SUPPORTED;
+  if (pExportTableId == nullptr ||
+      std::memcmp(pExportTableId->bytes, fakecuda::kCallbackTableId,
+                  sizeof(fakecuda::kCallbackTableId)) != 0 ||
+      !fakecuda::State().config().launch_callback) {
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  if (ppExportTable == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *ppExportTable = fakecuda::CallbackExportTable();
+  return CUDA_SUCCESS;
 }
 
 }  // extern "C"

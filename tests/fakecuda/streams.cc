@@ -100,6 +100,21 @@ CUresult Stream::Submit(Op op, CUgraphNodeType type, bool wait) {
   return CUDA_SUCCESS;
 }
 
+CUresult Stream::SubmitKernel(KernelTask task, const LaunchCallbacks& callbacks) {
+  {
+    MutexLock lock(&mu_);
+    if (capture_ != nullptr) {
+      if (capture_invalidated_) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+      capture_->AddKernel(std::move(task));
+      return CUDA_SUCCESS;
+    }
+  }
+  // No lock held: a callback may call into the driver.
+  const TpcMask disabled = callbacks.DisabledTpcs();
+  Enqueue([task = std::move(task), disabled] { task(disabled); });
+  return CUDA_SUCCESS;
+}
+
 CUresult Stream::BeginCapture(std::shared_ptr<Graph> graph, uint64_t id) {
   MutexLock lock(&mu_);
   if (capture_ != nullptr) return CUDA_ERROR_ILLEGAL_STATE;

@@ -33,7 +33,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "launch_callback.h"
 #include "thread_annotations.h"
+#include "tpcs.h"
 
 namespace fakecuda {
 
@@ -67,6 +69,11 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // appended (and waited for when `wait`, as for an "async" copy of pageable memory).
   // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED when the capture was invalidated.
   CUresult Submit(Op op, CUgraphNodeType type, bool wait = false) FAKECUDA_LOCKS_EXCLUDED(mu_);
+  // A kernel launch: recorded as a kernel node while the stream captures (its TPC mask is taken
+  // when the graph is uploaded), else `callbacks` run now, on the calling thread, and the kernel
+  // is appended with the TPCs they disabled.
+  CUresult SubmitKernel(KernelTask task, const LaunchCallbacks& callbacks)
+      FAKECUDA_LOCKS_EXCLUDED(mu_);
   bool Idle() const FAKECUDA_LOCKS_EXCLUDED(mu_);
   // The worker exits once the queue is drained; later Enqueue calls are dropped.
   void Close() FAKECUDA_LOCKS_EXCLUDED(mu_);

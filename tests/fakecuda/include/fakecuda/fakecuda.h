@@ -28,15 +28,26 @@
 //   FAKECUDA_ALLOW_WITH_GPU     1 lets the fake run where /dev/nvidiactl exists
 //   FAKECUDA_STREAM_DEPTH       operations a stream holds before an enqueue waits (default 1024;
 //                               read at the first enqueue, which a forked child may inherit)
+//   FAKECUDA_DEAD_TPCS          the floorswept TPCs of every device: "none" or distinct indices
+//                               0..71, comma-separated (default 3,12,25,38,51,64: 132 SMs)
+//   FAKECUDA_MPS                1: CU_DEVICE_ATTRIBUTE_MPS_ENABLED reads 1 (default 0)
+//   FAKECUDA_LAUNCH_CALLBACK    0: cuGetExportTable has no launch callback table (default 1)
+//   FAKECUDA_LAUNCH_DESC_VERSION  the launch descriptor's version byte the callback sees, decimal
+//                               or 0x-hex (default 0x40)
 //
-// Kernels: cuModuleLoadData takes the NUL-terminated text "fakecuda-module..." (anything else is
-// CUDA_ERROR_INVALID_IMAGE); its module has these built-in kernels, arguments in kernelParams:
+// Kernels: cuModuleLoadData takes the NUL-terminated text "fakecuda-module..." or PTX text (with
+// ".version" and ".entry"; anything else is CUDA_ERROR_INVALID_IMAGE); a fakecuda-module has
+// these built-in kernels, arguments in kernelParams:
 //   fakecuda_spin(uint64_t duration_ns)
 //   fakecuda_fill_u32(CUdeviceptr dst, uint32_t value, uint64_t count, uint64_t duration_ns)
 //   fakecuda_add_u32(CUdeviceptr dst, CUdeviceptr src, uint64_t count, uint64_t duration_ns)
 //   fakecuda_append_u32(CUdeviceptr log, uint32_t value, uint64_t duration_ns)
 //     (log[0] counts the entries: log[1 + log[0]] = value, then log[0]++)
+//   fakecuda_sm_probe(CUdeviceptr out, uint64_t duration_ns)
+//     (out[block] = the SM id the block ran on, blocks dealt round-robin over the SMs the launch's
+//     TPC mask leaves, ascending; a PTX entry that reads %smid runs as this kernel)
 // Each occupies its device's compute engine for duration_ns (see fakecudaEngineBusyUntilNs).
+// TPC masks come from the launch callback export table (cuGetExportTable; see README.md).
 
 #ifndef MISSILE_TESTS_FAKECUDA_INCLUDE_FAKECUDA_FAKECUDA_H_
 #define MISSILE_TESTS_FAKECUDA_INCLUDE_FAKECUDA_FAKECUDA_H_
