@@ -6,6 +6,9 @@
 #             batch-64 BE replayed as ONE torch.cuda.CUDAGraph, no copies; modes $E_MODES
 #             (alone none missile), REPEATS times (default 3), each a fresh run
 #   a         pair (a) (the ResNet-152 batch-128 eager BE with 512 MiB copies), same modes
+#   tpc       bench/tpc_probe (in RUNTIME_DIR): the live TPC mask bits, each reserve size checked
+#             (no BE block on a reserved SM), the mask's cost per launch; time-sliced, then as an
+#             MPS client (a control daemon of its own, stopped after)
 #   k         the same LS beside a BE of long kernels: be_job.py --model gemm (8 fp16 GEMMs of
 #             2048x8192x8192, each a few hundred microseconds), eager, no copies
 # The LS reserve on MPS: EXTRA_MODES="missile-mps-r8:bench/colocation/modes/reserve8.toml ..."
@@ -18,6 +21,21 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 bash "$here/bench/gpu_header.sh" "bench/run_residue_on_gpu.sh $steps"
 export LD_LIBRARY_PATH="$rt/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if [[ ,$steps, == *,tpc,* ]]; then
+  echo "== tpc_probe, time-sliced"
+  timeout 120 "$rt/tpc_probe" 0 2>&1 | tee "$out/tpc-timesliced.log"
+  echo "== tpc_probe, as an MPS client"
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/tpc-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/tpc-mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if timeout 20 nvidia-cuda-mps-control -d; then
+    timeout 120 "$rt/tpc_probe" 0 2>&1 | tee "$out/tpc-mps.log"
+    echo quit | timeout 10 nvidia-cuda-mps-control
+    sleep 2
+  else
+    echo "could not start MPS"
+  fi
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+fi
 if [[ ,$steps, == *,identity,* ]]; then
   start=$SECONDS
   MODELS=${ID_MODELS:-resnet50} timeout 400 bash "$here/bench/run_identity_paced_on_gpu.sh" "$rt" \

@@ -1,5 +1,6 @@
 #include "tpc_mask.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -46,11 +47,11 @@ WAIT:
 }
 )";
 constexpr char kProbeName[] = "missile_sm_probe";
-// 1024-thread blocks: at most 2 resident per SM (2048 threads per SM on Hopper), so 4 blocks
-// per SM run in two waves and every SM the mask allows gets at least one block.
+// 1024-thread blocks: at most 2 resident per SM (2048 threads per SM on Hopper), so 16 blocks
+// per SM run in about 8 waves and every SM the mask allows gets blocks. (With 4 per SM, as an
+// MPS client on the H200, an SM now and then got none.)
 constexpr unsigned kProbeThreads = 1024;
-constexpr unsigned kProbeBlocksPerSm = 4;
-constexpr uint64_t kProbeSpinNs = 50'000;
+constexpr unsigned kProbeBlocksPerSm = 16;
 
 // The export table's entries used (pointer-sized slots).
 using SubscribeFn = int (*)(uint32_t* handle, void (*cb)(void*, int, int, const void*), void*);
@@ -66,22 +67,21 @@ bool PatchLaunchDescriptor(const void* params, const pacing::TpcMask& mask, uint
   uint32_t size = 0;
   std::memcpy(&size, params, sizeof(size));
   if (size < kLaunchParamsMinSize) return false;
-  const char* holder = nullptr;
-  std::memcpy(&holder, static_cast<const char*>(params) + kLaunchParamsDescriptorAt,
-              sizeof(holder));
-  if (holder == nullptr) return false;
   char* descriptor = nullptr;
-  std::memcpy(&descriptor, holder, sizeof(descriptor));
+  std::memcpy(&descriptor, static_cast<const char*>(params) + kLaunchParamsDescriptorAt,
+              sizeof(descriptor));
   if (descriptor == nullptr) return false;
   *version = static_cast<uint8_t>(descriptor[kDescriptorVersionAt]);
   if (*version != kDescriptorVersion) return false;
-  for (size_t i = 0; i < mask.words.size(); ++i) {
+  if (mask.empty()) return true;
+  auto set = [descriptor](size_t at, uint32_t bits) {
     uint32_t word = 0;
-    char* at = descriptor + kDescriptorMaskAt + 4 * i;
-    std::memcpy(&word, at, sizeof(word));
-    word |= mask.words[i];
-    std::memcpy(at, &word, sizeof(word));
-  }
+    std::memcpy(&word, descriptor + at, sizeof(word));
+    word |= bits;
+    std::memcpy(descriptor + at, &word, sizeof(word));
+  };
+  for (size_t i = 0; i < mask.words.size(); ++i) set(kDescriptorMaskAt + 4 * i, mask.words[i]);
+  set(0, kDescriptorMaskEnable);
   return true;
 }
 
@@ -133,67 +133,100 @@ absl::StatusOr<const pacing::TpcMap*> TpcMasker::MapFor(CUdevice device) {
     if (slot->ok()) {
       log_->info("GPU {}: TPC masks work: {}", device, pacing::DescribeTpcMap(**slot));
     } else {
-      log_->warn("GPU {}: no LS reserve of TPCs: {}", device, std::string(slot->status().message()));
+      log_->warn("GPU {}: no LS reserve of TPCs: {}", device,
+                 std::string(slot->status().message()));
     }
   }
   if (!slot->ok()) return slot->status();
   return &**slot;
 }
 
-absl::StatusOr<pacing::TpcMap> TpcMasker::Probe(CUdevice device) {
-  const DriverApi& a = api_;
-  for (const void* fn : {reinterpret_cast<const void*>(a.ThreadExchangeStreamCaptureMode),
-                         reinterpret_cast<const void*>(a.ModuleLoadData),
-                         reinterpret_cast<const void*>(a.ModuleGetFunction),
-                         reinterpret_cast<const void*>(a.LaunchKernel),
-                         reinterpret_cast<const void*>(a.MemAlloc),
-                         reinterpret_cast<const void*>(a.MemcpyDtoH),
-                         reinterpret_cast<const void*>(a.StreamCreate)}) {
+absl::StatusOr<std::unique_ptr<SmProbe>> SmProbe::Open(const DriverApi& api, CUdevice device) {
+  for (const void* fn : {reinterpret_cast<const void*>(api.ModuleLoadData),
+                         reinterpret_cast<const void*>(api.ModuleGetFunction),
+                         reinterpret_cast<const void*>(api.ModuleUnload),
+                         reinterpret_cast<const void*>(api.LaunchKernel),
+                         reinterpret_cast<const void*>(api.MemAlloc),
+                         reinterpret_cast<const void*>(api.MemFree),
+                         reinterpret_cast<const void*>(api.MemcpyDtoH),
+                         reinterpret_cast<const void*>(api.StreamCreate),
+                         reinterpret_cast<const void*>(api.StreamDestroy)}) {
     if (fn == nullptr) return absl::UnavailableError("the driver lacks a call the probe needs");
+  }
+  std::unique_ptr<SmProbe> p(new SmProbe(api));
+  int sms = 0;
+  if (CUresult r = api.DeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
+      r != CUDA_SUCCESS || sms <= 0) {
+    return DriverStatus(api, "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)", r);
+  }
+  p->blocks_ = kProbeBlocksPerSm * static_cast<unsigned>(sms);
+  if (CUresult r = api.ModuleLoadData(&p->module_, kProbePtx); r != CUDA_SUCCESS) {
+    return DriverStatus(api, "cuModuleLoadData(probe)", r);
+  }
+  if (CUresult r = api.ModuleGetFunction(&p->fn_, p->module_, kProbeName); r != CUDA_SUCCESS) {
+    return DriverStatus(api, "cuModuleGetFunction(probe)", r);
+  }
+  if (CUresult r = api.MemAlloc(&p->out_, p->blocks_ * sizeof(uint32_t)); r != CUDA_SUCCESS) {
+    return DriverStatus(api, "cuMemAlloc(probe)", r);
+  }
+  if (CUresult r = api.StreamCreate(&p->stream_, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS) {
+    return DriverStatus(api, "cuStreamCreate(probe)", r);
+  }
+  return p;
+}
+
+SmProbe::~SmProbe() {
+  if (stream_ != nullptr) api_.StreamDestroy(stream_);
+  if (out_ != 0) api_.MemFree(out_);
+  if (module_ != nullptr) api_.ModuleUnload(module_);
+}
+
+CUresult SmProbe::Launch(unsigned blocks, uint64_t spin_ns) {
+  void* args[] = {&out_, &spin_ns};
+  return api_.LaunchKernel(fn_, std::min(blocks, blocks_), 1, 1, kProbeThreads, 1, 1, 0, stream_,
+                           args, nullptr);
+}
+
+absl::StatusOr<std::vector<uint32_t>> SmProbe::Run() {
+  if (CUresult r = Launch(blocks_, kProbeSpinNs); r != CUDA_SUCCESS) {
+    return DriverStatus(api_, "cuLaunchKernel(probe)", r);
+  }
+  if (CUresult r = api_.StreamSynchronize(stream_); r != CUDA_SUCCESS) {
+    return DriverStatus(api_, "cuStreamSynchronize(probe)", r);
+  }
+  std::vector<uint32_t> sms(blocks_);
+  if (CUresult r = api_.MemcpyDtoH(sms.data(), out_, blocks_ * sizeof(uint32_t));
+      r != CUDA_SUCCESS) {
+    return DriverStatus(api_, "cuMemcpyDtoH(probe)", r);
+  }
+  return sms;
+}
+
+absl::StatusOr<pacing::TpcMap> TpcMasker::Probe(CUdevice device) {
+  if (api_.ThreadExchangeStreamCaptureMode == nullptr) {
+    return absl::UnavailableError("the driver lacks cuThreadExchangeStreamCaptureMode");
   }
   // Relaxed: this thread's module load and allocation must not break a capture elsewhere.
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-  a.ThreadExchangeStreamCaptureMode(&mode);
-  absl::Cleanup restore_mode = [&] { a.ThreadExchangeStreamCaptureMode(&mode); };
-  int sms = 0;
-  if (CUresult r = a.DeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
-      r != CUDA_SUCCESS || sms <= 0) {
-    return DriverStatus(a, "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)", r);
-  }
-  CUmodule module = nullptr;
-  if (CUresult r = a.ModuleLoadData(&module, kProbePtx); r != CUDA_SUCCESS) {
-    return DriverStatus(a, "cuModuleLoadData(probe)", r);
-  }
-  absl::Cleanup unload = [&] { a.ModuleUnload(module); };
-  CUfunction fn = nullptr;
-  if (CUresult r = a.ModuleGetFunction(&fn, module, kProbeName); r != CUDA_SUCCESS) {
-    return DriverStatus(a, "cuModuleGetFunction(probe)", r);
-  }
-  const unsigned blocks = kProbeBlocksPerSm * static_cast<unsigned>(sms);
-  CUdeviceptr out = 0;
-  if (CUresult r = a.MemAlloc(&out, blocks * sizeof(uint32_t)); r != CUDA_SUCCESS) {
-    return DriverStatus(a, "cuMemAlloc(probe)", r);
-  }
-  absl::Cleanup free_out = [&] { a.MemFree(out); };
-  CUstream stream = nullptr;
-  if (CUresult r = a.StreamCreate(&stream, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS) {
-    return DriverStatus(a, "cuStreamCreate(probe)", r);
-  }
-  absl::Cleanup destroy_stream = [&] { a.StreamDestroy(stream); };
-
-  std::vector<uint32_t> host(blocks);
-  uint64_t spin = kProbeSpinNs;
-  void* args[] = {&out, &spin};
-  // One probe launch under `mask` (null: none): the SM of every block.
+  api_.ThreadExchangeStreamCaptureMode(&mode);
+  absl::Cleanup restore_mode = [&] { api_.ThreadExchangeStreamCaptureMode(&mode); };
+  absl::StatusOr<std::unique_ptr<SmProbe>> probe = SmProbe::Open(api_, device);
+  if (!probe.ok()) return probe.status();
+  // Two probe launches under `mask` (null: none): the SMs their blocks ran on, so an SM that
+  // got no block of one launch by chance still counts.
   auto run = [&](const pacing::TpcMask* mask) -> absl::StatusOr<std::vector<uint32_t>> {
     const uint64_t applied = applied_.load(std::memory_order_relaxed);
-    CUresult r;
+    absl::StatusOr<std::vector<uint32_t>> sms;
     {
       Scope scope(mask);
-      r = a.LaunchKernel(fn, blocks, 1, 1, kProbeThreads, 1, 1, 0, stream, args, nullptr);
+      sms = (*probe)->Run();
+      if (sms.ok()) {
+        absl::StatusOr<std::vector<uint32_t>> again = (*probe)->Run();
+        if (!again.ok()) return again.status();
+        sms->insert(sms->end(), again->begin(), again->end());
+      }
     }
-    if (r != CUDA_SUCCESS) return DriverStatus(a, "cuLaunchKernel(probe)", r);
-    if (mask != nullptr && applied_.load(std::memory_order_relaxed) == applied) {
+    if (sms.ok() && mask != nullptr && applied_.load(std::memory_order_relaxed) == applied) {
       const uint8_t v = refused_version_.load(std::memory_order_relaxed);
       return absl::UnavailableError(
           v != 0 && v != kDescriptorVersion
@@ -201,25 +234,19 @@ absl::StatusOr<pacing::TpcMap> TpcMasker::Probe(CUdevice device) {
                              " is not the one verified (0x40)")
               : std::string("the launch callback did not patch the probe's launch"));
     }
-    if (r = a.StreamSynchronize(stream); r != CUDA_SUCCESS) {
-      return DriverStatus(a, "cuStreamSynchronize(probe)", r);
-    }
-    if (r = a.MemcpyDtoH(host.data(), out, blocks * sizeof(uint32_t)); r != CUDA_SUCCESS) {
-      return DriverStatus(a, "cuMemcpyDtoH(probe)", r);
-    }
-    return host;
+    return sms;
   };
-  pacing::TpcProbeResult probe;
+  pacing::TpcProbeResult result;
   absl::StatusOr<std::vector<uint32_t>> all = run(nullptr);
   if (!all.ok()) return all.status();
-  probe.all = *std::move(all);
+  result.all = *std::move(all);
   for (uint32_t bit : pacing::ProbeBits()) {
     const pacing::TpcMask mask = pacing::DisableMask({bit});
     absl::StatusOr<std::vector<uint32_t>> used = run(&mask);
     if (!used.ok()) return used.status();
-    probe.with_bit_disabled.push_back(*std::move(used));
+    result.with_bit_disabled.push_back(*std::move(used));
   }
-  return pacing::DeriveTpcMap(probe);
+  return pacing::DeriveTpcMap(result);
 }
 
 }  // namespace missile::shim

@@ -21,16 +21,15 @@
 namespace missile::shim {
 namespace {
 
-// A launch callback's parameter block as the driver lays it out: size first, at byte 64 a
-// pointer to a holder whose first member points to the descriptor.
+// A launch callback's parameter block as the driver lays it out: size first, at byte 32 a
+// pointer to the descriptor.
 struct FakeLaunch {
   std::array<unsigned char, 512> descriptor = {};
-  void* holder[2] = {descriptor.data(), nullptr};
-  alignas(8) std::array<unsigned char, 0x58> params = {};
-  explicit FakeLaunch(uint32_t size = 0x58, uint8_t version = 0x40) {
+  alignas(8) std::array<unsigned char, 0x30> params = {};
+  explicit FakeLaunch(uint32_t size = 0x30, uint8_t version = 0x40) {
     std::memcpy(params.data(), &size, sizeof(size));
-    void* h = holder;
-    std::memcpy(params.data() + 64, &h, sizeof(h));
+    void* d = descriptor.data();
+    std::memcpy(params.data() + 32, &d, sizeof(d));
     descriptor[72] = version;
   }
   uint32_t Word(size_t at) const {
@@ -47,27 +46,29 @@ TEST(PatchLaunchDescriptorTest, OrsTheMaskIntoAVerifiedDescriptorOnly) {
   uint8_t version = 0;
   ASSERT_TRUE(PatchLaunchDescriptor(ok.params.data(), mask, &version));
   EXPECT_EQ(version, 0x40);
-  EXPECT_EQ(ok.Word(304), 0x80000003u);
+  EXPECT_EQ(ok.Word(0), 0x80000000u);  // the enable bit
+  EXPECT_EQ(ok.Word(304), 0x3u);
   EXPECT_EQ(ok.Word(308), 1u << 8);
   EXPECT_EQ(ok.Word(312), 0u);
   EXPECT_EQ(ok.Word(316), 0x80000000u);
-  // Nothing outside the mask's 16 bytes changed.
-  for (size_t i = 0; i < ok.descriptor.size(); ++i) {
+  // Nothing outside the enable word and the mask's 16 bytes changed.
+  for (size_t i = 4; i < ok.descriptor.size(); ++i) {
     if (i < 304 || i >= 320) EXPECT_EQ(ok.descriptor[i], i == 72 ? 0x40 : 0) << i;
   }
+  // An empty mask is no mask: not even the enable bit.
+  FakeLaunch none;
+  EXPECT_TRUE(PatchLaunchDescriptor(none.params.data(), pacing::TpcMask{}, &version));
+  EXPECT_EQ(none.Word(0), 0u);
 
-  FakeLaunch other_version(0x58, 0x30);
+  FakeLaunch other_version(0x30, 0x30);
   EXPECT_FALSE(PatchLaunchDescriptor(other_version.params.data(), mask, &version));
   EXPECT_EQ(version, 0x30);
   EXPECT_EQ(other_version.Word(304), 0u);
-  FakeLaunch small(0x48);
+  FakeLaunch small(0x20);
   EXPECT_FALSE(PatchLaunchDescriptor(small.params.data(), mask, &version));
   EXPECT_EQ(small.Word(304), 0u);
-  FakeLaunch no_holder;
-  std::memset(no_holder.params.data() + 64, 0, 8);
-  EXPECT_FALSE(PatchLaunchDescriptor(no_holder.params.data(), mask, &version));
   FakeLaunch no_descriptor;
-  no_descriptor.holder[0] = nullptr;
+  std::memset(no_descriptor.params.data() + 32, 0, 8);
   EXPECT_FALSE(PatchLaunchDescriptor(no_descriptor.params.data(), mask, &version));
   EXPECT_FALSE(PatchLaunchDescriptor(nullptr, mask, &version));
 }
@@ -104,7 +105,7 @@ class TpcMaskerTest : public ::testing::Test {
     return std::set<uint32_t>(host.begin(), host.end());
   }
 
-  static constexpr unsigned kBlocks = 528;
+  static constexpr unsigned kBlocks = 2112;
   void* driver_ = nullptr;
   DriverApi api_;
   CUmodule module_ = nullptr;
@@ -121,12 +122,12 @@ TEST_F(TpcMaskerTest, ProbesTheLiveBitsAndMasksOnlyTheScopedThreadsLaunches) {
   EXPECT_EQ((*map)->sm_count, 132u);
   ASSERT_EQ((*map)->live.size(), 66u);
   EXPECT_EQ((*map)->live[3].bit, 4u);     // TPC 3 is floorswept
-  EXPECT_EQ((*map)->live[30].bit, 32u);   // bit 31 is the enable bit, not a TPC
-  EXPECT_EQ((*map)->live[65].bit, 72u);   // TPC 71
+  EXPECT_EQ((*map)->live[30].bit, 33u);   // and 12 and 25
+  EXPECT_EQ((*map)->live[65].bit, 71u);
   EXPECT_EQ((*map)->live[65].sms, (std::vector<uint32_t>{65, 131}));
-  EXPECT_EQ(masker.applied(), 127u);      // every bit-disabled probe launch was patched
+  EXPECT_EQ(masker.applied(), 256u);      // every bit-disabled probe launch was patched
   EXPECT_EQ(masker.MapFor(0).value(), *map);  // probed once
-  EXPECT_EQ(masker.applied(), 127u);
+  EXPECT_EQ(masker.applied(), 256u);
 
   const pacing::TpcMask mask = pacing::ReserveMask(**map, 8);
   const std::vector<uint32_t> reserved = pacing::ReservedSms(**map, 8);
@@ -137,9 +138,9 @@ TEST_F(TpcMaskerTest, ProbesTheLiveBitsAndMasksOnlyTheScopedThreadsLaunches) {
   }
   EXPECT_EQ(sms.size(), 124u);
   for (uint32_t sm : reserved) EXPECT_FALSE(sms.contains(sm)) << sm;
-  EXPECT_EQ(masker.applied(), 128u);
+  EXPECT_EQ(masker.applied(), 257u);
   EXPECT_EQ(Sms().size(), 132u);  // out of the scope: unmasked
-  EXPECT_EQ(masker.applied(), 128u);
+  EXPECT_EQ(masker.applied(), 257u);
   EXPECT_EQ(masker.refused(), 0u);
 }
 

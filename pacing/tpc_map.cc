@@ -12,17 +12,14 @@ namespace missile::pacing {
 
 std::vector<uint32_t> ProbeBits() {
   std::vector<uint32_t> bits;
-  for (uint32_t b = 0; b < kTpcMaskBits; ++b) {
-    if (b != kTpcMaskEnableBit) bits.push_back(b);
-  }
+  for (uint32_t b = 0; b < kTpcMaskBits; ++b) bits.push_back(b);
   return bits;
 }
 
 TpcMask DisableMask(const std::vector<uint32_t>& bits) {
   TpcMask m;
-  m.words[0] = 1u << kTpcMaskEnableBit;
   for (uint32_t b : bits) {
-    if (b < kTpcMaskBits && b != kTpcMaskEnableBit) m.words[b / 32] |= 1u << (b % 32);
+    if (b < kTpcMaskBits) m.words[b / 32] |= 1u << (b % 32);
   }
   return m;
 }

@@ -11,13 +11,12 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-// A GPU as the probe would see it: physical TPC t at mask bit t (t < 31) or t + 1, `dead` TPCs
-// floorswept, the k-th live TPC holding SMs k and k + live (SM ids not contiguous per TPC).
+// A GPU as the probe would see it: physical TPC t at mask bit t, `dead` TPCs floorswept, the k-th live TPC holding SMs k and k + live (SM ids not contiguous per TPC).
 struct FakeGpu {
   explicit FakeGpu(std::set<uint32_t> d) : dead(std::move(d)) {}
   std::set<uint32_t> dead;
   uint32_t tpcs = 72;
-  uint32_t Bit(uint32_t t) const { return t < 31 ? t : t + 1; }
+  uint32_t Bit(uint32_t t) const { return t; }
   std::vector<uint32_t> LiveBits() const {
     std::vector<uint32_t> bits;
     for (uint32_t t = 0; t < tpcs; ++t) {
@@ -30,7 +29,7 @@ struct FakeGpu {
     const uint32_t n = static_cast<uint32_t>(live.size());
     std::vector<uint32_t> sms;
     for (uint32_t k = 0; k < n; ++k) {
-      if (m.words[0] >> kTpcMaskEnableBit & 1u && m.Disables(live[k])) continue;
+      if (m.Disables(live[k])) continue;
       sms.push_back(k);
       sms.push_back(k + n);
     }
@@ -44,12 +43,12 @@ struct FakeGpu {
   }
 };
 
-TEST(TpcMapTest, DisableMaskSetsTheEnableBitAndSkipsIt) {
-  EXPECT_EQ(DisableMask({}).words, (std::array<uint32_t, 4>{0x80000000u, 0, 0, 0}));
+TEST(TpcMapTest, DisableMaskSetsTheBitsOfItsWords) {
+  EXPECT_TRUE(DisableMask({}).empty());
   EXPECT_EQ(DisableMask({0, 31, 32, 127, 128}).words,
             (std::array<uint32_t, 4>{0x80000001u, 1u, 0, 0x80000000u}));
-  EXPECT_EQ(ProbeBits().size(), 127u);
-  EXPECT_EQ(ProbeBits()[31], 32u);
+  EXPECT_EQ(ProbeBits().size(), 128u);
+  EXPECT_EQ(ProbeBits()[31], 31u);
 }
 
 TEST(TpcMapTest, DerivesLiveBitsAndTheirSmsSkippingFloorsweptOnes) {
@@ -63,17 +62,18 @@ TEST(TpcMapTest, DerivesLiveBitsAndTheirSmsSkippingFloorsweptOnes) {
   EXPECT_EQ(bits, gpu.LiveBits());
   EXPECT_THAT(map->live[0].sms, ElementsAre(0, 66));
   EXPECT_EQ(map->live[3].bit, 4u);  // TPC 3 is floorswept
-  EXPECT_THAT(DescribeTpcMap(*map), HasSubstr("66 live TPCs (mask bits 0-2, 4-11, 13-24, 26-30, 32-"));
+  EXPECT_EQ(DescribeTpcMap(*map),
+            "66 live TPCs (mask bits 0-2, 4-11, 13-24, 26-37, 39-50, 52-63, 65-71), 132 SMs");
 }
 
 TEST(TpcMapTest, TheReserveDisablesTheLastLiveBitsAndKeepsOneForTheBe) {
   FakeGpu gpu({70});
   absl::StatusOr<TpcMap> map = DeriveTpcMap(gpu.Probe());
   ASSERT_TRUE(map.ok()) << map.status();
-  EXPECT_EQ(ReserveMask(*map, 0), TpcMask{});
+  EXPECT_TRUE(ReserveMask(*map, 0).empty());
   const TpcMask m = ReserveMask(*map, 2);
-  // Live TPCs 69 and 71 are bits 70 and 72.
-  EXPECT_EQ(m.words, (std::array<uint32_t, 4>{0x80000000u, 0, (1u << 6) | (1u << 8), 0}));
+  // Live TPCs 69 and 71 (70 is floorswept).
+  EXPECT_EQ(m.words, (std::array<uint32_t, 4>{0, 0, (1u << 5) | (1u << 7), 0}));
   EXPECT_THAT(ReservedSms(*map, 2), ElementsAre(69, 70, 140, 141));
   // What the fake GPU runs under the mask: everything but the reserve.
   const std::vector<uint32_t> used = gpu.SmsUsed(m);
@@ -98,7 +98,7 @@ TEST(TpcMapTest, RefusesAProbeThatDoesNotDescribeAWorkingMask) {
   TpcProbeResult twice = ok;
   twice.with_bit_disabled[1] = twice.with_bit_disabled[0];
   EXPECT_THAT(std::string(DeriveTpcMap(twice).status().message()), HasSubstr("under mask bits"));
-  // An SM no bit accounts for (a missed block, or a TPC behind the enable bit).
+  // An SM no bit accounts for (a block the probe missed).
   TpcProbeResult missed = ok;
   missed.all.push_back(500);
   for (auto& used : missed.with_bit_disabled) used.push_back(500);

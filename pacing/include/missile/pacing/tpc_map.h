@@ -4,7 +4,7 @@
 // kernel and writes the mask into each BE launch's descriptor.
 //
 // The mask is the driver's per-launch TPC disable mask: 128 bits in four 32-bit words, a set bit
-// disables a TPC. Bit 31 of word 0 is the mask's enable bit, not a TPC. The bits index physical
+// disables a TPC (the launch descriptor has a separate enable bit). The bits index physical
 // TPCs, floorswept ones included (measured on an H200, driver 580.159.04: a mask with 16 bits
 // enabled confined a kernel to 22 SMs, docs/pacing.md), so which bits are live and which SMs each
 // one holds is discovered on each GPU: a probe kernel records the SM of every block, once with
@@ -25,19 +25,19 @@
 namespace missile::pacing {
 
 inline constexpr uint32_t kTpcMaskBits = 128;
-inline constexpr uint32_t kTpcMaskEnableBit = 31;  // of word 0
 
 // A launch's TPC disable mask as the launch descriptor holds it.
 struct TpcMask {
   std::array<uint32_t, 4> words = {};
   bool operator==(const TpcMask&) const = default;
   bool Disables(uint32_t bit) const { return (words[bit / 32] >> (bit % 32)) & 1u; }
+  bool empty() const { return words == std::array<uint32_t, 4>{}; }
 };
 
-// The bits a probe tries, in order: every bit of the mask but the enable bit.
+// The bits a probe tries, in order: every bit of the mask.
 std::vector<uint32_t> ProbeBits();
 
-// A mask disabling `bits` (each < kTpcMaskBits, none the enable bit), enable bit set.
+// A mask disabling `bits` (those >= kTpcMaskBits are ignored).
 TpcMask DisableMask(const std::vector<uint32_t>& bits);
 
 // What the probe saw: the SM ids the probe kernel's blocks ran on with nothing disabled, and
@@ -64,8 +64,8 @@ struct TpcMap {
 absl::StatusOr<TpcMap> DeriveTpcMap(const TpcProbeResult& probe);
 
 // The mask for BE work that leaves `reserve` TPCs free: the last `reserve` live bits disabled
-// (at most all live bits but one, so a BE kernel always has somewhere to run). All zero (no
-// mask) when reserve is 0.
+// (at most all live bits but one, so a BE kernel always has somewhere to run). Empty (no mask)
+// when reserve is 0.
 TpcMask ReserveMask(const TpcMap& map, uint32_t reserve);
 // How many TPCs ReserveMask keeps free for `reserve` (after the clamp), and their SMs.
 uint32_t ReservedTpcs(const TpcMap& map, uint32_t reserve);
