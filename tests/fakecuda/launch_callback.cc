@@ -8,12 +8,6 @@
 namespace fakecuda {
 namespace {
 
-// What the params block points to. Only the first member, the descriptor, is modelled.
-struct DescHolder {
-  void* desc = nullptr;
-  void* reserved[7] = {};
-};
-
 // The table's entries the fake does not model: a caller that relies on them fails loudly.
 int Unsupported() { return 1; }
 
@@ -76,12 +70,10 @@ TpcMask LaunchCallbacks::DisabledTpcs() const {
   // Each launch gets a fresh descriptor, as the driver builds one per launch.
   alignas(16) unsigned char desc[kLaunchDescSize] = {};
   desc[kLaunchDescVersionOffset] = desc_version_;
-  DescHolder holder;
-  holder.desc = desc;
   alignas(16) unsigned char params[kParamsSize] = {};
   std::memcpy(params, &kParamsSize, sizeof(kParamsSize));
-  const DescHolder* holder_address = &holder;
-  std::memcpy(params + kParamsHolderOffset, &holder_address, sizeof(holder_address));
+  const unsigned char* desc_address = desc;
+  std::memcpy(params + kParamsDescOffset, &desc_address, sizeof(desc_address));
   for (const auto& [cb, userdata] : calls) cb(userdata, kLaunchDomain, kLaunchCbid, params);
   return DisabledTpcsOf(desc);
 }

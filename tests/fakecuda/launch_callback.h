@@ -7,13 +7,14 @@
 // (0 and a new handle >= 1; nonzero for a null handle or callback); entry 6
 //   int enable(uint32_t on, uint32_t handle, int domain, int cbid)
 // turns one callback site on or off for a subscriber (0; nonzero for an unknown handle). The
-// fake's other entries return nonzero. Only domain 3, cbid 3 ("launch, before the launch
-// descriptor is uploaded") has an effect: at every launch (not while a stream captures) and, for
-// a graph's kernel nodes, at the graph's upload, each enabled subscriber is called on the
-// launching thread with a params block of kParamsSize bytes (its first uint32 is its size, its
-// 8-byte word at kParamsHolderOffset points to a holder whose first member points to the launch
-// descriptor, kLaunchDescSize zeroed bytes with the version byte at kLaunchDescVersionOffset).
-// What the subscribers leave in the descriptor's mask words is the launch's disable mask.
+// fake's other entries return nonzero. Only domain 0xb, cbid 1 ("before the launch descriptor is
+// uploaded") has an effect; other sites are accepted and never called. At every launch (not while
+// a stream captures) and, for a graph's kernel nodes, at the graph's upload, each enabled
+// subscriber is called on the launching thread with a params block of kParamsSize bytes, zero
+// but for its first uint32, its size, and its 8-byte word at kParamsDescOffset, which points
+// directly to the launch descriptor: kLaunchDescSize zeroed bytes with the version byte at
+// kLaunchDescVersionOffset. What the subscribers leave in the descriptor's mask words and enable
+// bit (tpcs.h) is the launch's disable mask.
 //
 // Subscribers live as long as the process. Thread-safe: subscribe and enable may race with
 // launches on other threads; the callbacks run without any lock held.
@@ -35,10 +36,11 @@ namespace fakecuda {
 // The bytes of the table's CUuuid.
 inline constexpr unsigned char kCallbackTableId[16] = {
     0x2c, 0x8e, 0x0a, 0xd8, 0x07, 0x10, 0xab, 0x4e, 0x90, 0xdd, 0x54, 0x71, 0x9f, 0xe5, 0xf7, 0x4b};
-inline constexpr int kLaunchDomain = 3;
-inline constexpr int kLaunchCbid = 3;
-inline constexpr uint32_t kParamsSize = 0x58;
-inline constexpr size_t kParamsHolderOffset = 64;
+inline constexpr int kLaunchDomain = 0xb;
+inline constexpr int kLaunchCbid = 1;
+inline constexpr uint32_t kParamsSize = 0x30;
+inline constexpr size_t kParamsDescOffset = 32;  // pointer index 4
+static_assert(kParamsDescOffset + sizeof(void*) <= kParamsSize);
 inline constexpr uint8_t kDefaultLaunchDescVersion = 0x40;
 
 using LaunchCallbackFn = void (*)(void* userdata, int domain, int cbid, const void* params);

@@ -9,7 +9,8 @@
 namespace fakecuda_test {
 namespace {
 
-// Physical TPCs around the enable bit and at both ends; all live on the default layout.
+// Physical TPCs around the first mask word's end (31 is bit 31 of word 304) and at both ends; all
+// live on the default layout.
 const std::vector<int> kEightTpcs = {0, 7, 30, 31, 32, 40, 65, 71};
 
 class TpcMaskTest : public ::testing::Test {
@@ -25,7 +26,7 @@ class TpcMaskTest : public ::testing::Test {
   }
   void TearDown() override {
     // Subscribers stay for the process: a disabled one is never called again.
-    for (uint32_t h : handles_) EXPECT_EQ(0, table_.enable()(0, h, 3, 3));
+    for (uint32_t h : handles_) EXPECT_EQ(0, table_.enable()(0, h, kLaunchDomain, kLaunchCbid));
     CU_EXPECT(cuCtxSynchronize());
     CU_EXPECT(cuStreamDestroy(stream_));
     CU_EXPECT(cuMemFree(out_));
@@ -35,7 +36,7 @@ class TpcMaskTest : public ::testing::Test {
   void Subscribe(Subscriber* sub) {
     uint32_t handle = 0;
     ASSERT_EQ(0, table_.subscribe()(&handle, &Subscriber::OnLaunch, sub));
-    ASSERT_EQ(0, table_.enable()(1, handle, 3, 3));
+    ASSERT_EQ(0, table_.enable()(1, handle, kLaunchDomain, kLaunchCbid));
     handles_.push_back(handle);
   }
 
@@ -99,7 +100,7 @@ TEST_F(TpcMaskTest, DisabledTpcsKeepTheProbeOffTheirSms) {
   EXPECT_EQ(sub_.bad.load(), 0);
   EXPECT_EQ(sub_.thread, std::this_thread::get_id());  // inside the launch call
   // Without the enable bit the same words disable nothing; other kernels run as ever.
-  sub_.SetMask(MaskWords(kEightTpcs, /*enable=*/false));
+  sub_.SetMask(MaskWords(kEightTpcs), /*enable_bit=*/false);
   std::vector<uint32_t> all(kDefaultSms);
   for (int i = 0; i < kDefaultSms; ++i) all[i] = i;
   EXPECT_EQ(RunProbe(kernels_.probe), RoundRobin(all));
@@ -107,6 +108,37 @@ TEST_F(TpcMaskTest, DisabledTpcsKeepTheProbeOffTheirSms) {
   CU_ASSERT(cuStreamSynchronize(stream_));
   EXPECT_EQ(Words(out_, 4), std::vector<uint32_t>(4, 9));
   EXPECT_EQ(sub_.bad.load(), 0);
+}
+
+TEST_F(TpcMaskTest, Word304CoversTpcs0To31AndCountsOnlyWithTheEnableBitAtOffset0) {
+  std::vector<uint32_t> all(kDefaultSms);
+  for (int i = 0; i < kDefaultSms; ++i) all[i] = i;
+  std::vector<int> first32(32);
+  for (int t = 0; t < 32; ++t) first32[t] = t;
+  // Bit 31 of word 304 is TPC 31, not an enable bit.
+  sub_.SetMask({0xffffffffu, 0, 0, 0});
+  Subscribe(&sub_);
+  const std::vector<uint32_t> allowed = SmsWithout(first32);
+  ASSERT_EQ(allowed.size(), kDefaultSms - 2u * (32 - 3));  // TPCs 3, 12 and 25 are dead
+  EXPECT_EQ(RunProbe(kernels_.probe), RoundRobin(allowed));
+  sub_.SetMask({0x80000000u, 0, 0, 0});
+  EXPECT_EQ(RunProbe(kernels_.probe), RoundRobin(SmsWithout({31})));
+  // The same words with bit 31 of the descriptor's word 0 left clear: no mask.
+  sub_.SetMask({0xffffffffu, 0, 0, 0}, /*enable_bit=*/false);
+  EXPECT_EQ(RunProbe(kernels_.probe), RoundRobin(all));
+  sub_.SetMask({0x80000001u, 0, 0, 0x80000000u}, /*enable_bit=*/false);
+  EXPECT_EQ(RunProbe(kernels_.probe), RoundRobin(all));
+  // A later subscriber that clears the enable bit undoes the mask; one that sets it alone (with
+  // zero words) disables nothing.
+  sub_.SetMask(MaskWords({0, 1}));
+  second_.SetMask(MaskWords({0, 1}), /*enable_bit=*/false);
+  Subscribe(&second_);
+  EXPECT_EQ(RunProbe(kernels_.probe), RoundRobin(all));
+  second_.SetMask({0, 0, 0, 0});
+  EXPECT_EQ(RunProbe(kernels_.probe), RoundRobin(all));
+  EXPECT_EQ(sub_.calls.load(), 6);
+  EXPECT_EQ(second_.calls.load(), 2);
+  EXPECT_EQ(sub_.bad.load() + second_.bad.load(), 0);
 }
 
 TEST_F(TpcMaskTest, EverySubscriberIsCalledOnEveryLaunchEntryPoint) {
@@ -334,9 +366,9 @@ TEST_F(TpcMaskTest, SubscribersMayChangeWhileOtherThreadsLaunch) {
   for (int i = 0; i < 50; ++i) {
     ASSERT_EQ(0, table_.subscribe()(&handle, &Subscriber::OnLaunch, &sub_));
     handles_.push_back(handle);
-    EXPECT_EQ(0, table_.enable()(1, handle, 3, 3));
+    EXPECT_EQ(0, table_.enable()(1, handle, kLaunchDomain, kLaunchCbid));
     if (i % 2 == 0) {
-      EXPECT_EQ(0, table_.enable()(0, handle, 3, 3));
+      EXPECT_EQ(0, table_.enable()(0, handle, kLaunchDomain, kLaunchCbid));
     }
     usleep(200);
   }

@@ -3,8 +3,8 @@
 // A fake device has kNumTpcs physical TPCs, index t; some are floorswept (dead, config.h). The
 // live ones, in ascending t, are numbered k = 0..L-1, and live TPC k holds SM ids k and k + L,
 // so the device has 2L SMs. A launch may have TPCs disabled (launch_callback.h): a 128-bit mask
-// over bit positions TpcBit(t), in which bit 31 is not a TPC but the mask's enable bit. The SMs
-// a kernel may use are those of the live TPCs whose bit is clear.
+// in which bit t (TpcBit(t)) is physical TPC t. The SMs a kernel may use are those of the live
+// TPCs whose bit is clear.
 //
 // Header-only and free of the fake's state, so tests check the layout directly. Immutable after
 // construction; safe to read from any thread.
@@ -19,11 +19,9 @@
 namespace fakecuda {
 
 inline constexpr int kNumTpcs = 72;
-inline constexpr int kMaskEnableBit = 31;
 
-// The bit of physical TPC t in a TPC mask: bit 31 of the first word is the enable bit, so the
-// TPCs from 31 on sit one bit higher.
-constexpr int TpcBit(int t) { return t < kMaskEnableBit ? t : t + 1; }
+// The bit of physical TPC t in a TPC mask: every one of the 128 bits is a TPC bit.
+constexpr int TpcBit(int t) { return t; }
 
 // A 128-bit set of bit positions; as a disable mask, the TPCs a launch may not use.
 struct TpcMask {
@@ -39,22 +37,26 @@ struct TpcMask {
   bool operator==(const TpcMask&) const = default;
 };
 
-// The launch descriptor the launch callback sees (launch_callback.h): where its version byte and
-// its TPC mask words are.
+// The launch descriptor the launch callback sees (launch_callback.h): where its version byte, its
+// TPC mask words and the mask's enable bit are.
 inline constexpr size_t kLaunchDescSize = 512;
 inline constexpr size_t kLaunchDescVersionOffset = 72;
 inline constexpr size_t kLaunchDescMaskOffset = 304;  // four little-endian uint32 words
+inline constexpr size_t kLaunchDescEnableOffset = 0;  // a little-endian uint32 word
+inline constexpr int kLaunchDescEnableBit = 31;       // of the word at kLaunchDescEnableOffset
 
-// The TPCs a launch descriptor disables: with bit 31 of its first mask word set, the 128-bit
-// value (word0 & 0x7fffffff) | word1 << 32 | word2 << 64 | word3 << 96; else none.
+// The little-endian uint32 word at `b`.
+inline uint32_t LoadLe32(const unsigned char* b) {
+  return uint32_t{b[0]} | (uint32_t{b[1]} << 8) | (uint32_t{b[2]} << 16) | (uint32_t{b[3]} << 24);
+}
+
+// The TPCs a launch descriptor disables: with bit 31 of its first word (offset 0) set, the
+// 128-bit value w304 | w308 << 32 | w312 << 64 | w316 << 96 of its mask words; else none.
 inline TpcMask DisabledTpcsOf(const unsigned char* desc) {
+  if (((LoadLe32(desc + kLaunchDescEnableOffset) >> kLaunchDescEnableBit) & 1) == 0) return {};
   uint32_t w[4];
-  for (int i = 0; i < 4; ++i) {
-    const unsigned char* b = desc + kLaunchDescMaskOffset + 4 * i;
-    w[i] = uint32_t{b[0]} | (uint32_t{b[1]} << 8) | (uint32_t{b[2]} << 16) | (uint32_t{b[3]} << 24);
-  }
-  if (((w[0] >> kMaskEnableBit) & 1) == 0) return {};
-  return {(w[0] & 0x7fffffffu) | (uint64_t{w[1]} << 32), w[2] | (uint64_t{w[3]} << 32)};
+  for (int i = 0; i < 4; ++i) w[i] = LoadLe32(desc + kLaunchDescMaskOffset + 4 * i);
+  return {w[0] | (uint64_t{w[1]} << 32), w[2] | (uint64_t{w[3]} << 32)};
 }
 
 class TpcLayout {
