@@ -24,6 +24,34 @@ TpcMask DisableMask(const std::vector<uint32_t>& bits) {
   return m;
 }
 
+namespace {
+
+// The map from counts alone (virtual SM ids): `missing[i]` SMs vanished with bit i disabled.
+absl::StatusOr<TpcMap> FromCounts(const std::vector<uint32_t>& bits,
+                                  const std::vector<size_t>& missing, uint32_t sm_count) {
+  TpcMap map;
+  map.sm_count = sm_count;
+  map.physical_ids = false;
+  size_t per_tpc = 0;
+  for (size_t i = 0; i < bits.size(); ++i) {
+    if (missing[i] == 0) continue;
+    if (per_tpc != 0 && missing[i] != per_tpc) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "mask bit ", bits[i], " removed ", missing[i], " SMs, others ", per_tpc));
+    }
+    per_tpc = missing[i];
+    map.live.push_back(LiveTpc{bits[i], {}});
+  }
+  if (map.live.empty()) return absl::FailedPreconditionError("no mask bit confined the probe");
+  if (map.live.size() * per_tpc != sm_count) {
+    return absl::FailedPreconditionError(absl::StrCat(map.live.size(), " live bits of ", per_tpc,
+                                                      " SMs do not make the ", sm_count, " SMs"));
+  }
+  return map;
+}
+
+}  // namespace
+
 absl::StatusOr<TpcMap> DeriveTpcMap(const TpcProbeResult& probe) {
   const std::vector<uint32_t> bits = ProbeBits();
   if (probe.with_bit_disabled.size() != bits.size()) {
@@ -35,6 +63,8 @@ absl::StatusOr<TpcMap> DeriveTpcMap(const TpcProbeResult& probe) {
   TpcMap map;
   map.sm_count = static_cast<uint32_t>(all.size());
   std::map<uint32_t, uint32_t> owner;  // SM -> bit
+  std::vector<size_t> missing(bits.size(), 0);
+  bool shared = false;  // two bits claimed one SM: the ids are virtual
   for (size_t i = 0; i < bits.size(); ++i) {
     const std::set<uint32_t> used(probe.with_bit_disabled[i].begin(),
                                   probe.with_bit_disabled[i].end());
@@ -52,16 +82,12 @@ absl::StatusOr<TpcMap> DeriveTpcMap(const TpcProbeResult& probe) {
     }
     std::set_difference(all.begin(), all.end(), used.begin(), used.end(),
                         std::back_inserter(tpc.sms));
+    missing[i] = tpc.sms.size();
     if (tpc.sms.empty()) continue;
-    for (uint32_t sm : tpc.sms) {
-      auto [it, fresh] = owner.emplace(sm, bits[i]);
-      if (!fresh) {
-        return absl::FailedPreconditionError(absl::StrCat("SM ", sm, " is under mask bits ",
-                                                          it->second, " and ", bits[i]));
-      }
-    }
+    for (uint32_t sm : tpc.sms) shared |= !owner.emplace(sm, bits[i]).second;
     map.live.push_back(std::move(tpc));
   }
+  if (shared) return FromCounts(bits, missing, map.sm_count);
   if (map.live.empty()) return absl::FailedPreconditionError("no mask bit confined the probe");
   if (owner.size() != all.size()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -104,7 +130,7 @@ std::string DescribeTpcMap(const TpcMap& map) {
     i = j + 1;
   }
   return absl::StrCat(map.live.size(), " live TPCs (mask bits ", absl::StrJoin(runs, ", "), "), ",
-                      map.sm_count, " SMs");
+                      map.sm_count, " SMs", map.physical_ids ? "" : " (virtual SM ids: by count)");
 }
 
 }  // namespace missile::pacing

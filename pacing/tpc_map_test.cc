@@ -83,6 +83,28 @@ TEST(TpcMapTest, TheReserveDisablesTheLastLiveBitsAndKeepsOneForTheBe) {
   EXPECT_EQ(gpu.SmsUsed(ReserveMask(*map, 1000)).size(), 2u);
 }
 
+// As an MPS client on the H200 the SM ids are virtual: whichever live bit is disabled, the two
+// highest ids vanish. The live bits are found by count, the SMs they hold are unknown.
+TEST(TpcMapTest, VirtualSmIdsGiveTheLiveBitsByCount) {
+  FakeGpu gpu({3, 12, 25, 38, 51, 64});
+  TpcProbeResult probe = gpu.Probe();
+  for (auto& used : probe.with_bit_disabled) {
+    if (used.size() == 130) {
+      used.clear();
+      for (uint32_t sm = 0; sm < 130; ++sm) used.push_back(sm);
+    }
+  }
+  absl::StatusOr<TpcMap> map = DeriveTpcMap(probe);
+  ASSERT_TRUE(map.ok()) << map.status();
+  EXPECT_FALSE(map->physical_ids);
+  ASSERT_EQ(map->live.size(), 66u);
+  EXPECT_EQ(map->live[3].bit, 4u);
+  EXPECT_TRUE(map->live[3].sms.empty());
+  EXPECT_TRUE(ReservedSms(*map, 8).empty());
+  EXPECT_EQ(ReserveMask(*map, 2).words, (std::array<uint32_t, 4>{0, 0, (1u << 6) | (1u << 7), 0}));
+  EXPECT_THAT(DescribeTpcMap(*map), HasSubstr("132 SMs (virtual SM ids: by count)"));
+}
+
 TEST(TpcMapTest, RefusesAProbeThatDoesNotDescribeAWorkingMask) {
   FakeGpu gpu({});
   TpcProbeResult ok = gpu.Probe();
@@ -94,10 +116,16 @@ TEST(TpcMapTest, RefusesAProbeThatDoesNotDescribeAWorkingMask) {
   TpcProbeResult nowhere = ok;
   nowhere.with_bit_disabled[5].clear();
   EXPECT_THAT(std::string(DeriveTpcMap(nowhere).status().message()), HasSubstr("ran nowhere"));
-  // Two bits claim one SM.
+  // Two bits claim one SM (bit 100 names no TPC), and the counts do not add up as virtual ids
+  // would.
   TpcProbeResult twice = ok;
-  twice.with_bit_disabled[1] = twice.with_bit_disabled[0];
-  EXPECT_THAT(std::string(DeriveTpcMap(twice).status().message()), HasSubstr("under mask bits"));
+  twice.with_bit_disabled[100] = twice.with_bit_disabled[0];
+  EXPECT_THAT(std::string(DeriveTpcMap(twice).status().message()),
+              HasSubstr("73 live bits of 2 SMs do not make the 144 SMs"));
+  TpcProbeResult uneven = ok;
+  uneven.with_bit_disabled[1] = uneven.with_bit_disabled[0];
+  uneven.with_bit_disabled[1].pop_back();
+  EXPECT_THAT(std::string(DeriveTpcMap(uneven).status().message()), HasSubstr("removed 3 SMs"));
   // An SM no bit accounts for (a block the probe missed).
   TpcProbeResult missed = ok;
   missed.all.push_back(500);

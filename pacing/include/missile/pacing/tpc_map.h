@@ -11,6 +11,12 @@
 // nothing disabled and once with each candidate bit disabled alone; the SMs that disappear are
 // that bit's. Disabling one bit at a time never disables every live TPC, so no probe launch can
 // be left with nowhere to run.
+//
+// As an MPS client the SM ids a kernel reads are not physical (measured on the H200, driver
+// 580.159.04: with any one live bit disabled, the two highest ids vanished, whichever the bit).
+// The mask still acts on physical TPCs, so there the map is derived from counts alone: a bit is
+// live when disabling it removes SMs, every live bit must remove the same number, and together
+// they must account for every SM; which SMs a bit holds is then unknown.
 // Thread-safety: none needed (values and pure functions).
 #ifndef MISSILE_PACING_TPC_MAP_H_
 #define MISSILE_PACING_TPC_MAP_H_
@@ -49,25 +55,28 @@ struct TpcProbeResult {
 
 struct LiveTpc {
   uint32_t bit = 0;
-  std::vector<uint32_t> sms;  // ascending
+  std::vector<uint32_t> sms;  // ascending; empty where the SM ids are virtual
 };
 
 // The GPU's live TPC bits, ascending, each with its SMs.
 struct TpcMap {
   std::vector<LiveTpc> live;
-  uint32_t sm_count = 0;  // SMs the probe saw with nothing disabled
+  uint32_t sm_count = 0;         // SMs the probe saw with nothing disabled
+  bool physical_ids = true;      // false: SM ids are virtual (MPS), the map is from counts
 };
 
-// Derives the map from a probe, or says why the probe does not describe a mask that works:
-// a bit-disabled launch that used an SM the full launch did not, or ran nowhere; two bits
-// claiming one SM; SMs no bit accounts for; no live bit at all.
+// Derives the map from a probe, or says why the probe does not describe a mask that works.
+// With physical SM ids: a bit-disabled launch that used an SM the full launch did not, or ran
+// nowhere; two bits claiming one SM; SMs no bit accounts for; no live bit at all. Where two
+// bits claim the same SMs, the ids are taken as virtual and the counts must add up instead.
 absl::StatusOr<TpcMap> DeriveTpcMap(const TpcProbeResult& probe);
 
 // The mask for BE work that leaves `reserve` TPCs free: the last `reserve` live bits disabled
 // (at most all live bits but one, so a BE kernel always has somewhere to run). Empty (no mask)
 // when reserve is 0.
 TpcMask ReserveMask(const TpcMap& map, uint32_t reserve);
-// How many TPCs ReserveMask keeps free for `reserve` (after the clamp), and their SMs.
+// How many TPCs ReserveMask keeps free for `reserve` (after the clamp), and their SMs (none
+// known where the ids are virtual).
 uint32_t ReservedTpcs(const TpcMap& map, uint32_t reserve);
 std::vector<uint32_t> ReservedSms(const TpcMap& map, uint32_t reserve);
 
