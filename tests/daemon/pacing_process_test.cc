@@ -477,8 +477,6 @@ TEST_F(PacingTest, ABeAloneOnItsGpuIsNotPacedUntilAnLsTenantJoins) {
   EXPECT_EQ(idle_ls.Wait(10), 0) << idle_ls.out();
 }
 
-}  // namespace
-}  // namespace missile
 
 // The LS reserve of TPCs on MPS (libintercept/tpc_mask.h), against the test double's TPC masks
 // (72 TPCs, 6 floorswept, live TPC k holding SMs k and k + 66). With an LS tenant on the GPU, a
@@ -552,3 +550,6 @@ TEST_F(ReserveTest, WithoutMpsOrAVerifiedMechanismNothingIsMasked) {
         << report;
   }
 }
+
+}  // namespace
+}  // namespace missile
