@@ -14,6 +14,29 @@ namespace missile::daemon {
 
 using config_internal::OctalMode;
 
+namespace {
+
+void DescribeCompute(const ComputeSection& c, std::vector<std::string>* out) {
+  std::vector<std::string>& lines = *out;
+  auto boolean = [](bool b) { return b ? "true" : "false"; };
+  lines.push_back(absl::StrCat("compute.pacing = ", boolean(c.pacing)));
+  lines.push_back(absl::StrCat("compute.window_items = ", c.window_items));
+  lines.push_back(absl::StrCat("compute.window_us = ", c.window_us));
+  lines.push_back(absl::StrCat("compute.ls_idle_us = ", c.ls_idle_us));
+  lines.push_back(absl::StrCat("compute.ls_stale_ms = ", c.ls_stale_ms));
+  lines.push_back(absl::StrCat("compute.max_hold_ms = ", c.max_hold_ms));
+  lines.push_back(absl::StrCat("compute.unknown_us = ", c.unknown_us));
+  lines.push_back(absl::StrCat("compute.share_slack_us = ", c.share_slack_us));
+  lines.push_back(absl::StrCat("compute.refill_us = ", c.refill_us));
+  lines.push_back(absl::StrCat("compute.ls_reserve_tpcs = ", c.ls_reserve_tpcs));
+  lines.push_back(absl::StrCat("compute.mps = ", QuoteString(c.mps)));
+  lines.push_back(absl::StrCat("compute.mps_pipe_directory = ", QuoteString(c.mps_pipe_directory)));
+  lines.push_back(absl::StrCat("compute.mps_log_directory = ", QuoteString(c.mps_log_directory)));
+  lines.push_back(absl::StrCat("compute.mps_control = ", QuoteString(c.mps_control)));
+}
+
+}  // namespace
+
 std::string DescribeConfig(const DaemonConfig& config) {
   const DaemonSection& d = config.daemon;
   const GpuSection& g = config.gpu;
@@ -66,21 +89,7 @@ std::string DescribeConfig(const DaemonConfig& config) {
   lines.push_back(absl::StrCat("pcie.spin_us = ", p.spin_us));
   lines.push_back(absl::StrCat("pcie.ls_spin_us = ", p.ls_spin_us));
   lines.push_back(absl::StrCat("pcie.ls_quiet_ms = ", p.ls_quiet_ms));
-  const ComputeSection& c = config.compute;
-  lines.push_back(absl::StrCat("compute.pacing = ", boolean(c.pacing)));
-  lines.push_back(absl::StrCat("compute.window_items = ", c.window_items));
-  lines.push_back(absl::StrCat("compute.window_us = ", c.window_us));
-  lines.push_back(absl::StrCat("compute.ls_idle_us = ", c.ls_idle_us));
-  lines.push_back(absl::StrCat("compute.ls_stale_ms = ", c.ls_stale_ms));
-  lines.push_back(absl::StrCat("compute.max_hold_ms = ", c.max_hold_ms));
-  lines.push_back(absl::StrCat("compute.unknown_us = ", c.unknown_us));
-  lines.push_back(absl::StrCat("compute.share_slack_us = ", c.share_slack_us));
-  lines.push_back(absl::StrCat("compute.refill_us = ", c.refill_us));
-  lines.push_back(absl::StrCat("compute.ls_reserve_tpcs = ", c.ls_reserve_tpcs));
-  lines.push_back(absl::StrCat("compute.mps = ", QuoteString(c.mps)));
-  lines.push_back(absl::StrCat("compute.mps_pipe_directory = ", QuoteString(c.mps_pipe_directory)));
-  lines.push_back(absl::StrCat("compute.mps_log_directory = ", QuoteString(c.mps_log_directory)));
-  lines.push_back(absl::StrCat("compute.mps_control = ", QuoteString(c.mps_control)));
+  DescribeCompute(config.compute, &lines);
   const MetricsSection& m = config.metrics;
   lines.push_back(absl::StrCat("metrics.enabled = ", boolean(m.enabled)));
   lines.push_back(absl::StrCat("metrics.address = ", QuoteString(m.address)));

@@ -539,12 +539,6 @@ TEST(LoadConfigTest, RejectsFilesOthersMayWriteAndNonFiles) {
   EXPECT_THAT(std::string(config.status().message()), HasSubstr(::testing::TempDir()));
 }
 
-}  // namespace
-}  // namespace missile::daemon
-
-namespace missile::daemon {
-namespace {
-
 TEST(ConfigTest, ComputeSection) {
   const DaemonConfig config = ParseConfig(R"(
 [compute]

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <string>
 
-#include "absl/strings/str_cat.h"
 #include "session_manager.h"
 #include "missile/common/copy_channel.h"
 
@@ -153,59 +152,6 @@ bool Pacer::Paces() const {
   }
   // An LS tenant marks its work for the BE tenants of its GPU; with none there is no one to tell.
   return pol.be_tenants.load(std::memory_order_relaxed) != 0;
-}
-
-bool Pacer::LsTenantsPresent() const {
-  return dir().policy.ls_tenants.load(std::memory_order_relaxed) != 0;
-}
-
-std::optional<pacing::TpcMask> Pacer::BeMask() {
-  if (masker_ == nullptr || !best_effort()) return std::nullopt;
-  const uint32_t reserve = dir().policy.ls_reserve_tpcs.load(std::memory_order_relaxed);
-  if (reserve == 0 || !LsTenantsPresent() ||
-      entry().session.load(std::memory_order_relaxed) != session_) {
-    return std::nullopt;
-  }
-  const uint32_t state = reserve_probed_.load(std::memory_order_acquire)
-                             ? slot_->reserve_state.load(std::memory_order_relaxed)
-                             : ProbeReserve();
-  if (state != pacingreg::kReserveActive) return std::nullopt;
-  const uint32_t kept = std::min<uint32_t>(reserve, static_cast<uint32_t>(masks_.size()) - 1);
-  if (slot_->reserve_tpcs.load(std::memory_order_relaxed) != kept) {
-    slot_->reserve_tpcs.store(kept, std::memory_order_relaxed);
-  }
-  return masks_[kept];
-}
-
-pacingreg::ReserveState Pacer::ProbeReserve() {
-  absl::MutexLock lock(&reserve_mu_);
-  if (reserve_probed_.load(std::memory_order_relaxed)) {
-    return static_cast<pacingreg::ReserveState>(slot_->reserve_state.load());
-  }
-  pacingreg::ReserveState state = pacingreg::kReserveUnavailable;
-  int mps = 0;
-  if (api_->DeviceGetAttribute == nullptr ||
-      api_->DeviceGetAttribute(&mps, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, device_) != CUDA_SUCCESS ||
-      mps == 0) {
-    state = pacingreg::kReserveNotMps;
-    reserve_note_ = "time-sliced (not an MPS client): no reserve needed";
-  } else if (absl::StatusOr<const pacing::TpcMap*> map = masker_->MapFor(device_); !map.ok()) {
-    reserve_note_ = absl::StrCat("unavailable: ", map.status().message());
-  } else {
-    for (uint32_t r = 0; r < (*map)->live.size(); ++r) {
-      masks_.push_back(pacing::ReserveMask(**map, r));
-    }
-    state = pacingreg::kReserveActive;
-    reserve_note_ = pacing::DescribeTpcMap(**map);
-  }
-  slot_->reserve_state.store(state, std::memory_order_relaxed);
-  reserve_probed_.store(true, std::memory_order_release);
-  return state;
-}
-
-std::string Pacer::reserve_note() const {
-  absl::MutexLock lock(&reserve_mu_);
-  return reserve_note_;
 }
 
 bool Pacer::best_effort() const {
@@ -638,26 +584,6 @@ std::string PacingManager::Summary() {
          std::to_string(by[static_cast<size_t>(pacing::Verdict::kWaitWindow)] / 1000000) +
          " ms, share " +
          std::to_string(by[static_cast<size_t>(pacing::Verdict::kWaitShare)] / 1000000) + " ms)";
-}
-
-std::string PacingManager::ReserveSummary() {
-  std::string out;
-  absl::MutexLock lock(&mu_);
-  for (const auto& [dev, slot] : pacers_) {
-    const Pacer* p = slot.pacer.get();
-    if (p == nullptr || p->reserve_state() == pacingreg::kReserveOff) continue;
-    absl::StrAppend(&out, out.empty() ? "" : "; ", "GPU ", dev, ": ");
-    if (p->reserve_state() == pacingreg::kReserveActive) {
-      absl::StrAppend(&out, p->reserve_tpcs(), " TPCs kept free for LS tenants, ");
-    }
-    absl::StrAppend(&out, p->reserve_note());
-  }
-  if (out.empty()) return out;
-  if (masker_ != nullptr) {
-    absl::StrAppend(&out, "; ", masker_->applied(), " launches masked, ", masker_->refused(),
-                    " refused");
-  }
-  return out;
 }
 
 bool PacingManager::HostPacedCopies() {

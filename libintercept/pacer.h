@@ -82,7 +82,9 @@ class Pacer {
   bool Capturing(CUstream stream, bool ptsz) const;
   bool best_effort() const;
   // Whether an LS tenant has joined this GPU's pacing domain.
-  bool LsTenantsPresent() const;
+  bool LsTenantsPresent() const {
+    return dir().policy.ls_tenants.load(std::memory_order_relaxed) != 0;
+  }
 
   // One work item between Begin and End; holds its lane (so the sequence numbers of a lane
   // reach the GPU in order).
