@@ -3,7 +3,9 @@
 // reserved SMs, and times what the mask adds to a kernel launch.
 //   tpc_probe [DEVICE]
 // Prints the TPC map, one line per reserve size ("reserve R: N SMs used, 0 reserved SMs hit"),
-// and "launch: X ns unmasked, Y ns masked (median of 5 x 20000 launches)". Exit 1 on any error.
+// and "launch: X ns unmasked, Y ns masked (median of 5 x 20000 launches)". Exit 1 on any error or
+// a reserve that lets a BE block onto a reserved SM; 77 (skipped, as ctest's gpu_tpc_mask reads
+// it) where there is no GPU or the masks do not work as verified on this GPU and driver.
 #include <cuda.h>
 #include <dlfcn.h>
 #include <time.h>
@@ -88,7 +90,8 @@ int main(int argc, char** argv) {
   CUcontext ctx;
   if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, ordinal) != CUDA_SUCCESS ||
       cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
-    return Fail("context", "no GPU");
+    printf("skipped: no GPU\n");
+    return 77;
   }
   int mps = 0;
   cuDeviceGetAttribute(&mps, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, dev);
@@ -101,7 +104,8 @@ int main(int argc, char** argv) {
   absl::StatusOr<const missile::pacing::TpcMap*> map = masker.MapFor(dev);
   if (!map.ok()) {
     Diagnose(api, dev);
-    return Fail("probe", std::string(map.status().message()));
+    printf("skipped: TPC masks unavailable here: %s\n", std::string(map.status().message()).c_str());
+    return 77;
   }
   printf("probe: %.1f ms, %s\n", static_cast<double>(NowNs() - t0) / 1e6,
          missile::pacing::DescribeTpcMap(**map).c_str());
