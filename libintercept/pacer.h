@@ -132,7 +132,7 @@ class Pacer {
   // the lanes page for missilectl and kept). Independent of `pacing`: the mask alone is a mode.
   std::optional<pacing::TpcMask> BeMask();
   // For the exit report: the reserve's state (pacingreg::ReserveState) and TPCs kept now.
-  uint32_t reserve_state() const { return slot_->reserve_state.load(std::memory_order_relaxed); }
+  uint32_t reserve_state() const { return reserve_state_.load(std::memory_order_acquire); }
   uint32_t reserve_tpcs() const { return slot_->reserve_tpcs.load(std::memory_order_relaxed); }
   std::string reserve_note() const ABSL_LOCKS_EXCLUDED(reserve_mu_);
 
@@ -226,11 +226,12 @@ class Pacer {
   LaneState lane_state_[pacingreg::kLanes];
 
   // The LS reserve: decided once (reserve_mu_), then read without a lock. masks_[r] leaves r
-  // TPCs free (r < live TPCs); published by the release store of the lanes page's state.
+  // TPCs free (r < live TPCs); published by the release store of reserve_state_ (kReserveOff:
+  // not decided yet), which is also written to the lanes page for the daemon.
   pacingreg::ReserveState ProbeReserve() ABSL_LOCKS_EXCLUDED(reserve_mu_);
   TpcMasker* masker_ = nullptr;
   CUdevice device_ = 0;
-  std::atomic<bool> reserve_probed_{false};
+  std::atomic<uint32_t> reserve_state_{pacingreg::kReserveOff};
   mutable absl::Mutex reserve_mu_;
   std::vector<pacing::TpcMask> masks_;
   std::string reserve_note_ ABSL_GUARDED_BY(reserve_mu_);

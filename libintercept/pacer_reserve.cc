@@ -14,9 +14,8 @@ std::optional<pacing::TpcMask> Pacer::BeMask() {
       entry().session.load(std::memory_order_relaxed) != session_) {
     return std::nullopt;
   }
-  const uint32_t state = reserve_probed_.load(std::memory_order_acquire)
-                             ? slot_->reserve_state.load(std::memory_order_relaxed)
-                             : ProbeReserve();
+  uint32_t state = reserve_state_.load(std::memory_order_acquire);
+  if (state == pacingreg::kReserveOff) state = ProbeReserve();
   if (state != pacingreg::kReserveActive) return std::nullopt;
   const uint32_t kept = std::min<uint32_t>(reserve, static_cast<uint32_t>(masks_.size()) - 1);
   if (slot_->reserve_tpcs.load(std::memory_order_relaxed) != kept) {
@@ -27,8 +26,9 @@ std::optional<pacing::TpcMask> Pacer::BeMask() {
 
 pacingreg::ReserveState Pacer::ProbeReserve() {
   absl::MutexLock lock(&reserve_mu_);
-  if (reserve_probed_.load(std::memory_order_relaxed)) {
-    return static_cast<pacingreg::ReserveState>(slot_->reserve_state.load());
+  if (const uint32_t known = reserve_state_.load(std::memory_order_relaxed);
+      known != pacingreg::kReserveOff) {
+    return static_cast<pacingreg::ReserveState>(known);
   }
   pacingreg::ReserveState state = pacingreg::kReserveUnavailable;
   int mps = 0;
@@ -46,8 +46,8 @@ pacingreg::ReserveState Pacer::ProbeReserve() {
     state = pacingreg::kReserveActive;
     reserve_note_ = pacing::DescribeTpcMap(**map);
   }
-  slot_->reserve_state.store(state, std::memory_order_relaxed);
-  reserve_probed_.store(true, std::memory_order_release);
+  slot_->reserve_state.store(state, std::memory_order_relaxed);  // for missilectl
+  reserve_state_.store(state, std::memory_order_release);
   return state;
 }
 
