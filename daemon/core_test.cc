@@ -2,7 +2,6 @@
 // process (and its parent, for a second pid), its admins plain credentials.
 #include "core.h"
 
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,8 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/testing/fake_block_source.h"
 #include "gtest/gtest.h"
 #include "logger.h"
 #include "spdlog/sinks/ostream_sink.h"
@@ -31,34 +29,6 @@ namespace {
 constexpr uint64_t kG = uint64_t{2} << 20;
 constexpr TenantClass kLs = TenantClass::kLatencySensitive;
 constexpr TenantClass kBe = TenantClass::kBestEffort;
-
-// Blocks are numbers; a block's descriptor is a fresh memfd.
-class FakeSource : public BlockSource {
- public:
-  absl::StatusOr<PhysicalBlock> Create(uint64_t bytes) override {
-    absl::MutexLock lock(&mu_);
-    PhysicalBlock block{next_++, bytes, colorer::ColourSet::Single(0)};
-    live_.insert(block.handle);
-    return block;
-  }
-  void Destroy(const PhysicalBlock& block) override {
-    absl::MutexLock lock(&mu_);
-    live_.erase(block.handle);
-  }
-  absl::Status Scrub(const PhysicalBlock&) override { return absl::OkStatus(); }
-  absl::StatusOr<int> DuplicateDescriptor(const PhysicalBlock& block) override {
-    absl::MutexLock lock(&mu_);
-    if (!live_.contains(block.handle)) return absl::NotFoundError("fake: no such block");
-    int fd = memfd_create("fake-block", MFD_CLOEXEC);
-    if (fd < 0) return absl::InternalError("memfd_create");
-    return fd;
-  }
-
- private:
-  absl::Mutex mu_;
-  uint64_t next_ ABSL_GUARDED_BY(mu_) = 100;
-  absl::flat_hash_set<uint64_t> live_ ABSL_GUARDED_BY(mu_);
-};
 
 colorer::ColourPolicy OneColourPolicy() {
   auto map = colorer::UniformChannelMap::Create(1);
@@ -78,7 +48,7 @@ Gpu FakeGpu() {
   gpu.info.name = "fake";
   gpu.info.total_bytes = 32 * kG;
   gpu.info.granularity = kG;
-  gpu.source = std::make_unique<FakeSource>();
+  gpu.source = std::make_unique<FakeBlockSource>();
   gpu.quota[ClassIndex(kLs)] = {8 * kG, 16 * kG};
   gpu.quota[ClassIndex(kBe)] = {8 * kG, 16 * kG};
   PoolOptions options;

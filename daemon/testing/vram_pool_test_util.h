@@ -1,17 +1,15 @@
-// What the VramPool tests share: a fake BlockSource (colours in a pattern, calls counted,
-// failures on demand), one- and two-colour policies, a pool set-up, and a consistency check of
-// a pool's books against its source.
+// What the VramPool tests share: the fake BlockSource (daemon/testing/fake_block_source.h) with
+// misuse as a test failure, one- and two-colour policies, a pool set-up, and a consistency check
+// of a pool's books against its source.
 #ifndef MISSILE_DAEMON_TESTING_VRAM_POOL_TEST_UTIL_H_
 #define MISSILE_DAEMON_TESTING_VRAM_POOL_TEST_UTIL_H_
 
-#include <sys/eventfd.h>
-
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/testing/fake_block_source.h"
 #include "daemon/vram_pool.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -32,86 +30,13 @@ inline constexpr TenantClass kBe = TenantClass::kBestEffort;
 inline const ColourSet kColour0 = ColourSet::Single(0);
 inline const ColourSet kColour1 = ColourSet::Single(1);
 
-// Hands out blocks whose colours cycle through a pattern; counts calls; fails on demand.
-class FakeSource : public BlockSource {
+// The shared fake with misuse as a test failure rather than a crash, so a test's other checks
+// still report.
+class FakeSource : public FakeBlockSource {
  public:
   explicit FakeSource(std::vector<ColourSet> pattern = {ColourSet::Single(0)})
-      : pattern_(std::move(pattern)) {}
-  ~FakeSource() override { EXPECT_TRUE(live_.empty()) << live_.size() << " blocks leaked"; }
-
-  absl::StatusOr<PhysicalBlock> Create(uint64_t bytes) override {
-    absl::MutexLock lock(&mu_);
-    ++creates_;
-    if (fail_create_at_ != 0 && creates_ == fail_create_at_) {
-      return absl::InternalError("fake: create failed");
-    }
-    PhysicalBlock block{next_handle_++, bytes, pattern_[next_colour_++ % pattern_.size()]};
-    live_[block.handle] = bytes;
-    return block;
-  }
-  void Destroy(const PhysicalBlock& block) override {
-    absl::MutexLock lock(&mu_);
-    ++destroys_;
-    EXPECT_EQ(live_.erase(block.handle), 1u) << "destroyed twice or unknown: " << block.handle;
-    destroyed_.push_back(block.handle);
-  }
-  // A descriptor that stands for the block (an eventfd); the caller closes it.
-  absl::StatusOr<int> DuplicateDescriptor(const PhysicalBlock& block) override {
-    absl::MutexLock lock(&mu_);
-    EXPECT_TRUE(live_.contains(block.handle));
-    const int fd = eventfd(0, EFD_CLOEXEC);
-    if (fd < 0) return absl::InternalError("fake: eventfd failed");
-    return fd;
-  }
-  absl::Status Scrub(const PhysicalBlock& block) override {
-    absl::MutexLock lock(&mu_);
-    ++scrubs_;
-    EXPECT_TRUE(live_.contains(block.handle));
-    return fail_scrubs_ ? absl::UnavailableError("fake: scrub failed") : absl::OkStatus();
-  }
-
-  // The n-th Create from now (1-based) fails.
-  void FailCreateAt(int n) {
-    absl::MutexLock lock(&mu_);
-    fail_create_at_ = creates_ + n;
-  }
-  void FailScrubs(bool fail) {
-    absl::MutexLock lock(&mu_);
-    fail_scrubs_ = fail;
-  }
-  int creates() const {
-    absl::MutexLock lock(&mu_);
-    return creates_;
-  }
-  int destroys() const {
-    absl::MutexLock lock(&mu_);
-    return destroys_;
-  }
-  int scrubs() const {
-    absl::MutexLock lock(&mu_);
-    return scrubs_;
-  }
-  uint64_t live_bytes() const {
-    absl::MutexLock lock(&mu_);
-    uint64_t sum = 0;
-    for (const auto& [handle, bytes] : live_) sum += bytes;
-    return sum;
-  }
-  std::vector<uint64_t> destroyed() const {
-    absl::MutexLock lock(&mu_);
-    return destroyed_;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  std::vector<ColourSet> pattern_;
-  size_t next_colour_ = 0;
-  uint64_t next_handle_ = 100;
-  int creates_ = 0, destroys_ = 0, scrubs_ = 0;
-  int fail_create_at_ = 0;
-  bool fail_scrubs_ = false;
-  absl::flat_hash_map<uint64_t, uint64_t> live_;
-  std::vector<uint64_t> destroyed_;
+      : FakeBlockSource(std::move(pattern),
+                        [](const std::string& what) { ADD_FAILURE() << what; }) {}
 };
 
 // Two colours: channel = address bit 21, so each 2 MiB chunk is clean. LS gets colour 0.

@@ -234,16 +234,27 @@ class TwoGpuPacingTest : public TwoGpuTest {
   }
 };
 
+// GPU 1 has an LS tenant beside its BE, so the BE is paced there (a BE alone on its GPU is
+// not, and would pass whatever GPU 0's pacing did); that LS is idle, so GPU 1's pacing lets
+// the BE run, and the LS busy on GPU 0 must not hold it.
 TEST_F(TwoGpuPacingTest, AnLsBusyOnGpu0DoesNotHoldABeOnGpu1) {
   StartPacingDaemon();
-  Child be, ls;
-  StartBe(&be, 1);
+  Child idle1, be, ls;
+  StartIdleLs(&idle1, 1);
+  // One memset before "ready", so that GPU 1's pacing domain has counted the BE's work.
+  ASSERT_TRUE(be.Start({PACE_PROBE, "be", "0", "1"}, ProbeEnv("be", 1)));
+  ASSERT_FALSE(be.WaitForLine("ready", 20).empty()) << be.out();
+  const v1::TenantInfo info = TenantNamed("be-gpu1");
+  EXPECT_GT(UseOn(info, 1).submissions, 0u) << "not paced on GPU 1: " << info.DebugString();
+  EXPECT_EQ(UseOn(info, 0).submissions, 0u) << info.DebugString();
   const uint64_t marked = StartLs(&ls, 0, 1500);
   be.CloseStdin();
   const uint64_t be_end = BeEnd(&be);
   EXPECT_LT(static_cast<double>(be_end - marked), 1000 * kMs);
   const uint64_t ls_done = LsDone(&ls);
   EXPECT_LT(be_end, ls_done);
+  idle1.CloseStdin();
+  EXPECT_EQ(idle1.Wait(), 0);
 }
 
 // An LS/BE pair on each GPU at the same time: each BE waits for its own GPU's LS only.

@@ -1,13 +1,12 @@
-// What the daemon's fuzz targets share: a DaemonCore in this process over a fake BlockSource
-// (blocks are numbers, a block's descriptor a fresh memfd) with one GPU that has a copy arbiter
-// (no thread: nothing polls it in these targets) and a pacing domain, the daemon's loggers
-// silenced, a byte reader for the fuzzer's input, and a descriptor count to tell leaks.
+// What the daemon's fuzz targets share: a DaemonCore in this process over the fake BlockSource
+// (daemon/testing/fake_block_source.h; a misuse of it aborts) with one GPU that has a copy
+// arbiter (no thread: nothing polls it in these targets) and a pacing domain, the daemon's
+// loggers silenced, a byte reader for the fuzzer's input, and a descriptor count to tell leaks.
 // Each input gets a DaemonCore of its own, so a crash replays from its input alone.
 #ifndef MISSILE_TESTS_FUZZ_FUZZ_DAEMON_H_
 #define MISSILE_TESTS_FUZZ_FUZZ_DAEMON_H_
 
 #include <dirent.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,12 +19,11 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
-#include "absl/synchronization/mutex.h"
 #include "daemon/copy_arbiter.h"
 #include "daemon/core.h"
 #include "daemon/logger.h"
 #include "daemon/pacing_domain.h"
+#include "daemon/testing/fake_block_source.h"
 #include "missile/colorer/channel_map.h"
 #include "missile/colorer/colour_policy.h"
 #include "missile/colorer/colour_scheme.h"
@@ -33,38 +31,6 @@
 namespace missile::daemon::fuzz {
 
 inline constexpr uint64_t kGranule = uint64_t{2} << 20;
-
-// Blocks are numbers; a block's descriptor is a fresh memfd.
-class FakeSource : public BlockSource {
- public:
-  absl::StatusOr<PhysicalBlock> Create(uint64_t bytes) override {
-    absl::MutexLock lock(&mu_);
-    PhysicalBlock block{next_++, bytes, colorer::ColourSet::Single(0)};
-    live_.insert(block.handle);
-    return block;
-  }
-  void Destroy(const PhysicalBlock& block) override {
-    absl::MutexLock lock(&mu_);
-    if (live_.erase(block.handle) != 1) {
-      fprintf(stderr, "fuzz: block %llu destroyed twice or unknown\n",
-              static_cast<unsigned long long>(block.handle));
-      abort();
-    }
-  }
-  absl::Status Scrub(const PhysicalBlock&) override { return absl::OkStatus(); }
-  absl::StatusOr<int> DuplicateDescriptor(const PhysicalBlock& block) override {
-    absl::MutexLock lock(&mu_);
-    if (!live_.contains(block.handle)) return absl::NotFoundError("fake: no such block");
-    int fd = memfd_create("fuzz-block", MFD_CLOEXEC);
-    if (fd < 0) return absl::InternalError("memfd_create");
-    return fd;
-  }
-
- private:
-  absl::Mutex mu_;
-  uint64_t next_ ABSL_GUARDED_BY(mu_) = 100;
-  absl::flat_hash_set<uint64_t> live_ ABSL_GUARDED_BY(mu_);
-};
 
 // One GPU of 32 granules; each tenant may hold 8, each class 16; a copy arbiter without its
 // thread and a pacing domain.
@@ -74,7 +40,7 @@ inline Gpu MakeGpu() {
   gpu.info.name = "fuzz";
   gpu.info.total_bytes = 32 * kGranule;
   gpu.info.granularity = kGranule;
-  gpu.source = std::make_unique<FakeSource>();
+  gpu.source = std::make_unique<FakeBlockSource>();
   gpu.quota[ClassIndex(TenantClass::kLatencySensitive)] = {8 * kGranule, 16 * kGranule};
   gpu.quota[ClassIndex(TenantClass::kBestEffort)] = {8 * kGranule, 16 * kGranule};
   PoolOptions options;

@@ -16,6 +16,7 @@
 //
 // Either way, no descriptor may stay open once the input is done.
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
