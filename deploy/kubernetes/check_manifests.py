@@ -18,6 +18,7 @@ refuse or that would break Missile on a node:
 Exit status 0 when all is well; 1 with one line per problem otherwise; 2 on bad usage.
 """
 import argparse
+import grp
 import os
 import re
 import subprocess
@@ -219,6 +220,12 @@ class Checker:
         return f"{self.c['kDefaultSocketDir']}/{self.c['kSocketName']}"
 
     def check_with_missiled(self, where, text):
+        # The groups are resolved inside missiled's container, not on the machine running this
+        # check: stand one that exists here in for each group the file names (a group name that
+        # is not a string still reaches missiled and is refused there).
+        here = grp.getgrgid(os.getgid()).gr_name
+        text = re.sub(r'^(\s*(?:socket_group|admin_group)\s*=\s*)"[^"\n]+"',
+                      lambda m: m.group(1) + '"' + here + '"', text, flags=re.M)
         with tempfile.NamedTemporaryFile("w", suffix=".toml") as f:
             f.write(text)
             f.flush()
