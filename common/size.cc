@@ -249,7 +249,21 @@ std::string FormatSizeExact(uint64_t bytes) {
 
 std::string FormatSizeOrPercent(const SizeOrFraction& value) {
   if (!value.is_fraction) return FormatSizeExact(value.bytes);
-  return absl::StrCat(value.fraction * 100.0, "%");
+  // The fraction's shortest exact decimal, its point moved two places: ParseSizeOrPercent reads
+  // it back to the same double, where "%g" gave "1e-09%" (no exponents there) or lost digits.
+  char buf[512];
+  const auto [end, ec] =
+      std::to_chars(buf, buf + sizeof(buf), value.fraction, std::chars_format::fixed);
+  std::string text(buf, ec == std::errc() ? end : buf);
+  size_t dot = text.find('.');
+  if (dot == std::string::npos) dot = text.size();
+  std::string digits = text.substr(0, dot) + (dot < text.size() ? text.substr(dot + 1) : "");
+  const size_t point = dot + 2;
+  if (digits.size() < point) digits.append(point - digits.size(), '0');
+  std::string out = digits.substr(0, point);
+  if (point < digits.size()) out += "." + digits.substr(point);
+  while (out.size() > 1 && out[0] == '0' && out[1] != '.') out.erase(0, 1);
+  return out + "%";
 }
 
 }  // namespace missile

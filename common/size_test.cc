@@ -232,6 +232,15 @@ TEST(FormatSizeOrPercentTest, Both) {
   EXPECT_EQ(FormatSizeOrPercent(SizeOrFraction::Fraction(0.95)), "95%");
   EXPECT_EQ(FormatSizeOrPercent(SizeOrFraction::Fraction(0.125)), "12.5%");
   EXPECT_EQ(FormatSizeOrPercent(SizeOrFraction::Fraction(1.0)), "100%");
+  // Found by config_fuzzer: "%g" wrote "1e-09%", which the parser (no exponents) refuses.
+  EXPECT_EQ(FormatSizeOrPercent(SizeOrFraction::Fraction(1e-11)), "0.000000001%");
+  for (double f : {1e-11, 0.1234567890123, 1.0 / 3, 5e-324, 0.999999999999}) {
+    absl::StatusOr<SizeOrFraction> back =
+        ParseSizeOrPercent(FormatSizeOrPercent(SizeOrFraction::Fraction(f)));
+    ASSERT_TRUE(back.ok()) << f << ": " << back.status();
+    EXPECT_EQ(back->fraction, f);
+  }
+  EXPECT_EQ(FormatSizeOrPercent(SizeOrFraction::Fraction(1.0)), "100%");
   EXPECT_EQ(FormatSizeOrPercent(SizeOrFraction::Bytes(2 * kGiB)), "2GiB");
   EXPECT_EQ(FormatSizeOrPercent(SizeOrFraction::Bytes(0)), "0");
   absl::StatusOr<SizeOrFraction> back = ParseSizeOrPercent("95%");
