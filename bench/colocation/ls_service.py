@@ -17,7 +17,8 @@ Protocol (stdout): every model is built and captured first, then (sweep scenario
 with --wait-file, the service waits for that file to exist (the runner creates it once the BE
 jobs run); then per scenario 1 s of warm-up (--warmup-seconds), the measured window, and a line
 "RESULT {json}" (mode, scenario, n, p50_ms, p99_ms, p999_ms, mean_ms, max_ms, t_start, t_end, ...)
-with all latencies written to --raw-dir/<mode>__<scenario>.txt (':' -> '_'), ms per line. A model
+with all latencies written to --raw-dir/<mode>__<scenario>.txt (':' -> '_'), ms per line (closed-loop
+scenarios add each request's start, Unix seconds, as a second column). A model
 that cannot be built or captured gives "SKIP <model> <reason>" and is left out.
 Exit status: 0 all scenarios measured, 2 some skipped, 1 error, 3 wait file never appeared.
 """
@@ -252,14 +253,18 @@ def sleep_until(t):
             time.sleep(dt - 0.0005)
 
 
-def closed_loop(served, seconds, think_s):
-    """Requests back to back with think_s between them for `seconds`; latencies in ms."""
+def closed_loop(served, seconds, think_s, starts=None):
+    """Requests back to back with think_s between them for `seconds`; latencies in ms. With a
+    list `starts`, each request's start (Unix seconds) is appended to it, so a slow request can
+    be set beside what the other tenants did at that moment (tail_events.py)."""
     lat = []
     end = time.perf_counter() + seconds
     while True:
         t0 = time.perf_counter()
         if t0 >= end:
             return lat
+        if starts is not None:
+            starts.append(time.time())
         served.request()
         lat.append((time.perf_counter() - t0) * 1e3)
         if think_s > 0:
@@ -407,10 +412,12 @@ def run(a):
             srv = served[(model, graph)]
             closed_loop(srv, a.warmup_seconds, a.think_ms / 1e3)
             t_start = time.time()
-            lat = closed_loop(srv, a.seconds, a.think_ms / 1e3)
+            starts = []
+            lat = closed_loop(srv, a.seconds, a.think_ms / 1e3, starts)
             t_end = time.time()
             extra = {"loop": "closed", "think_ms": a.think_ms, "graph": graph}
         else:
+            starts = None
             model = scen[len(SWEEP_PREFIX):]
             srv = served[(model, True)]
             mean_gap = rates[model] / 1e3 / a.load
@@ -430,7 +437,10 @@ def run(a):
         result.update({"t_start": round(t_start, 6), "t_end": round(t_end, 6)})
         result.update(extra)
         with open(os.path.join(a.raw_dir, raw_file_name(a.mode, scen)), "w") as fh:
-            fh.write("".join(f"{x:.4f}\n" for x in lat))
+            if starts:  # "latency_ms start_unix_s"; readers take the first column
+                fh.write("".join(f"{x:.4f} {t:.6f}\n" for x, t in zip(lat, starts)))
+            else:
+                fh.write("".join(f"{x:.4f}\n" for x in lat))
         say("RESULT " + json.dumps(result))
     return 2 if skipped else 0
 

@@ -225,5 +225,47 @@ class EndToEndTest(unittest.TestCase):
             self.assertTrue(os.path.getsize(f) > 0)
 
 
+class TailEventsTest(unittest.TestCase):
+    """tail_events.py: slow requests placed in the BE iteration running when they started."""
+
+    def _write(self, d, name, lines):
+        path = os.path.join(d, name)
+        with open(path, "w") as fh:
+            fh.write("".join(line + "\n" for line in lines))
+        return path
+
+    def test_slow_requests_land_in_the_phase_they_started_in(self):
+        import tail_events
+        with tempfile.TemporaryDirectory() as d:
+            # BE iterations of 100 ms from t=1000; requests every 10 ms, slow ones near each
+            # iteration's start (phase 0.0-0.1), one slow request after the BE stopped.
+            be = self._write(d, "be.txt", [f"{1000 + 0.1 * (i + 1):.6f} 128 {1000 + 0.1 * i:.6f}"
+                                           for i in range(5)])
+            ls = [f"{5.0 if k % 10 == 0 else 1.0:.4f} {1000.0005 + 0.01 * k:.6f}"
+                  for k in range(50)]
+            ls.append(f"9.0000 {1000.9:.6f}")
+            ls_path = self._write(d, "ls.txt", ls)
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                rc = tail_events.main([ls_path, be, "--slow-ms", "2", "--bins", "10"])
+            self.assertEqual(rc, 0)
+            text = out.getvalue()
+            self.assertIn("6 of 51 requests slow; 1 outside any BE iteration", text)
+            rows = {line.split()[0]: line.split()[1:] for line in text.splitlines()
+                    if line[:1].isdigit() and "-" in line.split()[0]}
+            self.assertEqual(rows["0.00-0.10"], ["5", "5"])
+            self.assertEqual(rows["0.50-0.60"], ["0", "5"])
+
+    def test_a_raw_file_without_start_times_is_refused(self):
+        import tail_events
+        with tempfile.TemporaryDirectory() as d:
+            ls_path = self._write(d, "ls.txt", ["1.0", "2.0"])
+            be = self._write(d, "be.txt", ["1001 128 1000"])
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                self.assertEqual(tail_events.main([ls_path, be]), 1)
+            self.assertIn("no request start times", err.getvalue())
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=1)
