@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "daemon_process_fixture.h"
 #include "gtest/gtest.h"
 #include "subprocess.h"
 
@@ -24,60 +25,13 @@ using testing::Child;
 using testing::ProcessResult;
 using testing::TempDir;
 
-class CtlProcessTest : public ::testing::Test {
+class CtlProcessTest : public process_test::DaemonTest {
  protected:
-  void SetUp() override {
-    shm_ = "/fakecuda-ctltest-" + std::to_string(getpid()) + "-" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    socket_ = dir_.path() + "/missiled.sock";
+  CtlProcessTest() {
+    fake_settings_.clear();
+    log_level_.clear();
+    daemon_log_ = dir_.path() + "/missiled.log";
   }
-  void TearDown() override {
-    if (daemon_.running()) {
-      daemon_.Kill(SIGTERM);
-      daemon_.Wait(10);
-    }
-    unlink(("/dev/shm" + shm_).c_str());
-  }
-
-  std::map<std::string, std::string> FakeEnv() const {
-    return {{"FAKECUDA_SHM", shm_}, {"FAKECUDA_TOTAL_MEM", "1G"}, {"LD_PRELOAD", "<unset>"}};
-  }
-
-  void StartDaemon(const std::string& extra = "") {
-    const std::string config = dir_.path() + "/missiled.toml";
-    std::ofstream(config) << "[daemon]\nsocket = \"" << socket_ << "\"\n"
-                          << "[gpu]\nprofile_dir = \"" << dir_.path() << "/profiles\"\n"
-                          << extra;
-    chmod(config.c_str(), 0644);
-    auto env = FakeEnv();
-    env["LD_LIBRARY_PATH"] = FAKECUDA_DIR;
-    ASSERT_TRUE(daemon_.Start({MISSILED, "--config", config}, env, dir_.path() + "/missiled.log"));
-    for (int i = 0; i < 500 && access(socket_.c_str(), F_OK) != 0; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ASSERT_EQ(access(socket_.c_str(), F_OK), 0) << "missiled did not create " << socket_;
-  }
-
-  std::map<std::string, std::string> TenantEnv(const std::string& cls,
-                                               const std::string& name) const {
-    auto env = FakeEnv();
-    env["LD_PRELOAD"] = MISSILE_SHIM;
-    env["MISSILE_REAL_LIBCUDA"] = FAKECUDA_LIB;
-    env["MISSILE_SOCKET"] = socket_;
-    env["MISSILE_TENANT_CLASS"] = cls;
-    env["MISSILE_TENANT_NAME"] = name;
-    return env;
-  }
-
-  ProcessResult Ctl(std::vector<std::string> args) {
-    args.insert(args.begin(), {MISSILECTL, "--socket", socket_});
-    return testing::Run(args);
-  }
-
-  TempDir dir_;
-  std::string shm_;
-  std::string socket_;
-  Child daemon_;
 };
 
 TEST_F(CtlProcessTest, ClassChangeTakesTheClassDefaultsAndSetSaysWhatChanged) {

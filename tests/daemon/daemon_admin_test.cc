@@ -2,6 +2,7 @@
 // requests, and a bad configuration file.
 #include "daemon_process_fixture.h"
 #include "missile/colorer/channel_map_file.h"
+#include "missile/colorer/profile.h"
 
 namespace missile::process_test {
 namespace {

@@ -2,6 +2,7 @@
 // scrubbing, small-allocation carving, the shim's reuse cache, VMM and stream-ordered memory,
 // and colour placement.
 #include "daemon_process_fixture.h"
+#include "missile/colorer/profile.h"
 
 namespace missile::process_test {
 namespace {

@@ -12,7 +12,7 @@ namespace {
 // direction shared by all processes, like the hardware): an LS tenant's 4 MiB copies while a
 // BE tenant streams 256 MiB copies. At 1000 bytes/us a 1 MiB chunk takes 1 ms.
 TEST_F(DaemonTest, PcieSchedulerKeepsAnLsCopyFastUnderBulkCopies) {
-  link_rate_ = "1000";
+  fake_settings_["FAKECUDA_PCIE_BYTES_PER_US"] = "1000";
   // The simulated link moves a chunk in a millisecond, so keeping the arbiter polling after LS
   // requests buys nothing here, and on a machine with two cores it takes one from the tenants.
   // The BE tenant starts on the default be_chunk (16 MiB) and shrinks to 1 MiB chunks once the
@@ -66,7 +66,7 @@ TEST_F(DaemonTest, PcieSchedulerKeepsAnLsCopyFastUnderBulkCopies) {
 // kernel would) is not granted until its stream reaches it: it must not hold the only chunk in
 // flight while an LS tenant's copies wait.
 TEST_F(DaemonTest, PcieCopyWaitingOnItsStreamDoesNotHoldTheLink) {
-  link_rate_ = "1000";
+  fake_settings_["FAKECUDA_PCIE_BYTES_PER_US"] = "1000";
   StartDaemon("[pcie]\nchunk = \"1MiB\"\nbe_chunk = \"0\"\nmax_inflight_chunks = 1\n"
               "max_inflight_per_tenant = 1\nls_spin_us = 0\n");  // as in the test above
   auto measure_ls = [&]() {
@@ -96,7 +96,7 @@ TEST_F(DaemonTest, PcieCopyWaitingOnItsStreamDoesNotHoldTheLink) {
 // When the driver refuses a stream memory operation around a scheduled chunk, the program still
 // gets its copy (the rest goes unscheduled) and later copies are scheduled as before.
 TEST_F(DaemonTest, FailedStreamMemoryOperationStillCopies) {
-  link_rate_ = "100000";
+  fake_settings_["FAKECUDA_PCIE_BYTES_PER_US"] = "100000";
   StartDaemon("[pcie]\nchunk = \"1MiB\"\n");
   auto env = TenantEnv("ls", "web");
   env["FAKECUDA_FAIL"] = "cuStreamWriteValue32_v2:2,cuStreamWaitValue32_v2:3";
@@ -163,7 +163,7 @@ TEST_F(DaemonTest, ShapedAndArrayCopiesAreScheduledAndIntact) {
 // A daemon that dies without warning (SIGKILL) must not hang the tenants' scheduled copies:
 // the shim notices the session is gone and lets every waiting chunk through.
 TEST_F(DaemonTest, KilledDaemonDoesNotHangScheduledCopies) {
-  link_rate_ = "1000";
+  fake_settings_["FAKECUDA_PCIE_BYTES_PER_US"] = "1000";
   StartDaemon("[pcie]\nchunk = \"1MiB\"\nmax_inflight_chunks = 1\nmax_inflight_per_tenant = 1\n");
   Child bulk, lat;
   ASSERT_TRUE(bulk.Start({COPY_PROBE, "bulk", "64", "3", "-", "async"}, TenantEnv("be", "bulk")));
@@ -195,7 +195,7 @@ bool Alive(int pid) {
 // default 5) lets a BE chunk through after every 19 LS chunks, so the BE job finishes all its
 // steps while the LS tenants are still copying. At 1000 bytes/us a 1 MiB chunk takes 1 ms.
 TEST_F(DaemonTest, PcieBeMinimumShareLetsABeFinishNextToSixteenLsCopiers) {
-  link_rate_ = "1000";
+  fake_settings_["FAKECUDA_PCIE_BYTES_PER_US"] = "1000";
   StartDaemon("[pcie]\nchunk = \"1MiB\"\nls_spin_us = 0\n");
   constexpr int kLsTenants = 16;
   std::vector<std::unique_ptr<Child>> ls;

@@ -18,12 +18,6 @@ class StateTest : public DaemonTest {
     daemon_log_ = dir_.path() + "/missiled.log";
   }
 
-  ProcessResult Ctl(const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {MISSILECTL, "--socket", socket_};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return testing::Run(argv);
-  }
-
   // The tenant named `name` as the daemon lists it (fails the test when there is none).
   v1::TenantInfo TenantNamed(const std::string& name) {
     v1::ListTenantsResponse resp;

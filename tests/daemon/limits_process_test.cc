@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "daemon_process_fixture.h"
 #include "gtest/gtest.h"
 #include "missile/common/fd_passing.h"
 #include "missile/v1/missile.grpc.pb.h"
@@ -76,13 +77,15 @@ bool ClosedByPeer(int sock) {
   return recv(sock, &c, 1, MSG_DONTWAIT) == 0;
 }
 
-class LimitsTest : public ::testing::Test {
+class LimitsTest : public process_test::DaemonTest {
  protected:
+  LimitsTest() {
+    fake_settings_.clear();
+    log_level_ = "info";
+    daemon_log_ = dir_.path() + "/missiled.err";
+  }
   void SetUp() override {
-    chmod(dir_.path().c_str(), 0755);
-    shm_ = "/fakecuda-limitstest-" + std::to_string(getpid()) + "-" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    socket_ = dir_.path() + "/missiled.sock";
+    DaemonTest::SetUp();
     // Floods open more descriptors than a default soft limit allows.
     rlimit lim{};
     getrlimit(RLIMIT_NOFILE, &lim);
@@ -91,40 +94,18 @@ class LimitsTest : public ::testing::Test {
   }
   void TearDown() override {
     for (int s : flood_) close(s);
-    if (daemon_.running()) {
-      kill(daemon_.pid(), SIGCONT);
-      daemon_.Kill(SIGTERM);
-      daemon_.Wait(10);
-    }
-    unlink(("/dev/shm" + shm_).c_str());
+    if (daemon_.running()) kill(daemon_.pid(), SIGCONT);
+    DaemonTest::TearDown();
   }
 
-  std::map<std::string, std::string> FakeEnv() const {
-    return {{"FAKECUDA_SHM", shm_}, {"FAKECUDA_TOTAL_MEM", "1G"}, {"LD_PRELOAD", "<unset>"}};
-  }
-
+  // Starts missiled and waits for its descriptor socket too.
   void StartDaemon() {
-    std::string config = dir_.path() + "/missiled.toml";
-    std::ofstream(config) << "[daemon]\nsocket = \"" << socket_ << "\"\nlog_level = \"info\"\n"
-                          << "[gpu]\nprofile_dir = \"" << dir_.path() << "/profiles\"\n";
-    chmod(config.c_str(), 0644);
-    auto env = FakeEnv();
-    env["LD_LIBRARY_PATH"] = FAKECUDA_DIR;
-    ASSERT_TRUE(daemon_.Start({MISSILED, "--config", config}, env, daemon_log_));
-    ASSERT_TRUE(Eventually([&] { return access((socket_ + ".fd").c_str(), F_OK) == 0; },
-                           std::chrono::milliseconds(5000)))
-        << "missiled did not start: " << testing::ReadFile(daemon_log_);
-    channel_ = grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials());
-    admin_ = v1::Admin::NewStub(channel_);
+    DaemonTest::StartDaemon();
+    ASSERT_TRUE(WaitForFile(socket_ + ".fd", 5)) << "missiled did not start" << DaemonLog();
   }
 
   std::map<std::string, std::string> TenantEnv() const {
-    auto env = FakeEnv();
-    env["LD_PRELOAD"] = MISSILE_SHIM;
-    env["MISSILE_REAL_LIBCUDA"] = FAKECUDA_LIB;
-    env["MISSILE_SOCKET"] = socket_;
-    env["MISSILE_TENANT_CLASS"] = "be";
-    env["MISSILE_TENANT_NAME"] = "probe";
+    auto env = DaemonTest::TenantEnv("be", "probe");
     env["MISSILE_NO_DAEMON"] = "refuse";
     return env;
   }
@@ -154,14 +135,7 @@ class LimitsTest : public ::testing::Test {
     flood_.clear();
   }
 
-  TempDir dir_;
-  std::string shm_;
-  std::string socket_;
-  std::string daemon_log_ = dir_.path() + "/missiled.err";
-  Child daemon_;
   std::vector<int> flood_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Admin::Stub> admin_;
 };
 
 // Idle side connections cost the daemon no thread each, at most a bounded number of

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "daemon_process_fixture.h"
 #include "gtest/gtest.h"
 #include "missile/v1/missile.grpc.pb.h"
 #include "subprocess.h"
@@ -46,56 +47,31 @@ long OpenDescriptors(int pid) {
 
 bool Registered(const std::string& line) { return line.rfind("register ok ", 0) == 0; }
 
-class LimitsUidTest : public ::testing::Test {
+class LimitsUidTest : public process_test::DaemonTest {
  protected:
+  LimitsUidTest() {
+    fake_settings_.clear();
+    log_level_ = "info";
+    daemon_log_ = dir_.path() + "/missiled.err";
+  }
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root to run tenants as other uids";
-    chmod(dir_.path().c_str(), 0755);
-    shm_ = "/fakecuda-limitsuid-" + std::to_string(getpid()) + "-" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    socket_ = dir_.path() + "/missiled.sock";
+    DaemonTest::SetUp();
   }
   void TearDown() override {
     for (auto& c : clients_) {
       if (c->running()) c->Kill(SIGKILL);
     }
-    if (daemon_.running()) {
-      daemon_.Kill(SIGTERM);
-      daemon_.Wait(10);
-    }
-    unlink(("/dev/shm" + shm_).c_str());
-  }
-
-  std::map<std::string, std::string> FakeEnv() const {
-    return {{"FAKECUDA_SHM", shm_}, {"FAKECUDA_TOTAL_MEM", "1G"}, {"LD_PRELOAD", "<unset>"}};
-  }
-
-  std::string WriteConfig(const std::string& limits) {
-    std::string config = dir_.path() + "/missiled.toml";
-    std::ofstream(config) << "[daemon]\nsocket = \"" << socket_ << "\"\nlog_level = \"info\"\n"
-                          << "[gpu]\nprofile_dir = \"" << dir_.path() << "/profiles\"\n"
-                          << "[limits]\n"
-                          << limits;
-    chmod(config.c_str(), 0644);
-    return config;
+    DaemonTest::TearDown();
   }
 
   std::vector<std::string> DaemonArgv() const { return {MISSILED, "--config", config_}; }
-  std::map<std::string, std::string> DaemonEnv() const {
-    auto env = FakeEnv();
-    env["LD_LIBRARY_PATH"] = FAKECUDA_DIR;
-    return env;
-  }
 
+  // Starts missiled with `limits` as its [limits] section; waits for its descriptor socket too.
   void StartDaemon(const std::string& limits) {
-    config_ = WriteConfig(limits);
+    config_ = WriteConfig("[limits]\n" + limits);
     ASSERT_TRUE(daemon_.Start(DaemonArgv(), DaemonEnv(), daemon_log_));
-    auto until = Clock::now() + std::chrono::seconds(5);
-    while (access((socket_ + ".fd").c_str(), F_OK) != 0) {
-      ASSERT_LT(Clock::now(), until)
-          << "missiled did not start: " << testing::ReadFile(daemon_log_);
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    ASSERT_TRUE(WaitForFile(socket_ + ".fd", 5)) << "missiled did not start" << DaemonLog();
     admin_ = v1::Admin::NewStub(
         grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials()));
   }
@@ -123,13 +99,7 @@ class LimitsUidTest : public ::testing::Test {
     return StartClient(uid, {"register", socket_, name})->WaitForLine("register", 15);
   }
 
-  TempDir dir_;
-  std::string shm_;
-  std::string socket_;
   std::string config_;
-  std::string daemon_log_ = dir_.path() + "/missiled.err";
-  Child daemon_;
-  std::unique_ptr<v1::Admin::Stub> admin_;
   std::vector<std::unique_ptr<Child>> clients_;
 };
 

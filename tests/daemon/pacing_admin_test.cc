@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "daemon_process_fixture.h"
 #include "gtest/gtest.h"
 #include "missile/v1/missile.grpc.pb.h"
 #include "subprocess.h"
@@ -24,58 +25,18 @@ using testing::Child;
 using testing::ProcessResult;
 using testing::TempDir;
 
-class PacingAdminTest : public ::testing::Test {
+class PacingAdminTest : public process_test::DaemonTest {
  protected:
-  void SetUp() override {
-    chmod(dir_.path().c_str(), 0755);  // missilectl running as another user must reach the socket
-    shm_ = "/fakecuda-pacingtest-" + std::to_string(getpid()) + "-" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    socket_ = dir_.path() + "/missiled.sock";
-    log_ = dir_.path() + "/missiled.log";
-  }
-  void TearDown() override {
-    if (daemon_.running()) {
-      daemon_.Kill(SIGTERM);
-      daemon_.Wait(10);
-    }
-    unlink(("/dev/shm" + shm_).c_str());
+  PacingAdminTest() {
+    fake_settings_.clear();
+    log_level_.clear();
+    daemon_log_ = dir_.path() + "/missiled.log";
   }
 
-  std::map<std::string, std::string> FakeEnv() const {
-    return {{"FAKECUDA_SHM", shm_}, {"FAKECUDA_TOTAL_MEM", "1G"}, {"LD_PRELOAD", "<unset>"}};
-  }
-
-  // Starts missiled with `daemon_extra` in [daemon]; its log goes to log_.
+  // Starts missiled with `daemon_extra` in [daemon]; its log goes to daemon_log_.
   void StartDaemon(const std::string& daemon_extra = "") {
-    std::string config = dir_.path() + "/missiled.toml";
-    std::ofstream(config) << "[daemon]\nsocket = \"" << socket_ << "\"\n" << daemon_extra
-                          << "[gpu]\nprofile_dir = \"" << dir_.path() << "/profiles\"\n";
-    chmod(config.c_str(), 0644);
-    auto env = FakeEnv();
-    env["LD_LIBRARY_PATH"] = FAKECUDA_DIR;
-    ASSERT_TRUE(daemon_.Start({MISSILED, "--config", config}, env, log_));
-    for (int i = 0; i < 500 && access(socket_.c_str(), F_OK) != 0; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ASSERT_EQ(access(socket_.c_str(), F_OK), 0) << "missiled did not create " << socket_;
-    admin_ = v1::Admin::NewStub(
-        grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials()));
-  }
-
-  std::map<std::string, std::string> TenantEnv(const std::string& cls,
-                                               const std::string& name) const {
-    auto env = FakeEnv();
-    env["LD_PRELOAD"] = MISSILE_SHIM;
-    env["MISSILE_REAL_LIBCUDA"] = FAKECUDA_LIB;
-    env["MISSILE_SOCKET"] = socket_;
-    env["MISSILE_TENANT_CLASS"] = cls;
-    env["MISSILE_TENANT_NAME"] = name;
-    return env;
-  }
-
-  ProcessResult Ctl(std::vector<std::string> args) {
-    args.insert(args.begin(), {MISSILECTL, "--socket", socket_});
-    return testing::Run(args);
+    extra_daemon_ = daemon_extra;
+    DaemonTest::StartDaemon();
   }
 
   // missilectl run as nobody (uid and gid 65534, no other groups).
@@ -100,13 +61,6 @@ class PacingAdminTest : public ::testing::Test {
     EXPECT_TRUE(resp.has_pacing());
     return resp.pacing();
   }
-
-  TempDir dir_;
-  std::string shm_;
-  std::string socket_;
-  std::string log_;
-  Child daemon_;
-  std::unique_ptr<v1::Admin::Stub> admin_;
 };
 
 TEST_F(PacingAdminTest, AnAdminChangesPacingLiveAndStatusShowsIt) {
@@ -137,7 +91,7 @@ TEST_F(PacingAdminTest, AnAdminChangesPacingLiveAndStatusShowsIt) {
   // Who changed what is in the daemon's log.
   std::string log;
   for (int i = 0; i < 100; ++i) {
-    log = testing::ReadFile(log_);
+    log = testing::ReadFile(daemon_log_);
     if (log.find("pacing changed by uid 0 pid ") != std::string::npos) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -164,7 +118,7 @@ TEST_F(PacingAdminTest, SighupReloadsWhatCanChangeLive) {
   };
   auto log_has = [&](const std::string& text) {
     for (int i = 0; i < 300; ++i) {
-      if (testing::ReadFile(log_).find(text) != std::string::npos) return true;
+      if (testing::ReadFile(daemon_log_).find(text) != std::string::npos) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     return false;
@@ -172,17 +126,17 @@ TEST_F(PacingAdminTest, SighupReloadsWhatCanChangeLive) {
   rewrite("[pcie]\nchunk = \"4MiB\"\n[compute]\nwindow_us = 300\n");
   daemon_.Kill(SIGHUP);
   EXPECT_TRUE(log_has("SIGHUP: applied compute.window_us, daemon.log_level"))
-      << testing::ReadFile(log_);
+      << testing::ReadFile(daemon_log_);
   EXPECT_TRUE(log_has("take effect at the next start only: pcie.chunk"))
-      << testing::ReadFile(log_);
+      << testing::ReadFile(daemon_log_);
   EXPECT_EQ(Policy().window_us(), 300u);
   EXPECT_TRUE(log_has("missiled debug: SIGHUP: log level now debug"))
-      << "the new log level is not in force: " << testing::ReadFile(log_);
+      << "the new log level is not in force: " << testing::ReadFile(daemon_log_);
   // A file that does not parse: nothing changes, the daemon serves on.
   rewrite("[compute]\nwindow_us = \"soon\"\n");
   daemon_.Kill(SIGHUP);
   EXPECT_TRUE(log_has("SIGHUP: the configuration was not reloaded, nothing changed"))
-      << testing::ReadFile(log_);
+      << testing::ReadFile(daemon_log_);
   EXPECT_EQ(Policy().window_us(), 300u);
   EXPECT_TRUE(daemon_.running());
 }

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "daemon_process_fixture.h"
 #include "gtest/gtest.h"
 #include "subprocess.h"
 
@@ -46,53 +47,23 @@ uint64_t Now() {
                                    .count());
 }
 
-class PacingTest : public ::testing::Test {
+class PacingTest : public process_test::DaemonTest {
  protected:
-  void SetUp() override {
-    shm_ = "/fakecuda-pacingtest-" + std::to_string(getpid()) + "-" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    socket_ = dir_.path() + "/missiled.sock";
-  }
-  void TearDown() override {
-    if (daemon_.running()) {
-      daemon_.Kill(SIGTERM);
-      daemon_.Wait(10);
-    }
-    unlink(("/dev/shm" + shm_).c_str());
-  }
-
-  std::map<std::string, std::string> FakeEnv() const {
-    return {{"FAKECUDA_SHM", shm_}, {"FAKECUDA_TOTAL_MEM", "1G"},
-            {"FAKECUDA_PCIE_BYTES_PER_US", "2000"}, {"LD_PRELOAD", "<unset>"},
-            // Processes take the engine in time slices of 1 ms, as GPU contexts do.
-            {"FAKECUDA_TIMESLICE_US", "1000"}};
+  PacingTest() {
+    // Processes take the engine in time slices of 1 ms, as GPU contexts do.
+    fake_settings_ = {{"FAKECUDA_PCIE_BYTES_PER_US", "2000"}, {"FAKECUDA_TIMESLICE_US", "1000"}};
+    daemon_log_ = dir_.path() + "/missiled.log";
   }
 
   // [compute] keys for this test, on top of the defaults.
   void StartDaemon(const std::string& compute) {
-    std::string config = dir_.path() + "/missiled.toml";
-    std::ofstream(config) << "[daemon]\nsocket = \"" << socket_ << "\"\nlog_level = \"debug\"\n"
-                          << "[pcie]\nbypass_below = \"4KiB\"\nchunk = \"1MiB\"\nbe_chunk = 0\n"
-                          << "[compute]\n" << compute << "\n";
-    chmod(config.c_str(), 0644);
-    auto env = FakeEnv();
-    env["LD_LIBRARY_PATH"] = FAKECUDA_DIR;
-    ASSERT_TRUE(daemon_.Start({MISSILED, "--config", config}, env, dir_.path() + "/missiled.log"));
-    for (int i = 0; i < 500 && access(socket_.c_str(), F_OK) != 0; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ASSERT_EQ(access(socket_.c_str(), F_OK), 0) << "missiled did not start";
+    DaemonTest::StartDaemon("[pcie]\nbypass_below = \"4KiB\"\nchunk = \"1MiB\"\nbe_chunk = 0\n"
+                            "[compute]\n" + compute + "\n");
   }
 
   std::map<std::string, std::string> TenantEnv(const std::string& cls,
                                                const std::string& name = "") const {
-    auto env = FakeEnv();
-    env["LD_PRELOAD"] = MISSILE_SHIM;
-    env["MISSILE_REAL_LIBCUDA"] = FAKECUDA_LIB;
-    env["MISSILE_SOCKET"] = socket_;
-    env["MISSILE_TENANT_CLASS"] = cls;
-    env["MISSILE_TENANT_NAME"] = name.empty() ? cls + "-probe" : name;
-    return env;
+    return DaemonTest::TenantEnv(cls, name.empty() ? cls + "-probe" : name);
   }
 
   // Starts an LS request that stays on the GPU for `ms`; returns the moment it was marked.
@@ -119,11 +90,6 @@ class PacingTest : public ::testing::Test {
     EXPECT_EQ(Field(line, "ok"), 1u) << line;
     return line;
   }
-
-  TempDir dir_;
-  std::string shm_;
-  std::string socket_;
-  Child daemon_;
 };
 
 TEST_F(PacingTest, BeWorkWaitsForTheBusyLsAndGoesRightAfter) {

@@ -73,12 +73,6 @@ class TwoGpuTest : public DaemonTest {
     return u;
   }
 
-  ProcessResult Ctl(const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {MISSILECTL, "--socket", socket_};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return testing::Run(argv);
-  }
-
   // An LS tenant that joins `device`'s pacing and then waits: a BE tenant alone on a GPU is not
   // paced, and these tests look at where a BE tenant's work is marked. Returns the bytes it
   // holds on `device`.

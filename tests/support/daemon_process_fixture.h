@@ -2,11 +2,13 @@
 // separate processes over the real Unix sockets, on the driver test double (tests/fakecuda),
 // whose VMM chunks really share memory across processes.
 //
-// The fixture shared by the daemon_*_test files: a temporary directory, a missiled started on
-// the test double with a config of the test's choosing, tenant environments, and the admin
+// The one fixture of every process test: a temporary directory, a missiled started on the test
+// double with a config of the test's choosing, tenant environments, missilectl, and the admin
 // and tenant gRPC stubs. Each test gets its own shared-memory name, so tests run in parallel.
-#ifndef MISSILE_TESTS_DAEMON_DAEMON_PROCESS_FIXTURE_H_
-#define MISSILE_TESTS_DAEMON_DAEMON_PROCESS_FIXTURE_H_
+// A test file adjusts it in its fixture's constructor: the test double's settings
+// (`fake_settings_`, `extra_env_`), the log level, where missiled's stderr goes.
+#ifndef MISSILE_TESTS_SUPPORT_DAEMON_PROCESS_FIXTURE_H_
+#define MISSILE_TESTS_SUPPORT_DAEMON_PROCESS_FIXTURE_H_
 
 #include <grpcpp/grpcpp.h>
 #include <sys/socket.h>
@@ -23,7 +25,6 @@
 #include <thread>
 
 #include "gtest/gtest.h"
-#include "missile/colorer/profile.h"
 #include "missile/common/fd_passing.h"
 #include "missile/v1/missile.grpc.pb.h"
 #include "subprocess.h"
@@ -63,31 +64,40 @@ class DaemonTest : public ::testing::Test {
   }
 
   std::map<std::string, std::string> FakeEnv() const {
-    // A shallow stream queue (GPUs have a bounded command queue too) catches a shim that
-    // enqueues a long gated copy before the daemon can grant any of it.
     std::map<std::string, std::string> env = {
-        {"FAKECUDA_SHM", shm_}, {"FAKECUDA_TOTAL_MEM", "1G"},
-        {"FAKECUDA_PCIE_BYTES_PER_US", link_rate_}, {"FAKECUDA_STREAM_DEPTH", "64"},
-        {"LD_PRELOAD", "<unset>"}};
+        {"FAKECUDA_SHM", shm_}, {"FAKECUDA_TOTAL_MEM", "1G"}, {"LD_PRELOAD", "<unset>"}};
+    for (const auto& [key, value] : fake_settings_) env[key] = value;
     for (const auto& [key, value] : extra_env_) env[key] = value;
     return env;
   }
 
-  // Writes the config (extra TOML appended to the defaults here) and starts missiled.
-  void StartDaemon(const std::string& extra = "") {
+  // Writes missiled.toml: the socket, the log level, extra_daemon_, the profile directory, then
+  // `extra` (more sections). Its path.
+  std::string WriteConfig(const std::string& extra) const {
     std::string config = dir_.path() + "/missiled.toml";
-    std::ofstream(config) << "[daemon]\nsocket = \"" << socket_ << "\"\n"
-                          << "log_level = \"debug\"\n" << extra_daemon_ << "\n"
-                          << "[gpu]\nprofile_dir = \"" << dir_.path() << "/profiles\"\n"
-                          << extra;
+    std::ofstream out(config);
+    out << "[daemon]\nsocket = \"" << socket_ << "\"\n";
+    if (!log_level_.empty()) out << "log_level = \"" << log_level_ << "\"\n";
+    out << extra_daemon_ << "\n"
+        << "[gpu]\nprofile_dir = \"" << dir_.path() << "/profiles\"\n"
+        << extra;
+    out.close();
     chmod(config.c_str(), 0644);
+    return config;
+  }
+
+  // missiled's environment: the test double's.
+  std::map<std::string, std::string> DaemonEnv() const {
     auto env = FakeEnv();
     env["LD_LIBRARY_PATH"] = FAKECUDA_DIR;
-    ASSERT_TRUE(daemon_.Start({MISSILED, "--config", config}, env, daemon_log_));
-    for (int i = 0; i < 500 && access(socket_.c_str(), F_OK) != 0; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ASSERT_EQ(access(socket_.c_str(), F_OK), 0) << "missiled did not create " << socket_;
+    return env;
+  }
+
+  // Writes the config (extra TOML appended to the defaults here) and starts missiled; returns
+  // once its socket exists.
+  void StartDaemon(const std::string& extra = "") {
+    ASSERT_TRUE(daemon_.Start({MISSILED, "--config", WriteConfig(extra)}, DaemonEnv(), daemon_log_));
+    ASSERT_TRUE(WaitForFile(socket_, 5)) << "missiled did not create " << socket_ << DaemonLog();
     channel_ = grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials());
     admin_ = v1::Admin::NewStub(channel_);
     tenant_ = v1::Tenant::NewStub(channel_);
@@ -99,6 +109,33 @@ class DaemonTest : public ::testing::Test {
       daemon_exit_ = daemon_.Wait(10);
     }
   }
+
+  // Whether `path` exists within `seconds`.
+  static bool WaitForFile(const std::string& path, double seconds) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (access(path.c_str(), F_OK) != 0) {
+      if (std::chrono::steady_clock::now() > until) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return true;
+  }
+
+  // missiled's log, for a failure message ("" when it goes to the test's own stderr).
+  std::string DaemonLog() const {
+    if (daemon_log_.empty()) return "";
+    std::ifstream in(daemon_log_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return "; its log:\n" + ss.str();
+  }
+
+#ifdef MISSILECTL
+  // missilectl against this test's daemon.
+  ProcessResult Ctl(std::vector<std::string> args) {
+    args.insert(args.begin(), {MISSILECTL, "--socket", socket_});
+    return testing::Run(args);
+  }
+#endif
 
   std::map<std::string, std::string> TenantEnv(const std::string& cls,
                                                const std::string& name = "probe") const {
@@ -139,11 +176,16 @@ class DaemonTest : public ::testing::Test {
   TempDir dir_;
   std::string shm_;
   std::string socket_;
-  std::string extra_daemon_;
-  std::string daemon_log_;  // a file for missiled's stderr; "" = the test's own
-  // More test-double settings for the daemon and every tenant (FAKECUDA_DEVICES, ...).
+  std::string extra_daemon_;      // more [daemon] keys
+  std::string log_level_ = "debug";  // "" = missiled's default
+  std::string daemon_log_;        // a file for missiled's stderr; "" = the test's own
+  // The test double's settings for the daemon and every tenant. A shallow stream queue (GPUs
+  // have a bounded command queue too) catches a shim that enqueues a long gated copy before the
+  // daemon can grant any of it; the link rate is simulated PCIe bytes per microsecond.
+  std::map<std::string, std::string> fake_settings_ = {{"FAKECUDA_PCIE_BYTES_PER_US", "100000"},
+                                                       {"FAKECUDA_STREAM_DEPTH", "64"}};
+  // More settings on top (FAKECUDA_DEVICES, ...).
   std::map<std::string, std::string> extra_env_;
-  std::string link_rate_ = "100000";  // simulated PCIe bytes per microsecond
   Child daemon_;
   int daemon_exit_ = 0;
   std::shared_ptr<grpc::Channel> channel_;
@@ -160,4 +202,4 @@ inline double Field(const std::string& out, const std::string& key) {
 
 }  // namespace missile::process_test
 
-#endif  // MISSILE_TESTS_DAEMON_DAEMON_PROCESS_FIXTURE_H_
+#endif  // MISSILE_TESTS_SUPPORT_DAEMON_PROCESS_FIXTURE_H_
