@@ -74,6 +74,9 @@ SessionClient* SessionManager::Client() {
   log_->info("registered with missiled as '{}' ({}), session {}", who.name,
              who.latency_sensitive ? "ls" : "be", raw->session_id());
   client_ptr_.store(raw, std::memory_order_release);
+  // Watches the session from now on, so that an idle process registers again with a restarted
+  // daemon within about a second, not at its next call.
+  StartReconnect();
   return raw;
 }
 
@@ -87,6 +90,7 @@ void SessionManager::ReconnectLoop() {
     bool give_up = false;
     {
       reconnect_mu_.Unlock();
+      NoteEnded(current);  // a process that makes no call learns of the end here
       give_up = TryRegisterAgain(current);
       reconnect_mu_.Lock();
     }
@@ -152,23 +156,28 @@ bool SessionManager::connected() const {
 SessionClient* SessionManager::Serving() {
   SessionClient* c = Client();
   if (c == nullptr || c->connected()) return c;
-  if (lost_logged_for_.exchange(c) != c) {
-    if (config_.refuse_without_daemon) {
-      log_->error("the session with missiled has ended; new device allocations fail with "
-                  "CUDA_ERROR_OUT_OF_MEMORY (MISSILE_NO_DAEMON=refuse) until a restarted "
-                  "missiled takes the process back");
-    } else {
-      log_->warn("the session with missiled has ended; new device allocations go to the driver "
-                 "directly, without quotas (MISSILE_NO_DAEMON=passthrough), until a restarted "
-                 "missiled takes the process back");
-    }
-    {
-      absl::MutexLock lock(&listener_mu_);
-      if (end_listener_) end_listener_(c);
-    }
-    if (!reconnect_started_.exchange(true)) reconnect_ = std::thread([this] { ReconnectLoop(); });
-  }
+  NoteEnded(c);
+  StartReconnect();
   return nullptr;
+}
+
+void SessionManager::NoteEnded(SessionClient* ended) {
+  if (lost_logged_for_.exchange(ended) == ended) return;
+  if (config_.refuse_without_daemon) {
+    log_->error("the session with missiled has ended; new device allocations fail with "
+                "CUDA_ERROR_OUT_OF_MEMORY (MISSILE_NO_DAEMON=refuse) until a restarted "
+                "missiled takes the process back");
+  } else {
+    log_->warn("the session with missiled has ended; new device allocations go to the driver "
+               "directly, without quotas (MISSILE_NO_DAEMON=passthrough), until a restarted "
+               "missiled takes the process back");
+  }
+  absl::MutexLock lock(&listener_mu_);
+  if (end_listener_) end_listener_(ended);
+}
+
+void SessionManager::StartReconnect() {
+  if (!reconnect_started_.exchange(true)) reconnect_ = std::thread([this] { ReconnectLoop(); });
 }
 
 absl::StatusOr<const GpuLink*> SessionManager::LinkOf(SessionClient* session, CUdevice dev) {

@@ -58,7 +58,8 @@ class SessionManager {
   // daemon does not manage it. The link lives as long as the session.
   absl::StatusOr<const GpuLink*> LinkOf(SessionClient* session, CUdevice dev);
 
-  // Called with each ended session, once, from the thread that notices the end (in Serving).
+  // Called with each ended session, once, from the thread that notices the end (in Serving, or
+  // the thread that registers again, which checks every second).
   // Replaces the previous listener; an empty function removes it, and returns only once no
   // call of the old one is running.
   void SetEndListener(std::function<void(SessionClient*)> listener);
@@ -71,7 +72,12 @@ class SessionManager {
 
  private:
   TenantIdentity Identity() const;
+  // Every second while the process runs (from its first registration): registers again once
+  // the serving session has ended and the daemon answers.
   void ReconnectLoop();
+  void StartReconnect();
+  // Logs the end of `ended` and tells the end listener, once per session.
+  void NoteEnded(SessionClient* ended);
   // Registers again if the daemon answers; true when it never should (a daemon without
   // instance ids).
   bool TryRegisterAgain(SessionClient* ended);

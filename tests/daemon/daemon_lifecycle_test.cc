@@ -118,6 +118,30 @@ TEST_F(DaemonTest, TenantRegistersAgainWithARestartedDaemon) {
   EXPECT_EQ(LeasedWithin3s(0), 0u);  // the tenant's exit returned the new daemon's blocks
 }
 
+// A tenant that makes no call at all after missiled restarts is back in its tenant list within
+// a few seconds (its keepalive stream notices the restart), not at its next allocation.
+TEST_F(DaemonTest, AnIdleTenantRegistersAgainWithARestartedDaemon) {
+  StartDaemon("");
+  const std::string log = dir_.path() + "/idle.err";
+  Child t;
+  ASSERT_TRUE(t.Start({TENANT_PROBE, "alloc:16", "hold", "freeall"}, TenantEnv("ls", "idle"), log));
+  ASSERT_EQ(t.WaitForLine("ready"), "ready");
+  ASSERT_EQ(Status().tenants(), 1);
+  daemon_.Kill(SIGKILL);
+  daemon_.Wait();
+  unlink(socket_.c_str());  // the stale socket: StartDaemon waits for the new one
+  StartDaemon("");
+  int tenants = 0;
+  for (int i = 0; i < 100 && tenants != 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    tenants = Status().tenants();
+  }
+  EXPECT_EQ(tenants, 1) << "the idle tenant did not register again within 10 s\n"
+                        << testing::ReadFile(log);
+  t.CloseStdin();
+  EXPECT_EQ(t.Wait(30), 0) << t.out() << testing::ReadFile(log);
+}
+
 // A program that only copies comes back under the PCIe scheduler of a restarted daemon too.
 TEST_F(DaemonTest, CopiesAreScheduledAgainByARestartedDaemon) {
   StartDaemon("");
