@@ -484,6 +484,8 @@ def main():
     parser.add_argument("--dir", action="append",
                         help="a manifest directory; repeat for several checked as one set "
                              "(this script's and its examples/)")
+    parser.add_argument("--namespace", action="append", default=[],
+                        help="a namespace made outside the set (helm install --create-namespace)")
     parser.add_argument("--no-kustomization", action="store_true",
                         help="the directories have no kustomization.yaml (rendered Helm output)")
     parser.add_argument("--constants",
@@ -502,7 +504,9 @@ def main():
         print(f"check_manifests: {args.constants} lacks {', '.join(missing)}", file=sys.stderr)
         return 2
     dirs = args.dir or [here, os.path.join(here, "examples")]
-    problems = Checker(dirs, constants, args.missiled, not args.no_kustomization).run()
+    checker = Checker(dirs, constants, args.missiled, not args.no_kustomization)
+    checker.namespaces.update(args.namespace)
+    problems = checker.run()
     for p in problems:
         print(f"check_manifests: {p}")
     if not problems:
