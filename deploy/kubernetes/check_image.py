@@ -44,10 +44,10 @@ def final_stage_packages(dockerfile_text):
         if not line.upper().startswith("RUN"):
             continue
         for command in re.split(r"&&|;|\|\|", line[3:]):
-            words = shlex.split(command, comments=True)
+            words = [w for w in shlex.split(command, comments=True) if not w.startswith("-")]
             if words[:2] != ["apt-get", "install"]:
                 continue
-            packages += [w for w in words[2:] if not w.startswith("-")]
+            packages += words[2:]
     return packages
 
 

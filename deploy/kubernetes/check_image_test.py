@@ -21,8 +21,10 @@ class FinalStageTest(unittest.TestCase):
                 "FROM debian:12-slim\n"
                 "RUN apt-get update -qq \\\n && apt-get install -y -qq --no-install-recommends \\\n"
                 "      liba1 libb2 \\\n      libc3 \\\n && rm -rf /var/lib/apt/lists/*\n"
-                "RUN apt-get install -y libd4  # and a comment\nCOPY x /y\n")
-        self.assertEqual(check_image.final_stage_packages(text), ["liba1", "libb2", "libc3", "libd4"])
+                "RUN apt-get install -y libd4  # and a comment\nCOPY x /y\n"
+                "RUN apt-get -y install libe5; apt-get update\n")
+        self.assertEqual(check_image.final_stage_packages(text),
+                         ["liba1", "libb2", "libc3", "libd4", "libe5"])
 
     def test_no_from_is_an_error(self):
         with self.assertRaises(ValueError):

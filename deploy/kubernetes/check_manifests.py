@@ -23,7 +23,7 @@ cluster would refuse or that would break Missile on a node:
     with v1, sideEffects None or NoneOnDryRun and a known failurePolicy, and call a Service of
     the set on one of its ports; a caBundle is a PEM certificate;
   - a workload's serviceAccountName is a ServiceAccount of the set, and a secret volume names a
-    Secret of the set unless it is optional;
+    Secret (one of the set or not: the chart may use an existing one);
   - kustomization.yaml lists every manifest file of its directory, and only existing ones.
 Exit status 0 when all is well; 1 with one line per problem otherwise; 2 on bad usage.
 """
