@@ -122,6 +122,18 @@ class ChartTest(unittest.TestCase):
         self.assertIn('[classes.be]\npriority = 10\ntenant_quota = "20%"\nclass_quota = "40%"',
                       self.config(docs))
 
+    def test_a_null_in_a_values_file_deletes_the_default(self):
+        values = os.path.join(self.tmp.name, "values.yaml")
+        with open(values, "w", encoding="utf-8") as f:
+            f.write("node:\n  tolerations: null\n")
+        docs = self.rendered("-f", values)
+        pod = self.find(docs, "DaemonSet")[0]["spec"]["template"]["spec"]
+        self.assertNotIn("tolerations", pod)
+        self.assertEqual(pod["nodeSelector"], {"missile.io/gpu": "true"})
+
+    def test_set_without_a_value_is_refused(self):
+        self.assertFails('--set "metrics.enabled": expected key=value', "--set", "metrics.enabled")
+
     def test_release_name_prefixes_the_objects(self):
         docs = self.rendered("--name", "gpu")
         self.assertEqual(self.find(docs, "DaemonSet")[0]["metadata"]["name"], "gpu-missile-node")

@@ -173,7 +173,7 @@ def copy_entry(src, root):
     os.makedirs(os.path.dirname(dest), exist_ok=True)
     if os.path.islink(src):
         os.symlink(os.readlink(src), dest)
-    elif os.path.isfile(src):
+    elif os.path.isfile(src) and os.access(src, os.R_OK):  # not root: /etc/shadow-like files
         shutil.copy2(src, dest)
 
 
