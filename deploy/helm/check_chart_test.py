@@ -114,13 +114,15 @@ class ChartTest(unittest.TestCase):
         values = os.path.join(self.tmp.name, "values.yaml")
         with open(values, "w", encoding="utf-8") as f:
             f.write("devicePlugin:\n  ls: {slots: 2, quotaPerSlot: '50%'}\n"
-                    "classes:\n  be: {tenantQuota: '20%', classQuota: '40%'}\n")
+                    "classes:\n  be: {tenantQuota: '20%', classQuota: '40%'}\n"
+                    "daemon:\n  extraConfig: |\n    [pcie]\n    chunk = \"4MiB\"\n")
         docs = self.rendered("-f", values, "--set", "devicePlugin.be.quotaPerSlot=4GiB")
         self.assertEqual(self.plugin_args(docs), ["--ls-slots=2", "--be-slots=8",
                                                   "--ls-quota-per-slot=50%",
                                                   "--be-quota-per-slot=4GiB"])
         self.assertIn('[classes.be]\npriority = 10\ntenant_quota = "20%"\nclass_quota = "40%"',
                       self.config(docs))
+        self.assertIn('port = 9850\n\n[pcie]\nchunk = "4MiB"', self.config(docs))
 
     def test_a_null_in_a_values_file_deletes_the_default(self):
         values = os.path.join(self.tmp.name, "values.yaml")
