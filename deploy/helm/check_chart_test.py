@@ -72,8 +72,8 @@ class ChartTest(unittest.TestCase):
         docs = self.rendered()
         kinds = sorted(d["kind"] for d in docs)
         self.assertEqual(kinds, ["ConfigMap", "DaemonSet", "Deployment",
-                                 "MutatingWebhookConfiguration", "Secret", "Service", "Service",
-                                 "ServiceAccount"])
+                                 "MutatingWebhookConfiguration", "PodDisruptionBudget", "Secret",
+                                 "Service", "Service", "ServiceAccount"])
         toml = self.config(docs)
         self.assertIn('state_file = "/var/lib/missile/policy.toml"', toml)
         self.assertIn("enabled = true", toml)
@@ -100,6 +100,11 @@ class ChartTest(unittest.TestCase):
         self.assertEqual(self.find(docs, "MutatingWebhookConfiguration"), [])
         self.assertEqual(self.find(docs, "Deployment"), [])
         self.assertEqual(self.find(docs, "Secret"), [])
+
+    def test_one_webhook_replica_has_no_disruption_budget(self):
+        docs = self.rendered("--set", "webhook.replicas=1")
+        self.assertEqual(self.find(docs, "PodDisruptionBudget"), [])
+        self.assertEqual(self.find(docs, "Deployment")[0]["spec"]["replicas"], 1)
 
     def test_metrics_off(self):
         docs = self.rendered("--set", "metrics.enabled=false")

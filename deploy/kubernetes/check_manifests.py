@@ -17,8 +17,8 @@ cluster would refuse or that would break Missile on a node:
     (and, with --missiled, which `missiled --check-config` accepts), whose state file is on a
     hostPath volume of missiled's (policy survives a restart of the pod), and whose metrics
     endpoint, when on, listens beyond the pod and has a Service;
-  - Services have ports and select the pods of a workload of the set (named target ports are
-    the pods' ports); Secrets' data is base64 (tls.crt and tls.key for a TLS Secret);
+  - Services and PodDisruptionBudgets select the pods of a workload of the set; Services have
+    ports (named target ports are the pods' ports); Secrets' data is base64 (tls.crt and tls.key for a TLS Secret);
   - a MutatingWebhookConfiguration's webhooks have qualified names, rules, admissionReviewVersions
     with v1, sideEffects None or NoneOnDryRun and a known failurePolicy, and call a Service of
     the set on one of its ports; a caBundle is a PEM certificate;
@@ -54,6 +54,7 @@ API_VERSIONS = {
     "Role": "rbac.authorization.k8s.io/v1",
     "RoleBinding": "rbac.authorization.k8s.io/v1",
     "MutatingWebhookConfiguration": "admissionregistration.k8s.io/v1",
+    "PodDisruptionBudget": "policy/v1",
     "ServiceMonitor": "monitoring.coreos.com/v1",
 }
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"}
@@ -115,7 +116,8 @@ class Checker:
         checks = {"DaemonSet": self.check_daemonset, "ConfigMap": self.check_configmap,
                   "Service": self.check_service, "Secret": self.check_secret,
                   "MutatingWebhookConfiguration": self.check_webhook_config,
-                  "ServiceMonitor": self.check_service_monitor}
+                  "ServiceMonitor": self.check_service_monitor,
+                  "PodDisruptionBudget": self.check_disruption_budget}
         if kind in WORKLOADS:
             self.check_workload(where, kind, doc)
         if kind in checks:
@@ -383,6 +385,14 @@ class Checker:
         for e in spec.get("endpoints") or [{}]:
             if e.get("port") not in names:
                 self.fail(where, f"endpoint port {e.get('port')!r} is not a port of the Service")
+
+    def check_disruption_budget(self, where, doc):
+        spec, ns = doc.get("spec") or {}, (doc.get("metadata") or {}).get("namespace")
+        match = (spec.get("selector") or {}).get("matchLabels") or {}
+        if not self.selected_pods(ns, match):
+            self.fail(where, f"selector {match} matches the pods of no workload of the set")
+        if ("minAvailable" in spec) == ("maxUnavailable" in spec):
+            self.fail(where, "needs minAvailable or maxUnavailable (one of them)")
 
     # --- across documents --------------------------------------------------------------------
     def check_daemon_config(self):

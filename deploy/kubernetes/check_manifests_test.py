@@ -225,6 +225,12 @@ class CheckManifestsTest(unittest.TestCase):
         self.add_webhook(", tls.key: ", ", tls.keys: ")
         self.assertReports("a kubernetes.io/tls Secret needs tls.key")
 
+    def test_disruption_budget_selects_nothing(self):
+        self.add_webhook("", "---\napiVersion: policy/v1\nkind: PodDisruptionBudget\n"
+                         "metadata: {name: hook, namespace: missile-system}\n"
+                         "spec: {minAvailable: 1, selector: {matchLabels: {app: hooks}}}\n---\n")
+        self.assertReports("(PodDisruptionBudget): selector {'app': 'hooks'} matches the pods")
+
     def test_missing_service_account(self):
         self.add_webhook("serviceAccountName: hook", "serviceAccountName: hooker")
         self.assertReports("serviceAccountName 'hooker' is not a ServiceAccount of the set")
