@@ -36,6 +36,7 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> BuildAllocation(
   if (ids.empty()) return absl::InvalidArgumentError("no devices to allocate");
   std::set<std::string> seen;
   std::map<uint32_t, uint64_t> slots_per_gpu;  // GPU index -> this container's slots on it
+  std::map<uint32_t, uint64_t> slot_quota;     // GPU index -> one slot's quota there
   for (const std::string& id : ids) {
     const Slot* slot = FindSlot(slots, id);
     if (slot == nullptr) {
@@ -46,15 +47,23 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> BuildAllocation(
       return absl::InvalidArgumentError(absl::StrCat("device '", id, "' repeated"));
     }
     ++slots_per_gpu[slot->gpu.index];
+    absl::StatusOr<uint64_t> quota = resource.SlotQuota(slot->gpu.pool_bytes);
+    if (!quota.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("GPU ", slot->gpu.uuid, ": ", quota.status().message()));
+    }
+    slot_quota[slot->gpu.index] = *quota;
   }
   uint64_t most = 0;
-  for (const auto& [index, count] : slots_per_gpu) most = std::max(most, count);
+  for (const auto& [index, count] : slots_per_gpu) {
+    most = std::max(most, count * slot_quota[index]);
+  }
 
   v1beta1::ContainerAllocateResponse out;
   auto& env = *out.mutable_envs();
   env["LD_PRELOAD"] = config.shim_container_dir + "/" + kShimLibrary;
   env["MISSILE_TENANT_CLASS"] = TenantClassName(resource.cls);
-  env["MISSILE_QUOTA"] = FormatSizeExact(resource.quota_per_slot * most);
+  env["MISSILE_QUOTA"] = FormatSizeExact(most);
   env["MISSILE_SOCKET"] = config.socket_container_dir + "/" + kSocketName;
 
   AddMount(out, config.shim_host_dir, config.shim_container_dir, /*read_only=*/true);

@@ -2,7 +2,8 @@
 //   env      LD_PRELOAD            the shim inside the container (shim_container_dir/libmissile.so)
 //            MISSILE_TENANT_CLASS  "ls" or "be"
 //            MISSILE_QUOTA         per-slot quota x the container's slots on one GPU (the most
-//                                  on any of its GPUs when the kubelet spread them)
+//                                  on any of its GPUs when the kubelet spread them); a
+//                                  percentage per slot is taken of that GPU's pool
 //            MISSILE_SOCKET        missiled's socket inside the container
 //   mounts   the shim bundle, read-only; missiled's socket directory (read-write: connecting
 //            to a Unix socket needs write access)
@@ -23,7 +24,9 @@
 namespace missile::deviceplugin {
 
 // The response for one container. INVALID_ARGUMENT when `ids` is empty, repeats an ID or names
-// a device that is not among `slots` (the message names it).
+// a device that is not among `slots` (the message names it); FAILED_PRECONDITION when the quota
+// is a percentage and missiled reported no pool size for one of the slots' GPUs (the container
+// is not started rather than started with a quota nobody chose).
 absl::StatusOr<v1beta1::ContainerAllocateResponse> BuildAllocation(
     const PluginConfig& config, const ClassResource& resource, const std::vector<Slot>& slots,
     const std::vector<std::string>& ids);

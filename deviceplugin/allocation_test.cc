@@ -53,7 +53,7 @@ TEST(AllocationTest, ContainerPathsFollowTheConfiguration) {
   config.shim_container_dir = "/missile";
   config.socket_host_dir = "/run/missile-node";
   config.socket_container_dir = "/var/run/missile";
-  config.be.quota_per_slot = 3 * kGiB;
+  config.be.quota_per_slot = SizeOrFraction::Bytes(3 * kGiB);
   std::vector<Slot> slots = *BuildSlots({{0, kUuid0}}, TenantClass::kBestEffort, 8);
   absl::StatusOr<v1beta1::ContainerAllocateResponse> r =
       BuildAllocation(config, config.be, slots, {kUuid0 + "-be-5"});
@@ -77,6 +77,38 @@ TEST(AllocationTest, SlotsSpreadOverGpusGetEveryGpuAndTheLargestPerGpuQuota) {
   EXPECT_THAT(DevicePaths(*r, false),
               ElementsAre("/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm",
                           "/dev/nvidia-uvm-tools"));
+}
+
+TEST(AllocationTest, APercentageQuotaScalesWithEachGpusPool) {
+  PluginConfig config;
+  config.ls.quota_per_slot = SizeOrFraction::Fraction(0.25);
+  // GPU 0's pool is 40 GiB, GPU 1's 128 GiB.
+  std::vector<Slot> slots = *BuildSlots({{0, kUuid0, 40 * kGiB}, {1, kUuid1, 128 * kGiB}},
+                                        TenantClass::kLatencySensitive, 4);
+  auto quota = [&](const std::vector<std::string>& ids) {
+    absl::StatusOr<v1beta1::ContainerAllocateResponse> r =
+        BuildAllocation(config, config.ls, slots, ids);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->envs().at("MISSILE_QUOTA") : "";
+  };
+  EXPECT_EQ(quota({kUuid0 + "-ls-0"}), "10GiB");
+  EXPECT_EQ(quota({kUuid0 + "-ls-0", kUuid0 + "-ls-1"}), "20GiB");
+  EXPECT_EQ(quota({kUuid1 + "-ls-2"}), "32GiB");
+  // Spread: two slots of the small GPU (20 GiB) against one of the large (32 GiB): the larger.
+  EXPECT_EQ(quota({kUuid0 + "-ls-0", kUuid0 + "-ls-1", kUuid1 + "-ls-0"}), "32GiB");
+}
+
+TEST(AllocationTest, APercentageQuotaOnAGpuWithoutAPoolSizeIsRefused) {
+  PluginConfig config;
+  config.be.quota_per_slot = SizeOrFraction::Fraction(0.1);
+  std::vector<Slot> slots =
+      *BuildSlots({{0, kUuid0, 64 * kGiB}, {1, kUuid1, 0}}, TenantClass::kBestEffort, 2);
+  EXPECT_TRUE(BuildAllocation(config, config.be, slots, {kUuid0 + "-be-0"}).ok());
+  absl::StatusOr<v1beta1::ContainerAllocateResponse> r =
+      BuildAllocation(config, config.be, slots, {kUuid0 + "-be-1", kUuid1 + "-be-0"});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("GPU " + kUuid1 + ": missile.io/be: the quota per slot is 10%"));
 }
 
 TEST(AllocationTest, RefusesUnknownRepeatedOrNoDevices) {

@@ -40,7 +40,7 @@ class MissiledGpuSource : public GpuSource {
     }
     std::vector<GpuRef> gpus;
     for (const v1::PoolStatus& pool : response.pools()) {
-      gpus.push_back(GpuRef{pool.gpu().index(), pool.gpu().uuid()});
+      gpus.push_back(GpuRef{pool.gpu().index(), pool.gpu().uuid(), pool.capacity_bytes()});
     }
     return gpus;
   }

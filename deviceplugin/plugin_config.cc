@@ -11,6 +11,16 @@
 
 namespace missile::deviceplugin {
 
+absl::StatusOr<uint64_t> ClassResource::SlotQuota(uint64_t pool_bytes) const {
+  if (!quota_per_slot.is_fraction) return quota_per_slot.bytes;
+  if (pool_bytes == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(resource, ": the quota per slot is ", FormatSizeOrPercent(quota_per_slot),
+                     " of the GPU's pool, and missiled reported no pool size for this GPU"));
+  }
+  return quota_per_slot.Resolve(pool_bytes);
+}
+
 std::vector<ClassResource> PluginConfig::Resources() const {
   std::vector<ClassResource> out;
   if (ls.slots_per_gpu > 0) out.push_back(ls);
@@ -32,16 +42,33 @@ absl::StatusOr<uint32_t> ParseCount(const std::string& flag, const std::string& 
   return value;
 }
 
-absl::StatusOr<uint64_t> ParseQuota(const std::string& flag, const std::string& text) {
-  absl::StatusOr<uint64_t> bytes = ParseSize(text);
-  if (!bytes.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", bytes.status().message()));
+absl::StatusOr<SizeOrFraction> ParseQuota(const std::string& flag, const std::string& text) {
+  absl::StatusOr<SizeOrFraction> quota = ParseSizeOrPercent(text);
+  if (!quota.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": ", quota.status().message(), " (a size, or a percentage of the "
+                     "GPU's pool such as 12%)"));
   }
   // The bound keeps quota x slots (at most 1000) far from overflowing 64 bits.
-  if (*bytes == 0 || *bytes > 16 * kTiB) {
+  if (!quota->is_fraction && (quota->bytes == 0 || quota->bytes > 16 * kTiB)) {
     return absl::InvalidArgumentError(absl::StrCat(flag, ": '", text, "' is not in 1B..16TiB"));
   }
-  return *bytes;
+  return *quota;
+}
+
+// A container given every slot of a class on a GPU asks for at most the whole pool.
+absl::Status CheckPercentages(const ClassResource& r, const char* slots_flag,
+                              const char* quota_flag) {
+  if (!r.quota_per_slot.is_fraction || r.slots_per_gpu == 0) return absl::OkStatus();
+  double total = r.quota_per_slot.fraction * r.slots_per_gpu;
+  if (total > 1.0 + 1e-9) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        slots_flag, " ", r.slots_per_gpu, " x ", quota_flag, " ",
+        FormatSizeOrPercent(r.quota_per_slot), " is ",
+        absl::SixDigits(total * 100),
+        "% of the GPU's pool: a container given every slot would be promised more than the pool"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> ParsePath(const std::string& flag, const std::string& text) {
@@ -77,7 +104,7 @@ Setter SetSlots(ClassResource PluginConfig::*res) {
 
 Setter SetQuota(ClassResource PluginConfig::*res) {
   return [res](PluginConfig& c, const std::string& flag, const std::string& text) {
-    absl::StatusOr<uint64_t> q = ParseQuota(flag, text);
+    absl::StatusOr<SizeOrFraction> q = ParseQuota(flag, text);
     if (!q.ok()) return q.status();
     (c.*res).quota_per_slot = *q;
     return absl::OkStatus();
@@ -139,6 +166,14 @@ absl::StatusOr<PluginArgs> ParsePluginArgs(const std::vector<std::string>& args)
   }
   if (out.config.Resources().empty() && !out.help && !out.version) {
     return absl::InvalidArgumentError("--ls-slots and --be-slots are both 0: nothing to advertise");
+  }
+  if (absl::Status s = CheckPercentages(out.config.ls, "--ls-slots", "--ls-quota-per-slot");
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckPercentages(out.config.be, "--be-slots", "--be-quota-per-slot");
+      !s.ok()) {
+    return s;
   }
   return out;
 }

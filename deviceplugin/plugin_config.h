@@ -2,7 +2,8 @@
 //
 // The plugin advertises two extended resources (constants.h), each a number of slots per GPU;
 // a container asking for N slots of a class gets a VRAM quota of N times the class's per-slot
-// quota (MISSILE_QUOTA). Paths come in host/container pairs where the plugin tells the kubelet
+// quota (MISSILE_QUOTA). A per-slot quota is a size, or a percentage of each GPU's pool as
+// missiled reports it, so that it scales with the GPU. Paths come in host/container pairs where the plugin tells the kubelet
 // what to mount: the host side is where the files are on the node, the container side where a
 // tenant sees them.
 // Thread safety: plain values and pure functions.
@@ -27,7 +28,11 @@ struct ClassResource {
   std::string resource;          // kLsResource or kBeResource
   std::string endpoint;          // socket name in the kubelet's plugin directory
   uint32_t slots_per_gpu = 0;    // 0: the resource is not advertised
-  uint64_t quota_per_slot = 0;   // bytes of VRAM per slot, per GPU
+  SizeOrFraction quota_per_slot;  // VRAM per slot, per GPU: bytes or a fraction of its pool
+
+  // The quota of one slot on a GPU whose pool holds `pool_bytes` (0: unknown).
+  // FAILED_PRECONDITION for a percentage when the pool's size is unknown.
+  absl::StatusOr<uint64_t> SlotQuota(uint64_t pool_bytes) const;
 };
 
 struct PluginConfig {
@@ -35,8 +40,10 @@ struct PluginConfig {
   std::string kubelet_socket;                    // empty: kubelet_dir/kubelet.sock
   // missiled's socket as the plugin reaches it, for GPU discovery and health.
   std::string missiled_socket = std::string(kDefaultSocketDir) + "/" + kSocketName;
-  ClassResource ls{TenantClass::kLatencySensitive, kLsResource, kLsEndpoint, 4, 16 * kGiB};
-  ClassResource be{TenantClass::kBestEffort, kBeResource, kBeEndpoint, 8, 8 * kGiB};
+  ClassResource ls{TenantClass::kLatencySensitive, kLsResource, kLsEndpoint, 4,
+                   SizeOrFraction::Bytes(16 * kGiB)};
+  ClassResource be{TenantClass::kBestEffort, kBeResource, kBeEndpoint, 8,
+                   SizeOrFraction::Bytes(8 * kGiB)};
   std::string shim_host_dir = kDefaultShimHostDir;
   std::string shim_container_dir = kDefaultShimContainerDir;
   std::string socket_host_dir = kDefaultSocketDir;
@@ -73,8 +80,9 @@ options:
                               (/run/missile/missiled.sock)
   --ls-slots N                missile.io/ls slots per GPU, 0 to not advertise it (4)
   --be-slots N                missile.io/be slots per GPU, 0 to not advertise it (8)
-  --ls-quota-per-slot SIZE    VRAM quota per LS slot, per GPU (16GiB)
-  --be-quota-per-slot SIZE    VRAM quota per BE slot, per GPU (8GiB)
+  --ls-quota-per-slot Q       VRAM quota per LS slot, per GPU: a size, or N% of the GPU's
+                              pool as missiled reports it (16GiB); slots x N% <= 100%
+  --be-quota-per-slot Q       VRAM quota per BE slot, per GPU, as for LS (8GiB)
   --shim-host-dir DIR         the shim bundle (holding libmissile.so) on the node
                               (/opt/missile/shim)
   --shim-container-dir DIR    where tenants see the shim bundle (/opt/missile/shim)

@@ -35,8 +35,8 @@ TEST(PluginConfigTest, ReadsEveryFlag) {
   EXPECT_EQ(c.missiled_socket, "/m/d.sock");
   ASSERT_EQ(c.Resources().size(), 1u);
   EXPECT_EQ(c.ls.slots_per_gpu, 2u);
-  EXPECT_EQ(c.ls.quota_per_slot, 10 * kGiB);
-  EXPECT_EQ(c.be.quota_per_slot, 1 * kGiB);
+  EXPECT_EQ(c.ls.quota_per_slot, SizeOrFraction::Bytes(10 * kGiB));
+  EXPECT_EQ(c.be.quota_per_slot, SizeOrFraction::Bytes(1 * kGiB));
   EXPECT_EQ(c.shim_host_dir, "/h/shim");
   EXPECT_EQ(c.shim_container_dir, "/c/shim");
   EXPECT_EQ(c.socket_host_dir, "/h/run");
@@ -44,6 +44,27 @@ TEST(PluginConfigTest, ReadsEveryFlag) {
   EXPECT_EQ(c.device_root, "/fake/dev");
   EXPECT_EQ(c.poll_interval, std::chrono::milliseconds(50));
   EXPECT_EQ(c.failures_before_unhealthy, 3u);
+}
+
+TEST(PluginConfigTest, QuotaPerSlotAsAPercentageOfThePool) {
+  absl::StatusOr<PluginArgs> args =
+      ParsePluginArgs({"--ls-quota-per-slot", "12.5%", "--be-quota-per-slot=6%", "--ls-slots=8"});
+  ASSERT_TRUE(args.ok()) << args.status();
+  const PluginConfig& c = args->config;
+  EXPECT_EQ(c.ls.quota_per_slot, SizeOrFraction::Fraction(0.125));
+  EXPECT_EQ(*c.ls.SlotQuota(80 * kGiB), 10 * kGiB);
+  EXPECT_EQ(*c.be.SlotQuota(100 * kGiB), 6 * kGiB);
+  // A size does not depend on the pool, known or not.
+  ClassResource sized = c.ls;
+  sized.quota_per_slot = SizeOrFraction::Bytes(3 * kGiB);
+  EXPECT_EQ(*sized.SlotQuota(0), 3 * kGiB);
+  EXPECT_EQ(*sized.SlotQuota(80 * kGiB), 3 * kGiB);
+  // A percentage of a pool missiled did not report is refused, not guessed.
+  absl::StatusOr<uint64_t> unknown = c.ls.SlotQuota(0);
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(unknown.status().message()),
+              HasSubstr("missile.io/ls: the quota per slot is 12.5% of the GPU's pool, and "
+                        "missiled reported no pool size"));
 }
 
 TEST(PluginConfigTest, HelpAndVersion) {
@@ -72,6 +93,13 @@ TEST(PluginConfigTest, BadArgumentsNameTheFlag) {
       {{"--unhealthy-after", "0"}, "--unhealthy-after"},
       {{"--help=yes"}, "--help takes no value"},
       {{"--ls-slots", "0", "--be-slots", "0"}, "nothing to advertise"},
+      {{"--ls-quota-per-slot", "0%"}, "--ls-quota-per-slot:"},
+      {{"--be-quota-per-slot", "101%"}, "--be-quota-per-slot:"},
+      {{"--be-quota-per-slot", "12%%"}, "a percentage of the GPU's pool such as 12%"},
+      {{"--ls-slots", "5", "--ls-quota-per-slot", "25%"},
+       "--ls-slots 5 x --ls-quota-per-slot 25% is 125% of the GPU's pool"},
+      {{"--be-quota-per-slot", "20%"},  // with the default 8 BE slots
+       "--be-slots 8 x --be-quota-per-slot 20% is 160% of the GPU's pool"},
   };
   for (const Case& c : cases) {
     absl::StatusOr<PluginArgs> args = ParsePluginArgs(c.args);

@@ -130,7 +130,9 @@ class FakeMissiled final : public v1::Admin::Service {
   grpc::Status Status(grpc::ServerContext*, const v1::StatusRequest*,
                       v1::StatusResponse* response) override {
     for (uint32_t i = 0; i < 2; ++i) {
-      v1::GpuInfo* gpu = response->add_pools()->mutable_gpu();
+      v1::PoolStatus* pool = response->add_pools();
+      pool->set_capacity_bytes(i == 0 ? 40 * kGiB : 80 * kGiB);
+      v1::GpuInfo* gpu = pool->mutable_gpu();
       gpu->set_index(i);
       gpu->set_uuid(i == 0 ? kUuid0 : kUuid1);
     }
@@ -283,6 +285,24 @@ TEST_F(DevicePluginTest, AllocateMakesTheContainerATenant) {
   status = kubelet_->Dial("missile-be.sock")->Allocate(&bad_context, bad, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), HasSubstr("unknown missile.io/be device"));
+}
+
+// The pool sizes come from missiled's status (40 GiB on GPU 0, 80 GiB on GPU 1).
+TEST_F(DevicePluginTest, AllocateTakesAPercentageOfTheGpusPool) {
+  config_.ls.quota_per_slot = SizeOrFraction::Fraction(0.25);
+  StartAll();
+  auto quota = [&](const std::string& id) {
+    grpc::ClientContext context;
+    v1beta1::AllocateRequest request;
+    request.add_container_requests()->add_devices_ids(id);
+    v1beta1::AllocateResponse response;
+    grpc::Status status =
+        kubelet_->Dial("missile-ls.sock")->Allocate(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return status.ok() ? response.container_responses(0).envs().at("MISSILE_QUOTA") : "";
+  };
+  EXPECT_EQ(quota(kUuid0 + "-ls-1"), "10GiB");
+  EXPECT_EQ(quota(kUuid1 + "-ls-0"), "20GiB");
 }
 
 TEST_F(DevicePluginTest, PrefersSlotsOnOneGpu) {

@@ -16,10 +16,12 @@
 namespace missile::deviceplugin {
 
 // A GPU as missiled reports it (missile.v1.GpuInfo): its index in the daemon's device list,
-// taken to be the minor number of its /dev/nvidiaN node, and its UUID.
+// taken to be the minor number of its /dev/nvidiaN node, its UUID, and the most its pool may
+// hold (PoolStatus.capacity_bytes), which percentage quotas per slot are taken of.
 struct GpuRef {
   uint32_t index = 0;
   std::string uuid;
+  uint64_t pool_bytes = 0;  // 0: missiled reported no pool size
   bool operator==(const GpuRef&) const = default;
 };
 

@@ -19,6 +19,13 @@ packages=(
   libc-ares-dev zlib1g-dev dpkg-dev
   # the Kubernetes manifests' offline check (deploy/kubernetes/check_manifests.py)
   python3-yaml
+  # the image check (deploy/kubernetes/check_image.py) runs the programs on the files of the
+  # packages the Dockerfile's final stage installs, so those must be installed here: the
+  # admission webhook's HTTPS libraries (the others come with the -dev packages above)
+  libcpp-httplib0.11 libssl3
+  # the Helm chart's offline renderer (deploy/helm/render, Go in GOPATH mode): Go, sprig (the
+  # template functions Helm adds) and a YAML library
+  golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev
   # clang's sanitizer and libFuzzer runtimes, for scripts/fuzz.sh
   libclang-rt-14-dev
 )
