@@ -49,8 +49,8 @@ absl::StatusOr<Json> ParseBody(std::string_view body) {
   if (!review.is_object()) return absl::InvalidArgumentError("the body is not a JSON object");
   if (StringMember(review, "apiVersion") != kAdmissionApiVersion ||
       StringMember(review, "kind") != kAdmissionKind) {
-    return absl::InvalidArgumentError(std::string("the body is not an ") + kAdmissionKind +
-                                      " of " + kAdmissionApiVersion);
+    return absl::InvalidArgumentError(std::string("the body is not an ") + kAdmissionKind + " of " +
+                                      kAdmissionApiVersion);
   }
   const Json* request = ObjectMember(review, "request");
   if (request == nullptr) return absl::InvalidArgumentError("the review has no request");
@@ -108,8 +108,8 @@ absl::StatusOr<ReviewOutcome> Review(const MutationConfig& config, std::string_v
         outcome.verdict = ReviewOutcome::Verdict::kDenied;
         outcome.message = std::string(patch.status().message());
       } else {
-        outcome.verdict = patch->empty() ? ReviewOutcome::Verdict::kUnchanged
-                                         : ReviewOutcome::Verdict::kMutated;
+        outcome.verdict =
+            patch->empty() ? ReviewOutcome::Verdict::kUnchanged : ReviewOutcome::Verdict::kMutated;
         outcome.patch = std::move(*patch);
       }
     }

@@ -13,7 +13,9 @@
 
 namespace {
 
-void Fail(const std::string& reason) { std::fprintf(stderr, "missile-webhook: %s\n", reason.c_str()); }
+void Fail(const std::string& reason) {
+  std::fprintf(stderr, "missile-webhook: %s\n", reason.c_str());
+}
 
 }  // namespace
 

@@ -77,8 +77,10 @@ absl::StatusOr<std::optional<TenantClass>> SlotClass(const Json& container) {
 class ContainerPatch {
  public:
   ContainerPatch(const Json& container, JsonPointer path, Json* ops)
-      : container_(container), name_(StringMember(container, "name")),
-        appender_(container, std::move(path), ops), ops_(ops) {}
+      : container_(container),
+        name_(StringMember(container, "name")),
+        appender_(container, std::move(path), ops),
+        ops_(ops) {}
 
   // Adds the variable unless the container sets it already.
   void AddEnv(Json entry) {
@@ -145,8 +147,7 @@ void AddIdentity(const TenantSpec& spec, ContainerPatch& patch) {
 }
 
 // What the device plugin would add at Allocate, less the devices.
-absl::Status AddShim(const MutationConfig& config, const TenantSpec& spec,
-                     ContainerPatch& patch) {
+absl::Status AddShim(const MutationConfig& config, const TenantSpec& spec, ContainerPatch& patch) {
   if (absl::Status s = patch.PrependPreload(config.ShimPath()); !s.ok()) return s;
   if (absl::Status s = patch.AddMount(kShimVolume, config.shim_dir, true); !s.ok()) return s;
   if (absl::Status s = patch.AddMount(kSocketVolume, config.socket_dir, false); !s.ok()) {
@@ -193,8 +194,8 @@ absl::Status AddVolume(const Json& pod_spec, const std::string& name, const std:
     return absl::InvalidArgumentError("the pod's volume '" + name + "' is not hostPath " + path +
                                       ", which the webhook mounts under that name: rename it");
   }
-  volumes.Append("volumes", Json{{"name", name}, {"hostPath", {{"path", path},
-                                                               {"type", "Directory"}}}});
+  volumes.Append("volumes",
+                 Json{{"name", name}, {"hostPath", {{"path", path}, {"type", "Directory"}}}});
   return absl::OkStatus();
 }
 
@@ -216,9 +217,7 @@ void AddSupplementalGroup(const Json& pod_spec, int64_t gid, Json* ops) {
 
 }  // namespace
 
-std::string MutationConfig::ShimPath() const {
-  return shim_dir + "/" + deviceplugin::kShimLibrary;
-}
+std::string MutationConfig::ShimPath() const { return shim_dir + "/" + deviceplugin::kShimLibrary; }
 
 std::string MutationConfig::SocketPath() const {
   return socket_dir + "/" + deviceplugin::kSocketName;

@@ -33,7 +33,8 @@ Json FieldEnv(const std::string& name, const std::string& path) {
 }
 
 Json IdentityEnv(const std::string& tenant, const std::string& container) {
-  return Json::array({Env("MISSILE_TENANT_NAME", tenant), FieldEnv("MISSILE_K8S_POD", "metadata.name"),
+  return Json::array({Env("MISSILE_TENANT_NAME", tenant),
+                      FieldEnv("MISSILE_K8S_POD", "metadata.name"),
                       FieldEnv("MISSILE_K8S_NAMESPACE", "metadata.namespace"),
                       Env("MISSILE_K8S_CONTAINER", container)});
 }
@@ -48,9 +49,11 @@ TEST(MutatePodTest, PlainPodGetsEverythingTheDevicePluginWouldGive) {
   app["env"].push_back(Env("MISSILE_TENANT_CLASS", "ls"));
   app["env"].push_back(Env("MISSILE_SOCKET", "/run/missile/missiled.sock"));
   for (const Json& e : IdentityEnv("shop.web", "app")) app["env"].push_back(e);
-  expected["spec"]["volumes"] = Json::array(
-      {{{"name", "missile-shim"}, {"hostPath", {{"path", "/opt/missile/shim"}, {"type", "Directory"}}}},
-       {{"name", "missile-socket"}, {"hostPath", {{"path", "/run/missile"}, {"type", "Directory"}}}}});
+  expected["spec"]["volumes"] =
+      Json::array({{{"name", "missile-shim"},
+                    {"hostPath", {{"path", "/opt/missile/shim"}, {"type", "Directory"}}}},
+                   {{"name", "missile-socket"},
+                    {"hostPath", {{"path", "/run/missile"}, {"type", "Directory"}}}}});
   expected["spec"]["securityContext"] = {{"supplementalGroups", {2046}}};
   EXPECT_EQ(Mutated(ReplicaPod()), expected) << Mutated(ReplicaPod()).dump(2);
 }
@@ -83,9 +86,9 @@ TEST(MutatePodTest, ConfigPathsQuotaAndGroup) {
 
 TEST(MutatePodTest, UserVariablesStayAndLdPreloadGetsTheShimFirst) {
   Json pod = ReplicaPod();
-  pod["spec"]["containers"][0]["env"] = Json::array(
-      {Env("MISSILE_TENANT_NAME", "mine"), Env("LD_PRELOAD", "/lib/libjemalloc.so"),
-       Env("MISSILE_SOCKET", "/elsewhere.sock")});
+  pod["spec"]["containers"][0]["env"] =
+      Json::array({Env("MISSILE_TENANT_NAME", "mine"), Env("LD_PRELOAD", "/lib/libjemalloc.so"),
+                   Env("MISSILE_SOCKET", "/elsewhere.sock")});
   const Json env = Mutated(pod)["spec"]["containers"][0]["env"];
   EXPECT_EQ(env[0], Env("MISSILE_TENANT_NAME", "mine"));
   EXPECT_EQ(env[1], Env("LD_PRELOAD", "/opt/missile/shim/libmissile.so:/lib/libjemalloc.so"));
@@ -128,8 +131,8 @@ TEST(MutatePodTest, OnlyTheAnnotatedContainers) {
 
 TEST(MutatePodTest, EveryContainerByDefaultAndTheVolumesOnce) {
   Json pod = ReplicaPod();
-  pod["spec"]["containers"].push_back({{"name", "two"}, {"volumeMounts", {{{"name", "data"},
-                                                                          {"mountPath", "/d"}}}}});
+  pod["spec"]["containers"].push_back(
+      {{"name", "two"}, {"volumeMounts", {{{"name", "data"}, {"mountPath", "/d"}}}}});
   pod["spec"]["volumes"] = Json::array({{{"name", "data"}, {"emptyDir", Json::object()}}});
   Json mutated = Mutated(pod);
   EXPECT_EQ(mutated["spec"]["volumes"].size(), 3u);
@@ -142,8 +145,8 @@ TEST(MutatePodTest, EveryContainerByDefaultAndTheVolumesOnce) {
 
 TEST(MutatePodTest, SameHostPathVolumesOfTheWebhooksNamesAreReused) {
   Json pod = ReplicaPod();
-  pod["spec"]["volumes"] = Json::array(
-      {{{"name", "missile-socket"}, {"hostPath", {{"path", "/run/missile"}}}}});
+  pod["spec"]["volumes"] =
+      Json::array({{{"name", "missile-socket"}, {"hostPath", {{"path", "/run/missile"}}}}});
   Json mutated = Mutated(pod);
   ASSERT_EQ(mutated["spec"]["volumes"].size(), 2u);
   EXPECT_EQ(mutated["spec"]["volumes"][0], pod["spec"]["volumes"][0]);

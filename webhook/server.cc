@@ -1,5 +1,7 @@
 #include "server.h"
 
+#include <sys/socket.h>
+
 #include <exception>
 #include <string>
 #include <utility>
@@ -15,8 +17,8 @@ namespace {
 
 spdlog::logger& Log() {
   static auto* logger = [] {
-    auto* l = new spdlog::logger("missile-webhook",
-                                 std::make_shared<spdlog::sinks::stderr_sink_mt>());
+    auto* l =
+        new spdlog::logger("missile-webhook", std::make_shared<spdlog::sinks::stderr_sink_mt>());
     l->set_pattern("missile-webhook %l: %v");
     return l;
   }();
@@ -69,9 +71,9 @@ httplib::Server::HandlerResponse HandleError(const httplib::Request& req, httpli
     return httplib::Server::HandlerResponse::Handled;
   }
   if (res.body.empty()) {
-    res.set_content(std::to_string(res.status) + " (this server answers POST /mutate and GET " +
-                        "/healthz)\n",
-                    "text/plain");
+    res.set_content(
+        std::to_string(res.status) + " (this server answers POST /mutate and GET " + "/healthz)\n",
+        "text/plain");
   }
   return httplib::Server::HandlerResponse::Handled;
 }
@@ -113,6 +115,12 @@ absl::Status WebhookServer::Start() {
                                       " and --tls-key " + args_.tls_key);
   }
   server_->set_payload_max_length(kMaxBodyBytes);
+  // SO_REUSEADDR alone: the library's default adds SO_REUSEPORT, with which a second server
+  // binds a port already served and takes a share of its connections instead of failing.
+  server_->set_socket_options([](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   AddRoutes();
   if (!server_->bind_to_port(args_.listen_host, args_.listen_port)) {
     return absl::UnavailableError("cannot listen on " + args_.listen_host + ":" +

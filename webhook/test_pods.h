@@ -15,7 +15,8 @@ inline Json ReplicaPod(const std::string& cls = "ls") {
     "metadata": {
       "generateName": "web-7d4b9c-",
       "labels": {"app": "web", "pod-template-hash": "7d4b9c"},
-      "annotations": {"missile.io/class": ")" + cls + R"("}
+      "annotations": {"missile.io/class": ")" +
+                     cls + R"("}
     },
     "spec": {
       "containers": [{"name": "app", "image": "serve:1"}]

@@ -31,7 +31,7 @@ absl::StatusOr<std::string> ReadWhole(const std::string& what, const std::string
   if (!in) {
     int err = errno;
     std::string why = what + " " + path + ": " + std::strerror(err);
-    return err == ENOENT ? absl::NotFoundError(why)
+    return err == ENOENT   ? absl::NotFoundError(why)
            : err == EACCES ? absl::PermissionDeniedError(why)
                            : absl::InvalidArgumentError(why);
   }

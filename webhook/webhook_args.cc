@@ -14,9 +14,8 @@
 namespace missile::webhook {
 namespace {
 
-constexpr std::string_view kOptions[] = {"--listen",     "--tls-cert",   "--tls-key",
-                                         "--shim-dir",   "--socket-dir", "--socket-gid",
-                                         "--version",    "--help"};
+constexpr std::string_view kOptions[] = {"--listen",     "--tls-cert",   "--tls-key", "--shim-dir",
+                                         "--socket-dir", "--socket-gid", "--version", "--help"};
 
 absl::Status Invalid(std::string_view flag, const std::string& why) {
   return absl::InvalidArgumentError(std::string(flag) + ": " + why);
@@ -93,12 +92,13 @@ absl::StatusOr<WebhookArgs> ParseWebhookArgs(const std::vector<std::string>& arg
       (flag == "--version" ? out.version : out.help) = true;
       continue;
     }
-    if (!flag.starts_with("-")) return absl::InvalidArgumentError("unexpected argument '" + flag + "'");
+    if (!flag.starts_with("-"))
+      return absl::InvalidArgumentError("unexpected argument '" + flag + "'");
     if (std::find(std::begin(kOptions), std::end(kOptions), flag) == std::end(kOptions)) {
       return absl::InvalidArgumentError(
           "unknown option '" + flag + "'" +
-          cli::DidYouMean(flag, std::vector<std::string_view>(std::begin(kOptions),
-                                                              std::end(kOptions))));
+          cli::DidYouMean(flag,
+                          std::vector<std::string_view>(std::begin(kOptions), std::end(kOptions))));
     }
     if (std::find(seen.begin(), seen.end(), flag) != seen.end()) {
       return absl::InvalidArgumentError(flag + " given twice");

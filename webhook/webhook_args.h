@@ -20,7 +20,8 @@ struct WebhookArgs {
   MutationConfig mutation;
 };
 
-inline constexpr char kWebhookUsage[] = R"(usage: missile-webhook --tls-cert FILE --tls-key FILE [options]
+inline constexpr char kWebhookUsage[] =
+    R"(usage: missile-webhook --tls-cert FILE --tls-key FILE [options]
 
 A Kubernetes mutating admission webhook (admission.k8s.io/v1) that makes the containers of pods
 annotated missile.io/class Missile tenants: it injects the shim (LD_PRELOAD), the tenant's class,
