@@ -21,6 +21,9 @@ packages=(
   python3-yaml
   # clang's sanitizer and libFuzzer runtimes, for scripts/fuzz.sh
   libclang-rt-14-dev
+  # missile-webhook (webhook/): its HTTPS server (cpp-httplib, built with OpenSSL), JSON, and
+  # the openssl command that makes its test's certificate
+  libcpp-httplib-dev libssl-dev nlohmann-json3-dev openssl
 )
 
 missing=()
