@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <chrono>
 #include <exception>
 #include <string>
 #include <utility>
@@ -126,7 +127,18 @@ absl::Status WebhookServer::Start() {
     return absl::UnavailableError("cannot listen on " + args_.listen_host + ":" +
                                   std::to_string(args_.listen_port));
   }
-  serving_ = std::thread([this] { server_->listen_after_bind(); });
+  serving_ = std::thread([this] {
+    server_->listen_after_bind();
+    listen_returned_ = true;
+  });
+  // Stop has no effect on a server not yet running, which would then serve on: wait for it.
+  while (!server_->is_running() && !listen_returned_) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (listen_returned_) {
+    return absl::InternalError("stopped serving on " + args_.listen_host + ":" +
+                               std::to_string(args_.listen_port) + " at once");
+  }
   Log().info("serving HTTPS on {}:{} (shim {}, socket {}, socket group {})", args_.listen_host,
              args_.listen_port, args_.mutation.ShimPath(), args_.mutation.SocketPath(),
              args_.mutation.socket_gid);
@@ -134,6 +146,7 @@ absl::Status WebhookServer::Start() {
 }
 
 void WebhookServer::Stop() {
+  if (server_ != nullptr && server_->is_running()) Log().info("stopping");
   if (server_ != nullptr) server_->stop();
   if (serving_.joinable()) serving_.join();
 }

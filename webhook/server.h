@@ -7,6 +7,7 @@
 #ifndef MISSILE_WEBHOOK_SERVER_H_
 #define MISSILE_WEBHOOK_SERVER_H_
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <thread>
@@ -43,6 +44,7 @@ class WebhookServer {
   const WebhookArgs args_;
   std::unique_ptr<httplib::SSLServer> server_;
   std::thread serving_;
+  std::atomic<bool> listen_returned_{false};
 };
 
 }  // namespace missile::webhook
