@@ -10,10 +10,10 @@
 namespace missile::webhook {
 namespace {
 
-using testing::Annotated;
+using test_pods::Annotated;
+using test_pods::ReplicaPod;
+using test_pods::ReviewOf;
 using ::testing::HasSubstr;
-using testing::ReplicaPod;
-using testing::ReviewOf;
 using Verdict = ReviewOutcome::Verdict;
 
 constexpr char kUid[] = "705ab4f5-6393-11e8-b7cc-42010a800002";

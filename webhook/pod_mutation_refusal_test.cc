@@ -9,8 +9,8 @@
 namespace missile::webhook {
 namespace {
 
-using testing::Annotated;
-using testing::ReplicaPod;
+using test_pods::Annotated;
+using test_pods::ReplicaPod;
 
 // The message of MutatePod's refusal of `pod` ("" when it was not refused).
 std::string Refusal(const Json& pod) {

@@ -12,8 +12,8 @@
 namespace missile::webhook {
 namespace {
 
-using testing::Annotated;
-using testing::ReplicaPod;
+using test_pods::Annotated;
+using test_pods::ReplicaPod;
 
 // The pod after its patch; the patch must be a valid one for it.
 Json Mutated(const Json& pod, const MutationConfig& config = MutationConfig()) {

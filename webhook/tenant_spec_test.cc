@@ -8,10 +8,10 @@
 namespace missile::webhook {
 namespace {
 
-using testing::Annotated;
+using test_pods::Annotated;
+using test_pods::ReplicaPod;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using testing::ReplicaPod;
 
 MATCHER_P(IsInvalid, text, "INVALID_ARGUMENT with a message holding " + std::string(text)) {
   return arg.status().code() == absl::StatusCode::kInvalidArgument &&

@@ -6,7 +6,7 @@
 
 #include "json_patch.h"
 
-namespace missile::webhook::testing {
+namespace missile::webhook::test_pods {
 
 // A Deployment's replica being created: generateName "web-7d4b9c-" with its
 // pod-template-hash label, no name yet, annotated class `cls`, one container "app".
@@ -44,6 +44,6 @@ inline Json ReviewOf(const Json& object, const std::string& operation = "CREATE"
                 {"object", object}}}};
 }
 
-}  // namespace missile::webhook::testing
+}  // namespace missile::webhook::test_pods
 
 #endif  // MISSILE_WEBHOOK_TEST_PODS_H_

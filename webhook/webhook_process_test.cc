@@ -120,7 +120,7 @@ TEST_F(WebhookProcessTest, AnswersReviewsOverHttpsAndStopsOnSigterm) {
   ASSERT_TRUE(health);
   EXPECT_EQ(health->body, "ok\n");
 
-  Json review = testing::ReviewOf(testing::ReplicaPod("be"));
+  Json review = test_pods::ReviewOf(test_pods::ReplicaPod("be"));
   Json mutated = Mutate(review);
   EXPECT_EQ(mutated["kind"], "AdmissionReview");
   EXPECT_EQ(mutated["response"]["uid"], review["request"]["uid"]);
@@ -128,17 +128,17 @@ TEST_F(WebhookProcessTest, AnswersReviewsOverHttpsAndStopsOnSigterm) {
   EXPECT_EQ(mutated["response"]["patchType"], "JSONPatch");
   std::string patch;
   ASSERT_TRUE(absl::Base64Unescape(mutated["response"]["patch"].get<std::string>(), &patch));
-  Json pod = testing::ReplicaPod("be").patch(Json::parse(patch));
+  Json pod = test_pods::ReplicaPod("be").patch(Json::parse(patch));
   EXPECT_EQ(pod["spec"]["containers"][0]["env"][1],
             Json({{"name", "MISSILE_TENANT_CLASS"}, {"value", "be"}}));
 
-  Json denied = Mutate(testing::ReviewOf(testing::ReplicaPod("fast")));
+  Json denied = Mutate(test_pods::ReviewOf(test_pods::ReplicaPod("fast")));
   EXPECT_EQ(denied["response"]["allowed"], false);
   EXPECT_EQ(denied["response"]["status"]["message"], "missile.io/class: 'fast' is not ls or be");
 
-  Json plain_pod = testing::ReplicaPod();
+  Json plain_pod = test_pods::ReplicaPod();
   plain_pod["metadata"].erase("annotations");
-  EXPECT_EQ(Mutate(testing::ReviewOf(plain_pod))["response"],
+  EXPECT_EQ(Mutate(test_pods::ReviewOf(plain_pod))["response"],
             Json({{"uid", review["request"]["uid"]}, {"allowed", true}}));
 
   server_.Kill(SIGTERM);
@@ -156,7 +156,7 @@ TEST_F(WebhookProcessTest, BadRequestsGet400AndTheServerCarriesOn) {
   EXPECT_EQ(garbage->status, 400);
   EXPECT_THAT(garbage->body, StartsWith("the body is not valid JSON: "));
 
-  Json no_uid = testing::ReviewOf(testing::ReplicaPod());
+  Json no_uid = test_pods::ReviewOf(test_pods::ReplicaPod());
   no_uid["request"].erase("uid");
   httplib::Result r = Client()->Post("/mutate", no_uid.dump(), "application/json");
   ASSERT_TRUE(r);
@@ -176,7 +176,7 @@ TEST_F(WebhookProcessTest, BadRequestsGet400AndTheServerCarriesOn) {
   ASSERT_TRUE(elsewhere);
   EXPECT_EQ(elsewhere->status, 404);
 
-  EXPECT_EQ(Mutate(testing::ReviewOf(testing::ReplicaPod()))["response"]["allowed"], true);
+  EXPECT_EQ(Mutate(test_pods::ReviewOf(test_pods::ReplicaPod()))["response"]["allowed"], true);
   server_.Kill(SIGTERM);
   EXPECT_EQ(server_.Wait(10), 0);
 }
