@@ -11,6 +11,9 @@ install(TARGETS missiled missilectl missile-run RUNTIME DESTINATION ${CMAKE_INST
 if(TARGET missile-calibrate)  # built only where nvcc is found
   install(TARGETS missile-calibrate RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
+if(TARGET missile-webhook)  # the Kubernetes admission webhook (webhook/)
+  install(TARGETS missile-webhook RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
 # lib/missile, not the multiarch library directory: missile-run looks for the shim as
 # ../lib/missile/libmissile.so from its own directory, and the loader's cache (ldconfig) never
 # scans lib/missile, so the shim's SONAME (libcuda.so.1) cannot shadow the real driver there.
@@ -75,6 +78,10 @@ if(MISSILE_HELP2MAN)
                    "the Missile node daemon: GPU memory quotas, PCIe copy scheduling, BE pacing")
   missile_man_page(missilectl 1 "administer missiled: status, tenants, policy")
   missile_man_page(missile-run 1 "run a program as a Missile tenant under the shim")
+  if(TARGET missile-webhook)
+    missile_man_page(missile-webhook 8
+                     "Kubernetes admission webhook that makes annotated pods Missile tenants")
+  endif()
   if(TARGET missile-calibrate AND TARGET fakecuda)
     missile_man_page(missile-calibrate 1
                      "measure a GPU's VRAM channels and write its colour profile")

@@ -28,6 +28,9 @@ packages=(
   golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev
   # clang's sanitizer and libFuzzer runtimes, for scripts/fuzz.sh
   libclang-rt-14-dev
+  # missile-webhook (webhook/): its HTTPS server (cpp-httplib, built with OpenSSL), JSON, and
+  # the openssl command that makes its test's certificate
+  libcpp-httplib-dev libssl-dev nlohmann-json3-dev openssl
 )
 
 missing=()
