@@ -47,6 +47,9 @@ must_hold=(
 if [ -x "$build/colorer/calibrate/missile-calibrate" ]; then
   must_hold+=(/usr/bin/missile-calibrate)
 fi
+if [ -x "$build/webhook/missile-webhook" ]; then
+  must_hold+=(/usr/bin/missile-webhook /usr/share/man/man8/missile-webhook.8.gz)
+fi
 for f in "${must_hold[@]}"; do
   grep -qx "$f" "$scratch/contents" || fail "the package lacks $f"
 done
