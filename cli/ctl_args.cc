@@ -164,6 +164,17 @@ constexpr std::string_view kSetOptions[] = {
     "--pid",   "--name",        "--class", "--class-to", "--priority",    "--weight",
     "--quota", "--class-quota", "--force", "--pacing",   "--window-items"};
 
+std::optional<CtlCommand> CommandNamed(std::string_view word) {
+  static constexpr std::pair<std::string_view, CtlCommand> kNamed[] = {
+      {"status", CtlCommand::kStatus}, {"tenants", CtlCommand::kTenants},
+      {"set", CtlCommand::kSet},       {"top", CtlCommand::kTop},
+      {"check", CtlCommand::kCheck},   {"help", CtlCommand::kHelp}};
+  for (const auto& [name, command] : kNamed) {
+    if (word == name) return command;
+  }
+  return std::nullopt;
+}
+
 // `prefix` "unknown option 'X'", with a suggestion from the global options (and `more`).
 absl::Status UnknownOption(std::string_view prefix, std::string_view flag,
                            const std::vector<std::string_view>& more = {}) {
@@ -376,19 +387,9 @@ absl::StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args,
     if (!have_command) {
       const std::string& word = reader.Current();
       if (word.starts_with("-")) return UnknownOption("", flag);
-      if (word == "status") {
-        out.command = CtlCommand::kStatus;
-      } else if (word == "tenants") {
-        out.command = CtlCommand::kTenants;
-      } else if (word == "set") {
-        out.command = CtlCommand::kSet;
-      } else if (word == "top") {
-        out.command = CtlCommand::kTop;
-      } else if (word == "check") {
-        out.command = CtlCommand::kCheck;
-      } else if (word == "help") {
-        out.command = CtlCommand::kHelp;
-        return out;
+      if (std::optional<CtlCommand> command = CommandNamed(word)) {
+        out.command = *command;
+        if (out.command == CtlCommand::kHelp) return out;
       } else {
         std::string suggestion = DidYouMean(
             word, std::vector<std::string_view>(std::begin(kCommands), std::end(kCommands)));
