@@ -103,8 +103,10 @@ void DaemonCore::Stop() {
 
 absl::StatusOr<SessionInfo> DaemonCore::Register(const PeerCredentials& creds,
                                                  const std::string& name, TenantClass cls,
-                                                 uint64_t requested_quota) {
+                                                 uint64_t requested_quota,
+                                                 const K8sIdentity& k8s) {
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
+  if (absl::Status s = ValidateK8sIdentity(k8s); !s.ok()) return s;
   const bool capped = !IsAdmin(creds);  // before mu_: it may read the group database
   absl::MutexLock lock(&mu_);
   if (auto it = session_by_pid_.find(creds.pid); it != session_by_pid_.end()) {
@@ -125,6 +127,7 @@ absl::StatusOr<SessionInfo> DaemonCore::Register(const PeerCredentials& creds,
   info.id = next_session_++;
   info.creds = creds;
   info.name = name;
+  info.k8s = k8s;
   info.cls = cls;
   info.priority = (cls == TenantClass::kLatencySensitive ? ls_ : be_).priority;
   info.weight = WeightOf(info.priority);
@@ -174,9 +177,13 @@ absl::StatusOr<SessionInfo> DaemonCore::Register(const PeerCredentials& creds,
   sessions_[info.id] = session;
   session_by_pid_[creds.pid] = info.id;
   sessions_opened_.fetch_add(1, std::memory_order_relaxed);
-  Log()->info("session {}: pid {} uid {} registered as '{}' ({}, priority {}, weight {}){}",
+  Log()->info("session {}: pid {} uid {} registered as '{}' ({}, priority {}, weight {}){}{}",
               info.id, creds.pid, creds.uid, name, TenantClassName(info.cls), info.priority,
-              info.weight, kept != nullptr ? "; policy kept for this name and uid" : "");
+              info.weight,
+              k8s.empty() ? std::string()
+                          : "; pod " + k8s.k8s_namespace + "/" + k8s.pod + ", container " +
+                                k8s.container,
+              kept != nullptr ? "; policy kept for this name and uid" : "");
   return info;
 }
 

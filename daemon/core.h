@@ -35,6 +35,7 @@
 #include "gpu.h"
 #include "log_limiter.h"
 #include "missile/common/fd_passing.h"
+#include "missile/common/k8s_identity.h"
 #include "missile/common/tenant_class.h"
 #include "pacing_domain.h"
 #include "policy_state.h"
@@ -69,6 +70,7 @@ struct SessionInfo {
   uint64_t id = 0;
   PeerCredentials creds;
   std::string name;
+  K8sIdentity k8s;  // as the tenant registered it; empty fields: not known
   TenantClass cls = TenantClass::kBestEffort;
   int priority = 0;
   uint32_t weight = 0;
@@ -127,8 +129,11 @@ class DaemonCore {
   const std::string& instance() const { return instance_; }
 
   // --- tenants ---
+  // `k8s`: the pod, namespace and container the tenant says it runs in (any field may be empty);
+  // a field out of bounds (common/k8s_identity.h) is INVALID_ARGUMENT, and nothing registers.
   absl::StatusOr<SessionInfo> Register(const PeerCredentials& creds, const std::string& name,
-                                       TenantClass cls, uint64_t requested_quota);
+                                       TenantClass cls, uint64_t requested_quota,
+                                       const K8sIdentity& k8s = {});
   absl::StatusOr<std::vector<Lease>> Allocate(const PeerCredentials& creds, uint64_t session,
                                               uint32_t gpu, bool single, uint64_t bytes);
   absl::Status Free(const PeerCredentials& creds, uint64_t session, uint32_t gpu,

@@ -47,7 +47,8 @@ constexpr Family kFamilies[] = {
     {"missile_gpu_pacing_ls_busy", MetricType::kGauge,
      "1 while an LS tenant of the GPU has work in flight (when pacing holds BE tenants), else 0."},
     {"missile_tenant_info", MetricType::kGauge,
-     "Always 1; the process (pid) and daemon session behind a tenant's series now."},
+     "Always 1; the process (pid), daemon session and Kubernetes pod, namespace and container "
+     "(empty: not known) behind a tenant's series now."},
     {"missile_tenant_used_bytes", MetricType::kGauge, "VRAM the tenant holds on the GPU."},
     {"missile_tenant_quota_bytes", MetricType::kGauge, "The tenant's VRAM quota on the GPU."},
     {"missile_tenant_allocations_total", MetricType::kCounter,
@@ -89,6 +90,11 @@ absl::Status AddTenant(const TenantMetrics& t, Exposition* e) {
   Labels info = labels;
   info.emplace_back("pid", std::to_string(t.pid));
   info.emplace_back("session", std::to_string(t.session));
+  // The Kubernetes identity here only, as the pid: a pod's name changes at every rollout, and on
+  // every series it would start new ones each time.
+  info.emplace_back("pod", t.k8s.pod);
+  info.emplace_back("namespace", t.k8s.k8s_namespace);
+  info.emplace_back("container", t.k8s.container);
   absl::Status s = e->Add("missile_tenant_info", info, 1);
   s.Update(e->Add("missile_tenant_used_bytes", labels, static_cast<double>(t.used_bytes)));
   s.Update(e->Add("missile_tenant_quota_bytes", labels, static_cast<double>(t.quota_bytes)));
@@ -184,6 +190,7 @@ MetricsSnapshot TakeMetricsSnapshot(const DaemonCore& core, const std::string& v
       t.cls = std::string(TenantClassName(s.cls));
       t.pid = s.creds.pid;
       t.session = s.id;
+      t.k8s = s.k8s;
       t.gpu = static_cast<uint32_t>(g);
       t.gpu_uuid = gpus[g].info.uuid;
       t.used_bytes = pool->second.usage.used_bytes;

@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "copy_arbiter.h"
 #include "metrics_http.h"
+#include "missile/common/k8s_identity.h"
 #include "pacing_domain.h"
 
 namespace missile::daemon {
@@ -54,6 +55,7 @@ struct TenantMetrics {
   uint32_t replica = 0;  // TenantReplicas
   int pid = 0;
   uint64_t session = 0;
+  K8sIdentity k8s;  // on the info series only, as pod, namespace and container
   uint32_t gpu = 0;
   std::string gpu_uuid;
   uint64_t used_bytes = 0;

@@ -48,7 +48,8 @@ TEST(MetricsSnapshotTest, ValuesComeFromTheDaemon) {
     DaemonCore core(CoreOptions{}, std::move(gpus));
     ASSERT_TRUE(core.Start().ok());
     const PeerCredentials me{getpid(), 1000, 1000};
-    absl::StatusOr<SessionInfo> s = core.Register(me, "web.1", kLs, 0);
+    absl::StatusOr<SessionInfo> s =
+        core.Register(me, "web.1", kLs, 0, K8sIdentity{"web-5f7c9-abcde", "prod", "server"});
     ASSERT_TRUE(s.ok()) << s.status();
     ASSERT_TRUE(core.Allocate(me, s->id, 0, /*single=*/true, 2 * kG).ok());
     EXPECT_FALSE(core.Allocate(me, s->id, 0, /*single=*/true, 4 * kG).ok());  // over quota
@@ -70,11 +71,14 @@ TEST(MetricsSnapshotTest, ValuesComeFromTheDaemon) {
     const std::string key =
         "name=\"web.1\",class=\"ls\",replica=\"0\",gpu=\"0\",gpu_uuid=\"" + uuid + "\"";
     const std::string labels = "{" + key + "}";
-    // The pid and the session only on the info series.
+    // The pid, the session and the Kubernetes identity only on the info series.
     EXPECT_THAT(*text,
                 HasSubstr("missile_tenant_info{" + key + ",pid=\"" + std::to_string(getpid()) +
-                          "\",session=\"" + std::to_string(s->id) + "\"} 1\n"));
+                          "\",session=\"" + std::to_string(s->id) +
+                          "\",pod=\"web-5f7c9-abcde\",namespace=\"prod\","
+                          "container=\"server\"} 1\n"));
     EXPECT_THAT(*text, Not(HasSubstr("missile_tenant_used_bytes{name=\"web.1\",class=\"ls\",pid")));
+    EXPECT_EQ(text->find("pod="), text->rfind("pod="));  // on no other series
     EXPECT_THAT(*text, HasSubstr("missile_build_info{version=\"1.2.3\"} 1\n"));
     EXPECT_THAT(*text, HasSubstr("missile_sessions_opened_total 1\n"));
     EXPECT_THAT(*text, HasSubstr("missile_tenant_used_bytes" + labels + " 4194304\n"));

@@ -146,7 +146,11 @@ TEST_F(PrometheusTest, PrometheusScrapesTenantMemoryAndSessions) {
   EXPECT_NE(head.find("\r\nContent-Length: "), std::string::npos) << head;
   EXPECT_EQ(head.substr(head.size() - 4), "\r\n\r\n") << head;
   Child web;
-  ASSERT_TRUE(web.Start({TENANT_PROBE, "alloc:16", "hold"}, TenantEnv("ls", "web")));
+  auto web_env = TenantEnv("ls", "web");
+  web_env["MISSILE_K8S_POD"] = "web-5f7c9-abcde";
+  web_env["MISSILE_K8S_NAMESPACE"] = "prod";
+  web_env["MISSILE_K8S_CONTAINER"] = "server";
+  ASSERT_TRUE(web.Start({TENANT_PROBE, "alloc:16", "hold"}, web_env));
   ASSERT_EQ(web.WaitForLine("ready"), "ready");
   StartPrometheus(metrics_port);
   if (HasFatalFailure()) return;
@@ -162,6 +166,17 @@ TEST_F(PrometheusTest, PrometheusScrapesTenantMemoryAndSessions) {
                        "1"),
             "1");
   EXPECT_EQ(Query("count(missile_tenant_used_bytes{pid!=\"\"})"), "");
+  // The Kubernetes identity the shim sent, on the info series only, joined to the memory.
+  EXPECT_EQ(QueryUntil("missile_tenant_info{name=\"web\",pod=\"web-5f7c9-abcde\","
+                       "namespace=\"prod\",container=\"server\"}",
+                       "1"),
+            "1");
+  EXPECT_EQ(QueryUntil("sum by (namespace, pod) (missile_tenant_used_bytes * on (name, class, "
+                       "replica, gpu) group_left (pod, namespace) missile_tenant_info"
+                       "{namespace=\"prod\"})",
+                       "16777216"),
+            "16777216");
+  EXPECT_EQ(Query("count(missile_tenant_used_bytes{pod!=\"\"})"), "");
   EXPECT_EQ(QueryUntil("missile_gpu_pool_leased_bytes{gpu=\"0\"}", "16777216"), "16777216");
   // Every per-GPU and per-tenant series carries the GPU's UUID as nvidia-smi and dcgm-exporter
   // write it, so that it joins with their series.
