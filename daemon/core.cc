@@ -101,6 +101,28 @@ void DaemonCore::Stop() {
   epoll_fd_ = -1;
 }
 
+namespace {
+
+// A pacing slot from the start, so the LS tenants of a GPU know there is a BE tenant to tell
+// before the BE's first launch (the shim maps the region at its first work item).
+void AssignPacingSlots(std::vector<Gpu>& gpus, const SessionInfo& info) {
+  for (Gpu& gpu : gpus) {
+    if (!gpu.pacing) continue;
+    if (absl::Status s = gpu.pacing->Assign(info.id, info.creds.pid, info.cls, info.weight);
+        !s.ok()) {
+      Log()->warn("session {}: its GPU work is not paced: {}", info.id, std::string(s.message()));
+    }
+  }
+}
+
+// "; pod NAMESPACE/POD, container C" for the registration's log line, or nothing.
+std::string PodNote(const K8sIdentity& k8s) {
+  if (k8s.empty()) return "";
+  return "; pod " + k8s.k8s_namespace + "/" + k8s.pod + ", container " + k8s.container;
+}
+
+}  // namespace
+
 absl::StatusOr<SessionInfo> DaemonCore::Register(const PeerCredentials& creds,
                                                  const std::string& name, TenantClass cls,
                                                  uint64_t requested_quota,
@@ -165,25 +187,13 @@ absl::StatusOr<SessionInfo> DaemonCore::Register(const PeerCredentials& creds,
       return s;
     }
   }
-  // A pacing slot from the start, so the LS tenants of a GPU know there is a BE tenant to tell
-  // before the BE's first launch (the shim maps the region at its first work item).
-  for (Gpu& gpu : gpus_) {
-    if (!gpu.pacing) continue;
-    if (absl::Status s = gpu.pacing->Assign(info.id, creds.pid, info.cls, info.weight);
-        !s.ok()) {
-      Log()->warn("session {}: its GPU work is not paced: {}", info.id, std::string(s.message()));
-    }
-  }
+  AssignPacingSlots(gpus_, info);
   sessions_[info.id] = session;
   session_by_pid_[creds.pid] = info.id;
   sessions_opened_.fetch_add(1, std::memory_order_relaxed);
   Log()->info("session {}: pid {} uid {} registered as '{}' ({}, priority {}, weight {}){}{}",
               info.id, creds.pid, creds.uid, name, TenantClassName(info.cls), info.priority,
-              info.weight,
-              k8s.empty() ? std::string()
-                          : "; pod " + k8s.k8s_namespace + "/" + k8s.pod + ", container " +
-                                k8s.container,
-              kept != nullptr ? "; policy kept for this name and uid" : "");
+              info.weight, PodNote(k8s), kept != nullptr ? "; policy kept for this name and uid" : "");
   return info;
 }
 

@@ -132,6 +132,7 @@ class PrometheusTest : public DaemonTest {
   int prom_port_ = 0;
 };
 
+// long: one daemon, one tenant and one Prometheus for the whole life of a tenant's series
 TEST_F(PrometheusTest, PrometheusScrapesTenantMemoryAndSessions) {
   const int metrics_port = FreePort();
   ASSERT_GT(metrics_port, 0);
