@@ -207,6 +207,8 @@ class DaemonCore {
   // `settings`; returns the policy in force before and after.
   absl::StatusOr<PacingUpdate> ReplacePacing(const PacingSettings& settings);
   std::chrono::steady_clock::duration uptime() const;
+  // The wall-clock time the daemon started (missile_start_time_seconds).
+  std::chrono::system_clock::time_point start_time() const { return started_wall_; }
   // Sessions registered and ended since the daemon started (for the metrics endpoint).
   uint64_t sessions_opened() const { return sessions_opened_.load(std::memory_order_relaxed); }
   uint64_t sessions_ended() const { return sessions_ended_.load(std::memory_order_relaxed); }
@@ -249,6 +251,7 @@ class DaemonCore {
   const std::string instance_;
   std::vector<Gpu> gpus_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  const std::chrono::system_clock::time_point started_wall_ = std::chrono::system_clock::now();
 
   // Taken before mu_ where both are held (AddWatcher), so that a session cannot end between
   // its check and the watcher's registration unnoticed.

@@ -198,6 +198,18 @@ TEST_F(PrometheusTest, PrometheusScrapesTenantMemoryAndSessions) {
   EXPECT_EQ(QueryUntil("missile_gpu_pacing_tenants{gpu=\"0\",class=\"ls\"}", "1"), "1");
   EXPECT_EQ(QueryUntil("missile_gpu_pacing_tenants{gpu=\"0\",class=\"be\"}", "0"), "0");
   EXPECT_EQ(QueryUntil("missile_gpu_pacing_ls_busy{" + uuid + "}", "0"), "0");
+  // Time in flight: none, since an LS alone on its GPU marks nothing (no BE to tell).
+  EXPECT_EQ(QueryUntil("missile_gpu_ls_busy_seconds_total{" + uuid + "}", "0"), "0");
+  EXPECT_EQ(QueryUntil("missile_gpu_be_busy_seconds_total{" + uuid + "}", "0"), "0");
+  EXPECT_EQ(QueryUntil("missile_gpu_ls_busy_ratio{" + uuid + "}", "0"), "0");
+  EXPECT_EQ(QueryUntil("missile_gpu_be_busy_ratio{" + uuid + "}", "0"), "0");
+  EXPECT_EQ(QueryUntil("missile_tenant_busy_seconds_total{name=\"web\"}", "0"), "0");
+  // The start time is the Unix time now less the uptime (both from one scrape).
+  EXPECT_EQ(QueryUntil("count(abs(time() - missile_start_time_seconds - missile_uptime_seconds)"
+                       " < 5)",
+                       "1"),
+            "1");
+  EXPECT_EQ(QueryUntil("count(missile_start_time_seconds > 1.7e9)", "1"), "1");
   EXPECT_EQ(QueryUntil("missile_sessions_opened_total", "1"), "1");
   EXPECT_EQ(QueryUntil("missile_sessions_ended_total", "0"), "0");
   EXPECT_EQ(QueryUntil("missile_sessions_active", "1"), "1");
