@@ -98,10 +98,14 @@ std::string ClassName(v1::TenantClass cls) {
   return "unknown";
 }
 
-// "ls web (pid 42, gpu 0)"
+// "ls web (pid 42, gpu 0)", or "ls web (pid 42, gpu 0, pod prod/web-0)" in Kubernetes.
 std::string TenantCheck(const v1::TenantInfo& t, uint32_t gpu) {
+  const std::string pod =
+      t.k8s_pod().empty()
+          ? std::string()
+          : absl::StrCat(", pod ", Printable(t.k8s_namespace()), "/", Printable(t.k8s_pod()));
   return absl::StrCat(ClassName(t.tenant_class()), " ", Printable(t.name()), " (pid ", t.pid(),
-                      ", gpu ", gpu, ")");
+                      ", gpu ", gpu, pod, ")");
 }
 
 bool OnGpu(const v1::TenantInfo& t, uint32_t gpu) {

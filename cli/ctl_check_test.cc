@@ -184,6 +184,14 @@ TEST(CheckTest, JsonIsOneLineWithEscapes) {
             "\"found\":\"none\",\"todo\":\"fix it\"}],\"exit_status\":1}\n");
 }
 
+TEST(CheckTest, TenantsInKubernetesAreNamedByPodToo) {
+  CheckInput in = Healthy();
+  in.tenants->mutable_tenants(0)->set_k8s_pod("web-0");
+  in.tenants->mutable_tenants(0)->set_k8s_namespace("prod");
+  const std::vector<CheckLine> lines = EvaluateCheck(in);
+  EXPECT_EQ(Find(lines, "ls web (pid 41, gpu 0, pod prod/web-0)").level, CheckLevel::kOk);
+}
+
 TEST(CheckTest, DaemonTextWithControlCharactersIsMadePrintable) {
   CheckInput in = Healthy();
   in.tenants->mutable_tenants(0)->set_name("we\x1b[2Jb");
