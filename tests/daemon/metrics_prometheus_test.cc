@@ -240,6 +240,39 @@ TEST_F(PrometheusTest, PrometheusScrapesTenantMemoryAndSessions) {
   EXPECT_EQ(again.Wait(), 0);
 }
 
+// Time in flight, end to end: an LS request that stays 2 s on the GPU next to a BE tenant (so
+// the LS marks its work) counts for the LS tenant and for the GPU's LS class, not for its BE.
+TEST_F(PrometheusTest, TimeInFlightOfAnLsNextToABe) {
+  const int metrics_port = FreePort();
+  ASSERT_GT(metrics_port, 0);
+  StartDaemon("[metrics]\nenabled = true\naddress = \"127.0.0.1\"\nport = " +
+              std::to_string(metrics_port) + "\n");
+  Child be;
+  ASSERT_TRUE(be.Start({PACE_PROBE, "idle"}, TenantEnv("be", "batch")));
+  ASSERT_FALSE(be.WaitForLine("ready", 20).empty()) << be.out();
+  StartPrometheus(metrics_port);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(QueryUntil("missile_gpu_ls_busy_seconds_total{gpu=\"0\"}", "0"), "0");
+  Child ls;
+  ASSERT_TRUE(ls.Start({PACE_PROBE, "ls", "2000"}, TenantEnv("ls", "web")));
+  ASSERT_FALSE(ls.WaitForLine("done", 30).empty()) << ls.out();
+  EXPECT_EQ(ls.Wait(10), 0);
+  // About 2 s, seen while the LS lived (its series then went stale with its session).
+  EXPECT_EQ(QueryUntil("count(max_over_time(missile_tenant_busy_seconds_total{name=\"web\"}[1m])"
+                       " > 1)",
+                       "1"),
+            "1");
+  EXPECT_EQ(QueryUntil("count(missile_gpu_ls_busy_seconds_total{gpu=\"0\"} > 1.5 and "
+                       "missile_gpu_ls_busy_seconds_total{gpu=\"0\"} < 4)",
+                       "1"),
+            "1");
+  EXPECT_EQ(Query("count(max_over_time(missile_gpu_ls_busy_ratio{gpu=\"0\"}[1m]) > 0.3)"), "1");
+  EXPECT_EQ(Query("missile_gpu_be_busy_seconds_total{gpu=\"0\"}"), "0");
+  EXPECT_EQ(Query("missile_tenant_busy_seconds_total{name=\"batch\"}"), "0");
+  be.CloseStdin();
+  EXPECT_EQ(be.Wait(10), 0);
+}
+
 TEST_F(PrometheusTest, BusyMetricsPortStopsTheDaemonWithAClearError) {
   int blocker = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
