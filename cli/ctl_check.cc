@@ -2,7 +2,7 @@
 
 #include <cctype>
 #include <chrono>
-#include <map>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
