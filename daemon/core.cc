@@ -115,10 +115,13 @@ void AssignPacingSlots(std::vector<Gpu>& gpus, const SessionInfo& info) {
   }
 }
 
-// "; pod NAMESPACE/POD, container C" for the registration's log line, or nothing.
+// "; pod NAMESPACE/POD, container C" for the registration's log line ("-" for a name not known,
+// no container when none is), or nothing outside Kubernetes.
 std::string PodNote(const K8sIdentity& k8s) {
   if (k8s.empty()) return "";
-  return "; pod " + k8s.k8s_namespace + "/" + k8s.pod + ", container " + k8s.container;
+  auto known = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
+  return "; pod " + known(k8s.k8s_namespace) + "/" + known(k8s.pod) +
+         (k8s.container.empty() ? "" : ", container " + k8s.container);
 }
 
 }  // namespace
