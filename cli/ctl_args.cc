@@ -14,6 +14,9 @@ const char kCtlUsage[] =
     "usage: missilectl [--socket PATH] [--json] COMMAND ...\n"
     "\n"
     "commands:\n"
+    "  check                       a health and isolation check after installing: socket,\n"
+    "                              daemon, GPUs, MPS, pacing, tenants by class, LS busy and\n"
+    "                              BE held ratios; one line each, ok, warn or FAIL\n"
     "  status                      daemon version and uptime, per-GPU pools and colours,\n"
     "                              class policies, the pacing policy\n"
     "  tenants                     one row per tenant: class, priority, weight, memory, PCIe\n"
@@ -46,7 +49,7 @@ const char kCtlUsage[] =
     "pool (50%), as in missiled.toml; a number without a unit is refused as ambiguous.\n"
     "\n"
     "exit status: 0 done; 1 missiled could not be reached, refused, or went away while top\n"
-    "ran; 2 bad usage.\n";
+    "ran (check: a check FAILed); 2 bad usage.\n";
 
 std::string DefaultSocket(const char* env_socket) {
   if (env_socket != nullptr && *env_socket != '\0') return env_socket;
@@ -156,10 +159,21 @@ absl::StatusOr<bool> ParsePacingOption(ArgReader& reader, PacingArgs& pacing) {
 
 // The options every command takes, and the commands, for "did you mean".
 constexpr std::string_view kGlobalOptions[] = {"--socket", "--json", "--help", "--version"};
-constexpr std::string_view kCommands[] = {"status", "tenants", "set", "top", "help"};
+constexpr std::string_view kCommands[] = {"status", "tenants", "set", "top", "check", "help"};
 constexpr std::string_view kSetOptions[] = {
     "--pid",   "--name",        "--class", "--class-to", "--priority",    "--weight",
     "--quota", "--class-quota", "--force", "--pacing",   "--window-items"};
+
+std::optional<CtlCommand> CommandNamed(std::string_view word) {
+  static constexpr std::pair<std::string_view, CtlCommand> kNamed[] = {
+      {"status", CtlCommand::kStatus}, {"tenants", CtlCommand::kTenants},
+      {"set", CtlCommand::kSet},       {"top", CtlCommand::kTop},
+      {"check", CtlCommand::kCheck},   {"help", CtlCommand::kHelp}};
+  for (const auto& [name, command] : kNamed) {
+    if (word == name) return command;
+  }
+  return std::nullopt;
+}
 
 // `prefix` "unknown option 'X'", with a suggestion from the global options (and `more`).
 absl::Status UnknownOption(std::string_view prefix, std::string_view flag,
@@ -373,23 +387,15 @@ absl::StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args,
     if (!have_command) {
       const std::string& word = reader.Current();
       if (word.starts_with("-")) return UnknownOption("", flag);
-      if (word == "status") {
-        out.command = CtlCommand::kStatus;
-      } else if (word == "tenants") {
-        out.command = CtlCommand::kTenants;
-      } else if (word == "set") {
-        out.command = CtlCommand::kSet;
-      } else if (word == "top") {
-        out.command = CtlCommand::kTop;
-      } else if (word == "help") {
-        out.command = CtlCommand::kHelp;
-        return out;
+      if (std::optional<CtlCommand> command = CommandNamed(word)) {
+        out.command = *command;
+        if (out.command == CtlCommand::kHelp) return out;
       } else {
         std::string suggestion = DidYouMean(
             word, std::vector<std::string_view>(std::begin(kCommands), std::end(kCommands)));
         return absl::InvalidArgumentError(
             "unknown command '" + word + "'" +
-            (suggestion.empty() ? std::string(" (status, tenants, set or top; try --help)")
+            (suggestion.empty() ? std::string(" (status, tenants, set, top or check; try --help)")
                                 : suggestion));
       }
       reader.TakePositional();
@@ -404,13 +410,16 @@ absl::StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args,
       if (absl::Status s = ParseTopOption(reader, out.top); !s.ok()) return s;
       continue;
     }
-    std::string command = out.command == CtlCommand::kStatus ? "status" : "tenants";
+    std::string command = out.command == CtlCommand::kStatus  ? "status"
+                          : out.command == CtlCommand::kCheck ? "check"
+                                                              : "tenants";
     if (reader.Current().starts_with("-")) return UnknownOption(command + ": ", flag);
     return absl::InvalidArgumentError(command + " takes no arguments, got '" + reader.Current() +
                                       "'");
   }
   if (!have_command) {
-    return absl::InvalidArgumentError("no command (status, tenants, set or top; try --help)");
+    return absl::InvalidArgumentError(
+        "no command (status, tenants, set, top or check; try --help)");
   }
   if (out.command == CtlCommand::kSet) {
     if (absl::Status s = CheckSet(out.set); !s.ok()) return s;

@@ -26,7 +26,7 @@ inline constexpr std::string_view kDefaultSocket = "/run/missile/missiled.sock";
 extern const char kCtlUsage[];
 
 // kSet: a tenant or class policy change; kSetPacing: `set` with pacing options only.
-enum class CtlCommand { kHelp, kVersion, kStatus, kTenants, kSet, kSetPacing, kTop };
+enum class CtlCommand { kHelp, kVersion, kStatus, kTenants, kSet, kSetPacing, kTop, kCheck };
 
 // `set` with pacing options: the daemon's pacing policy, no target. Ranges as in [compute].
 struct PacingArgs {

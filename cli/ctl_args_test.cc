@@ -76,7 +76,7 @@ TEST(CtlArgsTest, DidYouMean) {
   EXPECT_EQ(Error({"stauts"}), "unknown command 'stauts'; did you mean 'status'?");
   EXPECT_EQ(Error({"tenant"}), "unknown command 'tenant'; did you mean 'tenants'?");
   EXPECT_EQ(Error({"frobnicate"}),
-            "unknown command 'frobnicate' (status, tenants, set or top; try --help)");
+            "unknown command 'frobnicate' (status, tenants, set, top or check; try --help)");
   EXPECT_EQ(Error({"status", "--jsn"}), "status: unknown option '--jsn'; did you mean '--json'?");
   EXPECT_EQ(Error({"--sockt", "/s", "status"}),
             "unknown option '--sockt'; did you mean '--socket'?");

@@ -190,8 +190,9 @@ absl::StatusOr<std::string> RunCtlCommand(const CtlArgs& args, v1::Admin::StubIn
     }
     case CtlCommand::kHelp:
     case CtlCommand::kVersion:
-    case CtlCommand::kTop:  // RunTop (ctl_top.h): it owns the terminal
-      return absl::InvalidArgumentError("help, version and top are not one-call commands");
+    case CtlCommand::kTop:    // RunTop (ctl_top.h): it owns the terminal
+    case CtlCommand::kCheck:  // RunCheck (ctl_check.h): its own exit status
+      return absl::InvalidArgumentError("help, version, top and check are not one-call commands");
   }
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                       RpcErrorMessage(status, args.socket));

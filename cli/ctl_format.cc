@@ -156,6 +156,22 @@ std::string FormatHeld(double ms) {
   return absl::StrFormat("%.1f s", ms / 1000);
 }
 
+namespace {
+
+bool HasPod(const v1::TenantInfo* t) {
+  return !t->k8s_pod().empty() || !t->k8s_namespace().empty() || !t->k8s_container().empty();
+}
+
+// "namespace/pod/container", "-" for a part not known, "-" alone for a tenant outside Kubernetes.
+std::string PodOf(const v1::TenantInfo* t) {
+  if (!HasPod(t)) return "-";
+  auto part = [](const std::string& s) { return s.empty() ? std::string("-") : Printable(s); };
+  return absl::StrCat(part(t->k8s_namespace()), "/", part(t->k8s_pod()), "/",
+                      part(t->k8s_container()));
+}
+
+}  // namespace
+
 std::string FormatTenants(const v1::ListTenantsResponse& response) {
   if (response.tenants_size() == 0) return "no tenants\n";
   std::vector<const v1::TenantInfo*> tenants;
@@ -166,6 +182,9 @@ std::string FormatTenants(const v1::ListTenantsResponse& response) {
   std::vector<std::vector<std::string>> rows = {{"PID", "NAME", "CLASS", "PRIO", "WEIGHT", "GPU",
                                                  "USED/QUOTA", "PCIE H2D / D2H (SHARE)", "HELD",
                                                  "IN FLIGHT", "LS BUSY", "AGE"}};
+  // The Kubernetes identity, only where some tenant has one.
+  const bool pods = std::any_of(tenants.begin(), tenants.end(), HasPod);
+  if (pods) rows[0].push_back("POD");
   for (const v1::TenantInfo* t : tenants) {
     // The GPUs the tenant appears on, in index order; one row each.
     std::vector<uint32_t> gpus;
@@ -185,8 +204,10 @@ std::string FormatTenants(const v1::ListTenantsResponse& response) {
     };
     enum Column { kUse = 6, kPcie, kHeld, kInflight, kBusy };
     if (gpus.empty()) rows.push_back(row("-"));
+    if (gpus.empty() && pods) rows.back().push_back(PodOf(t));
     for (uint32_t g : gpus) {
       std::vector<std::string> r = row(absl::StrCat(g));
+      if (pods) r.push_back(PodOf(t));
       for (const v1::Usage& u : t->usage()) {
         if (u.gpu_index() != g) continue;
         r[kUse] = absl::StrCat(FormatSize(u.used_bytes()), " / ", FormatSize(u.quota_bytes()));

@@ -239,6 +239,20 @@ TEST(FormatTenantsTest, GpuWorkPerGpu) {
   EXPECT_THAT(FormatTenants(r), HasSubstr("; no reserve (not MPS)"));
 }
 
+// The Kubernetes identity, as a last column only when some tenant has one.
+TEST(FormatTenantsTest, PodColumnWhereATenantHasOne) {
+  v1::ListTenantsResponse r = Tenants();
+  EXPECT_THAT(FormatTenants(r), Not(HasSubstr("POD")));
+  r.mutable_tenants(0)->set_k8s_pod("train-0");
+  r.mutable_tenants(0)->set_k8s_namespace("ml");
+  const std::string out = FormatTenants(r);
+  EXPECT_THAT(out, HasSubstr("  AGE    POD\n"));
+  EXPECT_THAT(out, HasSubstr("  1m05s  -\n"));  // infer: outside Kubernetes
+  // Both of batch-train's rows, the container not known.
+  EXPECT_THAT(out, HasSubstr("  2d01h  ml/train-0/-\n4321"));
+  EXPECT_EQ(out.substr(out.size() - 20), "2d01h  ml/train-0/-\n");
+}
+
 TEST(FormatHeldTest, Units) {
   EXPECT_EQ(FormatHeld(0), "0 ms");
   EXPECT_EQ(FormatHeld(0.4), "0 ms");

@@ -1,12 +1,13 @@
 // missilectl: the admin CLI of missiled. See ctl_args.h for the command line.
-// Exit status: 0 done, 1 the daemon could not be reached, refused, or went away during `top`,
-// 2 bad usage.
+// Exit status: 0 done, 1 the daemon could not be reached, refused, or went away during `top`
+// (`check`: a check failed), 2 bad usage.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "ctl_args.h"
+#include "ctl_check.h"
 #include "ctl_client.h"
 #include "ctl_top.h"
 #include "grpc/support/log.h"
@@ -43,6 +44,11 @@ int main(int argc, char** argv) {
     absl::StatusOr<int> status = missile::cli::RunTop(*parsed);
     if (!status.ok()) Fail(std::string(status.status().message()));
     return status.ok() ? *status : 1;
+  }
+  if (parsed->command == missile::cli::CtlCommand::kCheck) {
+    const missile::cli::CheckResult check = missile::cli::RunCheck(*parsed);
+    std::fputs(check.out.c_str(), stdout);
+    return std::fflush(stdout) == 0 ? check.exit_status : 1;
   }
   absl::StatusOr<std::string> out = missile::cli::RunCtl(*parsed);
   if (!out.ok()) {

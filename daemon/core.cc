@@ -101,10 +101,37 @@ void DaemonCore::Stop() {
   epoll_fd_ = -1;
 }
 
+namespace {
+
+// A pacing slot from the start, so the LS tenants of a GPU know there is a BE tenant to tell
+// before the BE's first launch (the shim maps the region at its first work item).
+void AssignPacingSlots(std::vector<Gpu>& gpus, const SessionInfo& info) {
+  for (Gpu& gpu : gpus) {
+    if (!gpu.pacing) continue;
+    if (absl::Status s = gpu.pacing->Assign(info.id, info.creds.pid, info.cls, info.weight);
+        !s.ok()) {
+      Log()->warn("session {}: its GPU work is not paced: {}", info.id, std::string(s.message()));
+    }
+  }
+}
+
+// "; pod NAMESPACE/POD, container C" for the registration's log line ("-" for a name not known,
+// no container when none is), or nothing outside Kubernetes.
+std::string PodNote(const K8sIdentity& k8s) {
+  if (k8s.empty()) return "";
+  auto known = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
+  return "; pod " + known(k8s.k8s_namespace) + "/" + known(k8s.pod) +
+         (k8s.container.empty() ? "" : ", container " + k8s.container);
+}
+
+}  // namespace
+
 absl::StatusOr<SessionInfo> DaemonCore::Register(const PeerCredentials& creds,
                                                  const std::string& name, TenantClass cls,
-                                                 uint64_t requested_quota) {
+                                                 uint64_t requested_quota,
+                                                 const K8sIdentity& k8s) {
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
+  if (absl::Status s = ValidateK8sIdentity(k8s); !s.ok()) return s;
   const bool capped = !IsAdmin(creds);  // before mu_: it may read the group database
   absl::MutexLock lock(&mu_);
   if (auto it = session_by_pid_.find(creds.pid); it != session_by_pid_.end()) {
@@ -125,6 +152,7 @@ absl::StatusOr<SessionInfo> DaemonCore::Register(const PeerCredentials& creds,
   info.id = next_session_++;
   info.creds = creds;
   info.name = name;
+  info.k8s = k8s;
   info.cls = cls;
   info.priority = (cls == TenantClass::kLatencySensitive ? ls_ : be_).priority;
   info.weight = WeightOf(info.priority);
@@ -162,21 +190,13 @@ absl::StatusOr<SessionInfo> DaemonCore::Register(const PeerCredentials& creds,
       return s;
     }
   }
-  // A pacing slot from the start, so the LS tenants of a GPU know there is a BE tenant to tell
-  // before the BE's first launch (the shim maps the region at its first work item).
-  for (Gpu& gpu : gpus_) {
-    if (!gpu.pacing) continue;
-    if (absl::Status s = gpu.pacing->Assign(info.id, creds.pid, info.cls, info.weight);
-        !s.ok()) {
-      Log()->warn("session {}: its GPU work is not paced: {}", info.id, std::string(s.message()));
-    }
-  }
+  AssignPacingSlots(gpus_, info);
   sessions_[info.id] = session;
   session_by_pid_[creds.pid] = info.id;
   sessions_opened_.fetch_add(1, std::memory_order_relaxed);
-  Log()->info("session {}: pid {} uid {} registered as '{}' ({}, priority {}, weight {}){}",
+  Log()->info("session {}: pid {} uid {} registered as '{}' ({}, priority {}, weight {}){}{}",
               info.id, creds.pid, creds.uid, name, TenantClassName(info.cls), info.priority,
-              info.weight, kept != nullptr ? "; policy kept for this name and uid" : "");
+              info.weight, PodNote(k8s), kept != nullptr ? "; policy kept for this name and uid" : "");
   return info;
 }
 

@@ -35,6 +35,7 @@
 #include "gpu.h"
 #include "log_limiter.h"
 #include "missile/common/fd_passing.h"
+#include "missile/common/k8s_identity.h"
 #include "missile/common/tenant_class.h"
 #include "pacing_domain.h"
 #include "policy_state.h"
@@ -69,6 +70,7 @@ struct SessionInfo {
   uint64_t id = 0;
   PeerCredentials creds;
   std::string name;
+  K8sIdentity k8s;  // as the tenant registered it; empty fields: not known
   TenantClass cls = TenantClass::kBestEffort;
   int priority = 0;
   uint32_t weight = 0;
@@ -127,8 +129,11 @@ class DaemonCore {
   const std::string& instance() const { return instance_; }
 
   // --- tenants ---
+  // `k8s`: the pod, namespace and container the tenant says it runs in (any field may be empty);
+  // a field out of bounds (common/k8s_identity.h) is INVALID_ARGUMENT, and nothing registers.
   absl::StatusOr<SessionInfo> Register(const PeerCredentials& creds, const std::string& name,
-                                       TenantClass cls, uint64_t requested_quota);
+                                       TenantClass cls, uint64_t requested_quota,
+                                       const K8sIdentity& k8s = {});
   absl::StatusOr<std::vector<Lease>> Allocate(const PeerCredentials& creds, uint64_t session,
                                               uint32_t gpu, bool single, uint64_t bytes);
   absl::Status Free(const PeerCredentials& creds, uint64_t session, uint32_t gpu,
@@ -202,6 +207,8 @@ class DaemonCore {
   // `settings`; returns the policy in force before and after.
   absl::StatusOr<PacingUpdate> ReplacePacing(const PacingSettings& settings);
   std::chrono::steady_clock::duration uptime() const;
+  // The wall-clock time the daemon started (missile_start_time_seconds).
+  std::chrono::system_clock::time_point start_time() const { return started_wall_; }
   // Sessions registered and ended since the daemon started (for the metrics endpoint).
   uint64_t sessions_opened() const { return sessions_opened_.load(std::memory_order_relaxed); }
   uint64_t sessions_ended() const { return sessions_ended_.load(std::memory_order_relaxed); }
@@ -244,6 +251,7 @@ class DaemonCore {
   const std::string instance_;
   std::vector<Gpu> gpus_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  const std::chrono::system_clock::time_point started_wall_ = std::chrono::system_clock::now();
 
   // Taken before mu_ where both are held (AddWatcher), so that a session cannot end between
   // its check and the watcher's registration unnoticed.

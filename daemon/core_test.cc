@@ -134,6 +134,20 @@ TEST_F(DaemonCoreTest, RegisterGivesASessionWithTheClassDefaults) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(DaemonCoreTest, RegisterKeepsTheKubernetesIdentityAndRefusesABadOne) {
+  absl::StatusOr<SessionInfo> bad =
+      core_->Register(me_, "web", kLs, 0, K8sIdentity{"pod", "bad/ns", ""});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("namespace 'bad/ns'"), std::string::npos)
+      << bad.status();
+  EXPECT_TRUE(core_->ListSessions().empty());  // nothing registered
+  absl::StatusOr<SessionInfo> ok =
+      core_->Register(me_, "web", kLs, 0, K8sIdentity{"web-0", "prod", "server"});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  ASSERT_EQ(core_->ListSessions().size(), 1u);
+  EXPECT_EQ(core_->ListSessions()[0].k8s, (K8sIdentity{"web-0", "prod", "server"}));
+}
+
 TEST_F(DaemonCoreTest, AllocatesWithinTheQuota) {
   SessionInfo s = MustRegister(me_, "web", kBe);
   auto chunks = core_->Allocate(me_, s.id, 0, /*single=*/false, 4 * kG);

@@ -31,6 +31,8 @@ struct Family {
 constexpr Family kFamilies[] = {
     {"missile_build_info", MetricType::kGauge, "Always 1; the label version is missiled's."},
     {"missile_uptime_seconds", MetricType::kGauge, "Seconds since missiled started."},
+    {"missile_start_time_seconds", MetricType::kGauge,
+     "Unix time missiled started, in seconds."},
     {"missile_sessions_opened_total", MetricType::kCounter, "Tenant sessions registered."},
     {"missile_sessions_ended_total", MetricType::kCounter, "Tenant sessions ended."},
     {"missile_sessions_active", MetricType::kGauge, "Tenant sessions open now."},
@@ -46,8 +48,23 @@ constexpr Family kFamilies[] = {
      "Tenants in the GPU's pacing domain, by class."},
     {"missile_gpu_pacing_ls_busy", MetricType::kGauge,
      "1 while an LS tenant of the GPU has work in flight (when pacing holds BE tenants), else 0."},
+    {"missile_gpu_ls_busy_seconds_total", MetricType::kCounter,
+     "Time any LS tenant of the GPU had work in flight, sampled each millisecond from the "
+     "tenants' marks (made while a BE shares the GPU). Work in flight, not SM use: not NVML's "
+     "utilisation."},
+    {"missile_gpu_be_busy_seconds_total", MetricType::kCounter,
+     "Time any BE tenant of the GPU had work in flight, sampled each millisecond from the "
+     "tenants' marks (made while it is paced). Work in flight, not SM use: not NVML's "
+     "utilisation."},
+    {"missile_gpu_ls_busy_ratio", MetricType::kGauge,
+     "Fraction of about the last second any LS tenant of the GPU had work in flight (as "
+     "missile_gpu_ls_busy_seconds_total; not NVML's utilisation)."},
+    {"missile_gpu_be_busy_ratio", MetricType::kGauge,
+     "Fraction of about the last second any BE tenant of the GPU had work in flight (as "
+     "missile_gpu_be_busy_seconds_total; not NVML's utilisation)."},
     {"missile_tenant_info", MetricType::kGauge,
-     "Always 1; the process (pid) and daemon session behind a tenant's series now."},
+     "Always 1; the process (pid), daemon session and Kubernetes pod, namespace and container "
+     "(empty: not known) behind a tenant's series now."},
     {"missile_tenant_used_bytes", MetricType::kGauge, "VRAM the tenant holds on the GPU."},
     {"missile_tenant_quota_bytes", MetricType::kGauge, "The tenant's VRAM quota on the GPU."},
     {"missile_tenant_allocations_total", MetricType::kCounter,
@@ -68,6 +85,9 @@ constexpr Family kFamilies[] = {
      "LS: fraction of about the last second it had GPU work in flight."},
     {"missile_tenant_pacing_held_ratio", MetricType::kGauge,
      "BE: fraction of about the last second its submissions were held."},
+    {"missile_tenant_busy_seconds_total", MetricType::kCounter,
+     "Time the tenant had work in flight on the GPU, sampled each millisecond from its marks "
+     "(made while it is paced). Includes waiting for its time slice: not GPU time."},
 };
 
 HistogramValue Seconds(const GrantWaits& waits) {
@@ -89,6 +109,11 @@ absl::Status AddTenant(const TenantMetrics& t, Exposition* e) {
   Labels info = labels;
   info.emplace_back("pid", std::to_string(t.pid));
   info.emplace_back("session", std::to_string(t.session));
+  // The Kubernetes identity here only, as the pid: a pod's name changes at every rollout, and on
+  // every series it would start new ones each time.
+  info.emplace_back("pod", t.k8s.pod);
+  info.emplace_back("namespace", t.k8s.k8s_namespace);
+  info.emplace_back("container", t.k8s.container);
   absl::Status s = e->Add("missile_tenant_info", info, 1);
   s.Update(e->Add("missile_tenant_used_bytes", labels, static_cast<double>(t.used_bytes)));
   s.Update(e->Add("missile_tenant_quota_bytes", labels, static_cast<double>(t.quota_bytes)));
@@ -113,6 +138,7 @@ absl::Status AddTenant(const TenantMetrics& t, Exposition* e) {
     s.Update(e->Add("missile_tenant_pacing_gpu_seconds_total", labels, p.gpu_seconds));
     s.Update(e->Add("missile_tenant_ls_busy_ratio", labels, p.ls_busy_ratio));
     s.Update(e->Add("missile_tenant_pacing_held_ratio", labels, p.held_ratio));
+    s.Update(e->Add("missile_tenant_busy_seconds_total", labels, p.busy_seconds));
   }
   return s;
 }
@@ -155,6 +181,8 @@ MetricsSnapshot TakeMetricsSnapshot(const DaemonCore& core, const std::string& v
   MetricsSnapshot snap;
   snap.version = version;
   snap.uptime_seconds = std::chrono::duration<double>(core.uptime()).count();
+  snap.start_time_seconds =
+      std::chrono::duration<double>(core.start_time().time_since_epoch()).count();
   // Ended before opened: a session registering in between is then never counted as ended
   // without having been opened.
   snap.sessions_ended = core.sessions_ended();
@@ -184,6 +212,7 @@ MetricsSnapshot TakeMetricsSnapshot(const DaemonCore& core, const std::string& v
       t.cls = std::string(TenantClassName(s.cls));
       t.pid = s.creds.pid;
       t.session = s.id;
+      t.k8s = s.k8s;
       t.gpu = static_cast<uint32_t>(g);
       t.gpu_uuid = gpus[g].info.uuid;
       t.used_bytes = pool->second.usage.used_bytes;
@@ -195,7 +224,8 @@ MetricsSnapshot TakeMetricsSnapshot(const DaemonCore& core, const std::string& v
         if (std::optional<PacingStats> st = gpus[g].pacing->Stats(s.id)) {
           t.pacing = TenantPacing{st->submissions, static_cast<double>(st->held_ns) / kNsPerSecond,
                                   static_cast<double>(st->gpu_ns) / kNsPerSecond, st->busy_share,
-                                  st->held_share};
+                                  st->held_share,
+                                  static_cast<double>(st->busy_ns) / kNsPerSecond};
         }
       }
       snap.tenants.push_back(std::move(t));
@@ -227,6 +257,7 @@ absl::StatusOr<std::string> FormatMetrics(const MetricsSnapshot& snapshot) {
   for (const Family& f : kFamilies) s.Update(e.Declare(f.name, f.type, f.help));
   s.Update(e.Add("missile_build_info", {{"version", snapshot.version}}, 1));
   s.Update(e.Add("missile_uptime_seconds", {}, snapshot.uptime_seconds));
+  s.Update(e.Add("missile_start_time_seconds", {}, snapshot.start_time_seconds));
   s.Update(e.Add("missile_sessions_opened_total", {},
                  static_cast<double>(snapshot.sessions_opened)));
   s.Update(e.Add("missile_sessions_ended_total", {}, static_cast<double>(snapshot.sessions_ended)));
@@ -250,6 +281,12 @@ absl::StatusOr<std::string> FormatMetrics(const MetricsSnapshot& snapshot) {
         s.Update(e.Add("missile_gpu_pacing_tenants", with, n));
       }
       s.Update(e.Add("missile_gpu_pacing_ls_busy", labels, g.pacing->ls_busy ? 1 : 0));
+      s.Update(e.Add("missile_gpu_ls_busy_seconds_total", labels,
+                     static_cast<double>(g.pacing->ls_busy_ns) / kNsPerSecond));
+      s.Update(e.Add("missile_gpu_be_busy_seconds_total", labels,
+                     static_cast<double>(g.pacing->be_busy_ns) / kNsPerSecond));
+      s.Update(e.Add("missile_gpu_ls_busy_ratio", labels, g.pacing->ls_busy_share));
+      s.Update(e.Add("missile_gpu_be_busy_ratio", labels, g.pacing->be_busy_share));
     }
   }
   for (const TenantMetrics& t : snapshot.tenants) s.Update(AddTenant(t, &e));

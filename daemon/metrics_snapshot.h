@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "copy_arbiter.h"
 #include "metrics_http.h"
+#include "missile/common/k8s_identity.h"
 #include "pacing_domain.h"
 
 namespace missile::daemon {
@@ -44,6 +45,7 @@ struct TenantPacing {
   double gpu_seconds = 0;   // BE: GPU time accounted for its weighted share
   double ls_busy_ratio = 0;  // LS: fraction of about the last second with work in flight
   double held_ratio = 0;     // BE: fraction of about the last second held
+  double busy_seconds = 0;   // time with work in flight (PacingStats::busy_ns)
 };
 
 // One tenant on one GPU. Its series are keyed by name, class, replica and GPU; the pid and the
@@ -54,6 +56,7 @@ struct TenantMetrics {
   uint32_t replica = 0;  // TenantReplicas
   int pid = 0;
   uint64_t session = 0;
+  K8sIdentity k8s;  // on the info series only, as pod, namespace and container
   uint32_t gpu = 0;
   std::string gpu_uuid;
   uint64_t used_bytes = 0;
@@ -67,6 +70,7 @@ struct TenantMetrics {
 struct MetricsSnapshot {
   std::string version;
   double uptime_seconds = 0;
+  double start_time_seconds = 0;  // Unix time
   uint64_t sessions_opened = 0;
   uint64_t sessions_ended = 0;
   uint64_t sessions_active = 0;

@@ -48,7 +48,8 @@ TEST(MetricsSnapshotTest, ValuesComeFromTheDaemon) {
     DaemonCore core(CoreOptions{}, std::move(gpus));
     ASSERT_TRUE(core.Start().ok());
     const PeerCredentials me{getpid(), 1000, 1000};
-    absl::StatusOr<SessionInfo> s = core.Register(me, "web.1", kLs, 0);
+    absl::StatusOr<SessionInfo> s =
+        core.Register(me, "web.1", kLs, 0, K8sIdentity{"web-5f7c9-abcde", "prod", "server"});
     ASSERT_TRUE(s.ok()) << s.status();
     ASSERT_TRUE(core.Allocate(me, s->id, 0, /*single=*/true, 2 * kG).ok());
     EXPECT_FALSE(core.Allocate(me, s->id, 0, /*single=*/true, 4 * kG).ok());  // over quota
@@ -70,11 +71,14 @@ TEST(MetricsSnapshotTest, ValuesComeFromTheDaemon) {
     const std::string key =
         "name=\"web.1\",class=\"ls\",replica=\"0\",gpu=\"0\",gpu_uuid=\"" + uuid + "\"";
     const std::string labels = "{" + key + "}";
-    // The pid and the session only on the info series.
+    // The pid, the session and the Kubernetes identity only on the info series.
     EXPECT_THAT(*text,
                 HasSubstr("missile_tenant_info{" + key + ",pid=\"" + std::to_string(getpid()) +
-                          "\",session=\"" + std::to_string(s->id) + "\"} 1\n"));
+                          "\",session=\"" + std::to_string(s->id) +
+                          "\",pod=\"web-5f7c9-abcde\",namespace=\"prod\","
+                          "container=\"server\"} 1\n"));
     EXPECT_THAT(*text, Not(HasSubstr("missile_tenant_used_bytes{name=\"web.1\",class=\"ls\",pid")));
+    EXPECT_EQ(text->find("pod="), text->rfind("pod="));  // on no other series
     EXPECT_THAT(*text, HasSubstr("missile_build_info{version=\"1.2.3\"} 1\n"));
     EXPECT_THAT(*text, HasSubstr("missile_sessions_opened_total 1\n"));
     EXPECT_THAT(*text, HasSubstr("missile_tenant_used_bytes" + labels + " 4194304\n"));
@@ -99,7 +103,9 @@ TEST(MetricsSnapshotTest, ValuesComeFromTheDaemon) {
 TEST(MetricsSnapshotTest, WritesEveryFamilyWithPcieAndPacing) {
   MetricsSnapshot snap;
   snap.version = "v";
-  snap.gpus.push_back({0, "GPU-x", 10, 8, 6, 2, 0, 1, PacingSummary{1, 2, true}});
+  snap.start_time_seconds = 1796000000.5;
+  snap.gpus.push_back({0, "GPU-x", 10, 8, 6, 2, 0, 1,
+                       PacingSummary{1, 2, true, 1'500'000'000, 250'000'000, 0.75, 0.125}});
   TenantMetrics t;
   t.name = "batch";
   t.cls = "be";
@@ -110,7 +116,7 @@ TEST(MetricsSnapshotTest, WritesEveryFamilyWithPcieAndPacing) {
   use.waits[0].Observe(30'000);       // 30 us: the 50 us bucket
   use.waits[0].Observe(900'000'000);  // 0.9 s: above every bound
   t.pcie = use;
-  t.pacing = TenantPacing{5, 0.5, 0.25, 0, 0.125};
+  t.pacing = TenantPacing{5, 0.5, 0.25, 0, 0.125, 2.5};
   snap.tenants.push_back(t);
   absl::StatusOr<std::string> text = FormatMetrics(snap);
   ASSERT_TRUE(text.ok()) << text.status();
@@ -134,6 +140,14 @@ TEST(MetricsSnapshotTest, WritesEveryFamilyWithPcieAndPacing) {
   EXPECT_THAT(*text, HasSubstr("missile_gpu_pacing_tenants{gpu=\"0\",gpu_uuid=\"GPU-x\",class="
                                "\"be\"} 2\n"));
   EXPECT_THAT(*text, HasSubstr("missile_gpu_pacing_ls_busy{gpu=\"0\",gpu_uuid=\"GPU-x\"} 1\n"));
+  const std::string gpu = "{gpu=\"0\",gpu_uuid=\"GPU-x\"} ";
+  EXPECT_THAT(*text, HasSubstr("missile_gpu_ls_busy_seconds_total" + gpu + "1.5\n"));
+  EXPECT_THAT(*text, HasSubstr("missile_gpu_be_busy_seconds_total" + gpu + "0.25\n"));
+  EXPECT_THAT(*text, HasSubstr("missile_gpu_ls_busy_ratio" + gpu + "0.75\n"));
+  EXPECT_THAT(*text, HasSubstr("missile_gpu_be_busy_ratio" + gpu + "0.125\n"));
+  EXPECT_THAT(*text, HasSubstr("missile_tenant_busy_seconds_total{name=\"batch\",class="
+                               "\"be\",replica=\"0\",gpu=\"0\",gpu_uuid=\"GPU-x\"} 2.5\n"));
+  EXPECT_THAT(*text, HasSubstr("\nmissile_start_time_seconds 1796000000.5\n"));
   // Fractions are _ratio, as Prometheus names them; no family is named _share any more.
   EXPECT_THAT(*text, Not(HasSubstr("_share")));
   // Every family has its HELP and TYPE lines and at least one sample.
@@ -148,7 +162,10 @@ TEST(MetricsSnapshotTest, WritesEveryFamilyWithPcieAndPacing) {
         "missile_tenant_allocations_refused_total", "missile_tenant_pcie_bytes_total",
         "missile_tenant_pcie_grant_wait_seconds", "missile_tenant_pacing_submissions_total",
         "missile_tenant_pacing_held_seconds_total", "missile_tenant_pacing_gpu_seconds_total",
-        "missile_tenant_ls_busy_ratio", "missile_tenant_pacing_held_ratio"}) {
+        "missile_tenant_ls_busy_ratio", "missile_tenant_pacing_held_ratio",
+        "missile_start_time_seconds", "missile_gpu_ls_busy_seconds_total",
+        "missile_gpu_be_busy_seconds_total", "missile_gpu_ls_busy_ratio",
+        "missile_gpu_be_busy_ratio", "missile_tenant_busy_seconds_total"}) {
     EXPECT_THAT(*text, HasSubstr(std::string("# HELP ") + family + " ")) << family;
     EXPECT_THAT(*text, HasSubstr(std::string("# TYPE ") + family + " ")) << family;
     EXPECT_THAT(*text, HasSubstr(std::string("\n") + family)) << family;

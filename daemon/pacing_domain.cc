@@ -297,6 +297,9 @@ void PacingDomain::RunSampler() {
       // Nothing to sample: sleep until a session joins (Assign signals), and start afresh then;
       // waking now and then all the same, so the watchdog sees the loop alive.
       last_sample_ns_ = 0;
+      // No tenant, nothing in flight: the shares would otherwise stay as the last one left them.
+      gpu_sample_.ls_busy_share = 0;
+      gpu_sample_.be_busy_share = 0;
       wake_.WaitWithTimeout(&mu_, absl::Milliseconds(100));
       continue;
     }
@@ -314,9 +317,14 @@ void PacingDomain::SampleLocked(uint64_t now) {
   // sample sees is taken to have lasted since the previous one, so a late wake-up (a loaded
   // machine) weighs as much as the time it missed.
   const double keep = std::exp(-static_cast<double>(elapsed) / kShareWindowNs);
+  bool ls_busy = false, be_busy = false;
   for (const auto& [session, slot] : slot_of_) {
     const pacingreg::LanesView v = View(slot, now);
     Sample& x = slots_[slot].sample;
+    const bool ls = directory()->entries[slot].cls.load(std::memory_order_relaxed) ==
+                    pacingreg::kLs;
+    (ls ? ls_busy : be_busy) |= v.in_flight;
+    if (v.in_flight) x.busy_ns += elapsed;
     // Held time (ended holds and the one going on) is spread over the following samples, at
     // most the elapsed time each (so the share never passes 1), and at most a window's worth is
     // owed (several threads held at once, or a tenant's lie).
@@ -332,6 +340,12 @@ void PacingDomain::SampleLocked(uint64_t now) {
     x.busy_share = x.busy_share * keep + busy_fraction * (1 - keep);
     x.held_share = x.held_share * keep + held_fraction * (1 - keep);
   }
+  if (elapsed == 0) return;
+  GpuSample& g = gpu_sample_;
+  if (ls_busy) g.ls_busy_ns += elapsed;
+  if (be_busy) g.be_busy_ns += elapsed;
+  g.ls_busy_share = g.ls_busy_share * keep + (ls_busy ? 1 - keep : 0);
+  g.be_busy_share = g.be_busy_share * keep + (be_busy ? 1 - keep : 0);
 }
 
 std::optional<PacingStats> PacingDomain::Stats(uint64_t session) const {
@@ -352,6 +366,7 @@ std::optional<PacingStats> PacingDomain::Stats(uint64_t session) const {
   st.busy = v.in_flight;
   st.busy_share = st.ls ? std::clamp(x.busy_share, 0.0, 1.0) : 0;
   st.held_share = st.ls ? 0 : std::clamp(x.held_share, 0.0, 1.0);
+  st.busy_ns = x.busy_ns;
   st.reserve_state = v.reserve_state;
   st.reserve_tpcs = v.reserve_tpcs;
   return st;
@@ -361,6 +376,10 @@ PacingSummary PacingDomain::Summary() const {
   absl::MutexLock lock(&mu_);
   const uint64_t now = pacingreg::NowNs();
   PacingSummary sum;
+  sum.ls_busy_ns = gpu_sample_.ls_busy_ns;
+  sum.be_busy_ns = gpu_sample_.be_busy_ns;
+  sum.ls_busy_share = std::clamp(gpu_sample_.ls_busy_share, 0.0, 1.0);
+  sum.be_busy_share = std::clamp(gpu_sample_.be_busy_share, 0.0, 1.0);
   for (const auto& [session, slot] : slot_of_) {
     const uint32_t cls = directory()->entries[slot].cls.load(std::memory_order_relaxed);
     sum.be_tenants += cls == pacingreg::kBe;

@@ -88,6 +88,11 @@ struct PacingStats {
   // From the sampler, decayed over about a second (time constant kShareWindowNs):
   double busy_share = 0;  // LS: fraction of the time it had work in flight (0 for BE)
   double held_share = 0;  // BE: fraction of the time its submissions were held (0 for LS)
+  // From the sampler: the time it had work in flight on the GPU (any class), counted at each
+  // sample, since the session took its slot. Not GPU time: work in flight includes work that
+  // waits for its time slice behind another process's. A tenant marks its work only while it
+  // is paced (an LS while a BE shares the GPU, a BE while an LS or another BE does).
+  uint64_t busy_ns = 0;
   uint32_t reserve_state = 0;  // BE: pacingreg::ReserveState, as its shim reports it
   uint32_t reserve_tpcs = 0;   // BE: TPCs its kernels leave free (reserve_state active)
 };
@@ -97,6 +102,13 @@ struct PacingSummary {
   uint32_t ls_tenants = 0;
   uint32_t be_tenants = 0;
   bool ls_busy = false;  // an LS tenant has work in flight now: BE tenants are held
+  // From the sampler, since the domain was created: the time any LS (any BE) tenant of the GPU
+  // had work in flight, and that fraction of about the last second (the decayed share). As
+  // PacingStats::busy_ns: work in flight, not GPU time, and only work that its tenant marked.
+  uint64_t ls_busy_ns = 0;
+  uint64_t be_busy_ns = 0;
+  double ls_busy_share = 0;
+  double be_busy_share = 0;
 };
 
 class PacingDomain {
@@ -161,6 +173,14 @@ class PacingDomain {
     uint64_t owed_held_ns = 0;  // growth of held_ns not yet counted
     double busy_share = 0;
     double held_share = 0;
+    uint64_t busy_ns = 0;  // time with work in flight
+  };
+  // The sampler's estimate for the whole GPU (PacingSummary).
+  struct GpuSample {
+    uint64_t ls_busy_ns = 0;
+    uint64_t be_busy_ns = 0;
+    double ls_busy_share = 0;
+    double be_busy_share = 0;
   };
   // What the daemon keeps of one slot besides its directory entry.
   struct SlotState {
@@ -187,6 +207,7 @@ class PacingDomain {
   std::array<SlotState, pacingreg::kSlots> slots_ ABSL_GUARDED_BY(mu_);
   uint64_t next_epoch_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t last_sample_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  GpuSample gpu_sample_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> heartbeat_{0};
   absl::CondVar wake_;

@@ -357,6 +357,38 @@ TEST(PacingDomain, SamplerMeasuresHowBusyAnLsWas) {
   EXPECT_LT(later, after);
 }
 
+// The time in flight, per tenant and for the GPU by class: counted while work is in flight,
+// not after.
+TEST(PacingDomain, SamplerCountsTimeInFlightPerTenantAndPerGpu) {
+  auto d = PacingDomain::Create({});
+  ASSERT_TRUE(d.ok());
+  std::optional<TenantView> ls = MapTenant((*d)->Join(7, 1, kLs, 1));
+  std::optional<TenantView> be = MapTenant((*d)->Join(8, 2, kBe, 1));
+  ASSERT_TRUE(ls.has_value() && be.has_value());
+  SleepMs(20);
+  EXPECT_EQ((*d)->Stats(7)->busy_ns, 0u);
+  EXPECT_EQ((*d)->Summary().ls_busy_ns, 0u);
+  pacingreg::LanesPage& page = *ls->page();
+  page.lanes_used.store(1);
+  page.lanes[0].submitted.store(1);
+  SleepMs(60);
+  page.lanes[0].completed.store(1);
+  SleepMs(20);
+  const uint64_t busy = (*d)->Stats(7)->busy_ns;
+  const PacingSummary sum = (*d)->Summary();
+  // About 60 ms; the sampler may wake late on a loaded machine, never early.
+  EXPECT_GE(busy, 40'000'000u);
+  EXPECT_LT(busy, 200'000'000u);
+  EXPECT_EQ(sum.ls_busy_ns, busy);  // the one LS
+  EXPECT_GT(sum.ls_busy_share, 0.0);
+  EXPECT_LT(sum.ls_busy_share, 0.5);
+  EXPECT_EQ(sum.be_busy_ns, 0u);  // the BE had nothing in flight
+  EXPECT_EQ(sum.be_busy_share, 0.0);
+  EXPECT_EQ((*d)->Stats(8)->busy_ns, 0u);
+  SleepMs(30);
+  EXPECT_EQ((*d)->Stats(7)->busy_ns, busy);  // done: no more counted
+}
+
 TEST(PacingDomain, SamplerMeasuresHowLongABeWasHeld) {
   auto d = PacingDomain::Create({});
   ASSERT_TRUE(d.ok());

@@ -102,6 +102,9 @@ void FillTenant(DaemonCore* core, const SessionInfo& s,
   t->set_pid(s.creds.pid);
   t->set_uid(s.creds.uid);
   t->set_name(s.name);
+  t->set_k8s_pod(s.k8s.pod);
+  t->set_k8s_namespace(s.k8s.k8s_namespace);
+  t->set_k8s_container(s.k8s.container);
   t->set_tenant_class(ToProto(s.cls));
   t->set_priority(s.priority);
   t->set_weight(s.weight);
@@ -141,7 +144,8 @@ grpc::Status Register(DaemonCore* core, const PeerCredentials& creds,
   }
   auto cls = FromProto(req.tenant_class());
   if (!cls.ok()) return ToGrpc(cls.status());
-  auto session = core->Register(creds, req.name(), *cls, req.requested_quota_bytes());
+  const K8sIdentity k8s{req.k8s_pod(), req.k8s_namespace(), req.k8s_container()};
+  auto session = core->Register(creds, req.name(), *cls, req.requested_quota_bytes(), k8s);
   if (!session.ok()) return ToGrpc(session.status());
   resp->set_protocol_version(kProtocolVersion);
   resp->set_session_id(session->id);

@@ -70,6 +70,31 @@ void ReadDaemonSettings(const GetEnvFn& getenv_fn, Config* config) {
   }
 }
 
+// The Kubernetes identity; a bad field is dropped (the others are kept) with a warning.
+void ReadK8sIdentity(const GetEnvFn& getenv_fn, Config* config) {
+  struct Field {
+    const char* env;
+    const char* what;
+    size_t max_len;
+    std::string K8sIdentity::*slot;
+  };
+  static constexpr Field kFields[] = {
+      {"MISSILE_K8S_POD", "pod", kMaxPodName, &K8sIdentity::pod},
+      {"MISSILE_K8S_NAMESPACE", "namespace", kMaxNamespace, &K8sIdentity::k8s_namespace},
+      {"MISSILE_K8S_CONTAINER", "container", kMaxContainerName, &K8sIdentity::container},
+  };
+  for (const Field& f : kFields) {
+    const char* v = getenv_fn(f.env);
+    if (v == nullptr || *v == '\0') continue;
+    if (absl::Status s = ValidateK8sField(f.what, v, f.max_len); !s.ok()) {
+      config->warnings.push_back(std::string(f.env) + ": " + std::string(s.message()) +
+                                 "; not sent to missiled");
+      continue;
+    }
+    config->k8s.*f.slot = v;
+  }
+}
+
 }  // namespace
 
 Config ParseConfig(const GetEnvFn& getenv_fn) {
@@ -116,6 +141,7 @@ Config ParseConfig(const GetEnvFn& getenv_fn) {
     }
   }
   ReadDaemonSettings(getenv_fn, &config);
+  ReadK8sIdentity(getenv_fn, &config);
   return config;
 }
 

@@ -20,6 +20,11 @@
 //                              side-channel read and write, the keepalive answer), 100 to
 //                              600000 (default 5000); a daemon that does not answer in time is
 //                              treated as gone, as by MISSILE_NO_DAEMON
+//   MISSILE_K8S_POD, MISSILE_K8S_NAMESPACE, MISSILE_K8S_CONTAINER
+//                              the Kubernetes pod, namespace and container, sent to missiled at
+//                              registration (an admission webhook sets them through the
+//                              downward API); a value that is too long or has other characters
+//                              than letters, digits, '-', '_', '.' is dropped with a warning
 //
 // Parsing is pure (takes a getenv-like function) and never fails: a bad value is reported as a
 // warning and replaced by its default, because the shim must never stop the host program.
@@ -30,6 +35,8 @@
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "missile/common/k8s_identity.h"
 
 namespace missile::shim {
 
@@ -48,6 +55,7 @@ struct Config {
   int daemon_timeout_ms = 5000;
   enum class Blocks { kAuto, kSingle, kChunks };
   Blocks blocks = Blocks::kAuto;
+  K8sIdentity k8s;  // each field empty when not given, or dropped as bad
 
   // Warnings about values that were ignored, for the shim to log once it has a logger.
   std::vector<std::string> warnings;

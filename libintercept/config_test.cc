@@ -92,6 +92,28 @@ TEST(ConfigTest, DaemonTimeoutIsBoundedMilliseconds) {
   }
 }
 
+TEST(ConfigTest, KubernetesIdentity) {
+  Config c = Parse({{"MISSILE_K8S_POD", "web-7d4b9c-x2x9z"},
+                    {"MISSILE_K8S_NAMESPACE", "prod"},
+                    {"MISSILE_K8S_CONTAINER", "server"}});
+  EXPECT_EQ(c.k8s, (K8sIdentity{"web-7d4b9c-x2x9z", "prod", "server"}));
+  EXPECT_TRUE(c.warnings.empty());
+  EXPECT_TRUE(Parse({}).k8s.empty());
+}
+
+TEST(ConfigTest, BadKubernetesFieldsAreDroppedWithAWarningOthersKept) {
+  Config c = Parse({{"MISSILE_K8S_POD", std::string(254, 'p')},
+                    {"MISSILE_K8S_NAMESPACE", "prod"},
+                    {"MISSILE_K8S_CONTAINER", "srv\"} 1"}});
+  EXPECT_EQ(c.k8s, (K8sIdentity{"", "prod", ""}));
+  ASSERT_EQ(c.warnings.size(), 2u);
+  EXPECT_EQ(c.warnings[0],
+            "MISSILE_K8S_POD: pod: 254 characters, more than 253; not sent to missiled");
+  EXPECT_EQ(c.warnings[1],
+            "MISSILE_K8S_CONTAINER: container 'srv\\\"} 1' has a character other than letters, "
+            "digits, '-', '_' and '.'; not sent to missiled");
+}
+
 TEST(ConfigTest, ReportPathExpandsPid) {
   EXPECT_EQ(ExpandReportPath("/tmp/r-%p.txt", 42), "/tmp/r-42.txt");
   EXPECT_EQ(ExpandReportPath("/tmp/r.txt", 42), "/tmp/r.txt");

@@ -88,6 +88,9 @@ absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Connect(const Tenant
   req.set_name(who.name);
   req.set_tenant_class(who.latency_sensitive ? v1::LATENCY_SENSITIVE : v1::BEST_EFFORT);
   req.set_requested_quota_bytes(who.quota_bytes);
+  req.set_k8s_pod(who.k8s.pod);
+  req.set_k8s_namespace(who.k8s.k8s_namespace);
+  req.set_k8s_container(who.k8s.container);
   v1::RegisterResponse resp;
   grpc::ClientContext ctx;
   c->SetDeadline(&ctx);

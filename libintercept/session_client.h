@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "missile/common/k8s_identity.h"
 
 namespace missile::shim {
 
@@ -49,6 +50,7 @@ struct TenantIdentity {
   // The longest any call waits for the daemon (MISSILE_DAEMON_TIMEOUT_MS); a daemon that does
   // not answer in time is treated as gone and the session ends.
   int timeout_ms = 5000;
+  K8sIdentity k8s;  // sent at registration where known (MISSILE_K8S_*)
 };
 
 // One registered session. Its GPUs, id and instance are fixed at registration.

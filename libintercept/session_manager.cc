@@ -42,6 +42,7 @@ TenantIdentity SessionManager::Identity() const {
   who.latency_sensitive = config_.latency_sensitive;
   who.quota_bytes = config_.quota_bytes;
   who.timeout_ms = config_.daemon_timeout_ms;
+  who.k8s = config_.k8s;
   return who;
 }
 

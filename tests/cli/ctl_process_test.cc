@@ -109,8 +109,8 @@ TEST_F(CtlProcessTest, StatusAndStartUpSummaryWarnThatMpsClientsShareFate) {
   chmod(control.c_str(), 0755);
   const std::string pipe = dir_.path() + "/mps-pipe";
   StartDaemon("[compute]\nmps = \"start\"\nmps_control = \"" + control +
-              "\"\nmps_pipe_directory = \"" + pipe + "\"\nmps_log_directory = \"" +
-              dir_.path() + "/mps-log\"\n");
+              "\"\nmps_pipe_directory = \"" + pipe + "\"\nmps_log_directory = \"" + dir_.path() +
+              "/mps-log\"\n");
   ProcessResult status = Ctl({"status"});
   ASSERT_EQ(status.exit_code, 0) << status.err;
   EXPECT_NE(status.out.find("\nMPS: on, tenants are MPS clients (control daemon in " + pipe +
@@ -123,7 +123,8 @@ TEST_F(CtlProcessTest, StatusAndStartUpSummaryWarnThatMpsClientsShareFate) {
   daemon_.Wait(10);
   const std::string log = testing::ReadFile(dir_.path() + "/missiled.log");
   EXPECT_NE(log.find("MPS: missiled and the tenants started after it are MPS clients (pipe "
-                     "directory " + pipe + "); MPS clients share fate"),
+                     "directory " +
+                     pipe + "); MPS clients share fate"),
             std::string::npos)
       << log;
 }
@@ -155,6 +156,57 @@ TEST_F(CtlProcessTest, StatusSeesAnMpsDaemonMissiledDidNotStart) {
   EXPECT_NE(log.find("tenants run on MPS (control daemon in " + pipe + "); MPS clients share fate"),
             std::string::npos)
       << log;
+}
+
+// `missilectl check` with no daemon: one FAIL line that says what to do, exit status 1.
+TEST_F(CtlProcessTest, CheckFailsWithoutTheDaemon) {
+  ProcessResult check = Ctl({"check"});
+  EXPECT_EQ(check.exit_code, 1) << check.out << check.err;
+  EXPECT_EQ(check.out, "FAIL  socket: cannot reach missiled at " + socket_ +
+                           ": no such socket; is missiled running? check 'systemctl status "
+                           "missiled' (or give --socket PATH)\n");
+  ProcessResult json = Ctl({"--json", "check"});
+  EXPECT_EQ(json.exit_code, 1);
+  EXPECT_NE(json.out.find("\"level\":\"FAIL\",\"check\":\"socket\""), std::string::npos)
+      << json.out;
+}
+
+// `missilectl check` against missiled with an LS and a BE tenant: every check ok, each tenant
+// named on its own line.
+TEST_F(CtlProcessTest, CheckNamesTheTenantsOfARunningDaemon) {
+  StartDaemon();
+  Child ls, be;
+  ASSERT_TRUE(ls.Start({TENANT_PROBE, "alloc:2", "hold"}, TenantEnv("ls", "web")));
+  ASSERT_TRUE(be.Start({TENANT_PROBE, "alloc:2", "hold"}, TenantEnv("be", "batch")));
+  ASSERT_EQ(ls.WaitForLine("ready"), "ready");
+  ASSERT_EQ(be.WaitForLine("ready"), "ready");
+  ProcessResult check = Ctl({"check"});
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  EXPECT_EQ(check.out.find("warn"), std::string::npos) << check.out;
+  EXPECT_EQ(check.out.find("FAIL"), std::string::npos) << check.out;
+  for (const std::string& line :
+       {"ok    socket: " + socket_ + ": a socket this user may connect to\n",
+        std::string("ok    mps: off on every GPU: tenants are time-sliced\n"),
+        std::string("ok    pacing: on, window "), std::string("ok    tenants gpu 0: 1 LS, 1 BE\n"),
+        "ok    ls web (pid " + std::to_string(ls.pid()) + ", gpu 0): busy ",
+        "ok    be batch (pid " + std::to_string(be.pid()) + ", gpu 0): held "}) {
+    EXPECT_NE(check.out.find(line), std::string::npos) << line << "\nin:\n" << check.out;
+  }
+  EXPECT_NE(check.out.find("ok    daemon: missiled "), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find("ok    gpu 0: "), std::string::npos) << check.out;
+
+  // The LS gone: the BE alone is a warning, not a failure.
+  ls.CloseStdin();
+  EXPECT_EQ(ls.Wait(), 0);
+  for (int i = 0; i < 100; ++i) {
+    check = Ctl({"check"});
+    if (check.out.find("1 LS") == std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(check.exit_code, 0) << check.out;
+  EXPECT_NE(check.out.find("warn  tenants gpu 0: 0 LS, 1 BE: "), std::string::npos) << check.out;
+  be.CloseStdin();
+  EXPECT_EQ(be.Wait(), 0);
 }
 
 }  // namespace

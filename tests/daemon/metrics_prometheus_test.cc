@@ -132,6 +132,7 @@ class PrometheusTest : public DaemonTest {
   int prom_port_ = 0;
 };
 
+// long: one daemon, one tenant and one Prometheus for the whole life of a tenant's series
 TEST_F(PrometheusTest, PrometheusScrapesTenantMemoryAndSessions) {
   const int metrics_port = FreePort();
   ASSERT_GT(metrics_port, 0);
@@ -146,7 +147,11 @@ TEST_F(PrometheusTest, PrometheusScrapesTenantMemoryAndSessions) {
   EXPECT_NE(head.find("\r\nContent-Length: "), std::string::npos) << head;
   EXPECT_EQ(head.substr(head.size() - 4), "\r\n\r\n") << head;
   Child web;
-  ASSERT_TRUE(web.Start({TENANT_PROBE, "alloc:16", "hold"}, TenantEnv("ls", "web")));
+  auto web_env = TenantEnv("ls", "web");
+  web_env["MISSILE_K8S_POD"] = "web-5f7c9-abcde";
+  web_env["MISSILE_K8S_NAMESPACE"] = "prod";
+  web_env["MISSILE_K8S_CONTAINER"] = "server";
+  ASSERT_TRUE(web.Start({TENANT_PROBE, "alloc:16", "hold"}, web_env));
   ASSERT_EQ(web.WaitForLine("ready"), "ready");
   StartPrometheus(metrics_port);
   if (HasFatalFailure()) return;
@@ -162,6 +167,17 @@ TEST_F(PrometheusTest, PrometheusScrapesTenantMemoryAndSessions) {
                        "1"),
             "1");
   EXPECT_EQ(Query("count(missile_tenant_used_bytes{pid!=\"\"})"), "");
+  // The Kubernetes identity the shim sent, on the info series only, joined to the memory.
+  EXPECT_EQ(QueryUntil("missile_tenant_info{name=\"web\",pod=\"web-5f7c9-abcde\","
+                       "namespace=\"prod\",container=\"server\"}",
+                       "1"),
+            "1");
+  EXPECT_EQ(QueryUntil("sum by (namespace, pod) (missile_tenant_used_bytes * on (name, class, "
+                       "replica, gpu) group_left (pod, namespace) missile_tenant_info"
+                       "{namespace=\"prod\"})",
+                       "16777216"),
+            "16777216");
+  EXPECT_EQ(Query("count(missile_tenant_used_bytes{pod!=\"\"})"), "");
   EXPECT_EQ(QueryUntil("missile_gpu_pool_leased_bytes{gpu=\"0\"}", "16777216"), "16777216");
   // Every per-GPU and per-tenant series carries the GPU's UUID as nvidia-smi and dcgm-exporter
   // write it, so that it joins with their series.
@@ -182,6 +198,18 @@ TEST_F(PrometheusTest, PrometheusScrapesTenantMemoryAndSessions) {
   EXPECT_EQ(QueryUntil("missile_gpu_pacing_tenants{gpu=\"0\",class=\"ls\"}", "1"), "1");
   EXPECT_EQ(QueryUntil("missile_gpu_pacing_tenants{gpu=\"0\",class=\"be\"}", "0"), "0");
   EXPECT_EQ(QueryUntil("missile_gpu_pacing_ls_busy{" + uuid + "}", "0"), "0");
+  // Time in flight: none, since an LS alone on its GPU marks nothing (no BE to tell).
+  EXPECT_EQ(QueryUntil("missile_gpu_ls_busy_seconds_total{" + uuid + "}", "0"), "0");
+  EXPECT_EQ(QueryUntil("missile_gpu_be_busy_seconds_total{" + uuid + "}", "0"), "0");
+  EXPECT_EQ(QueryUntil("missile_gpu_ls_busy_ratio{" + uuid + "}", "0"), "0");
+  EXPECT_EQ(QueryUntil("missile_gpu_be_busy_ratio{" + uuid + "}", "0"), "0");
+  EXPECT_EQ(QueryUntil("missile_tenant_busy_seconds_total{name=\"web\"}", "0"), "0");
+  // The start time is the Unix time now less the uptime (both from one scrape).
+  EXPECT_EQ(QueryUntil("count(abs(time() - missile_start_time_seconds - missile_uptime_seconds)"
+                       " < 5)",
+                       "1"),
+            "1");
+  EXPECT_EQ(QueryUntil("count(missile_start_time_seconds > 1.7e9)", "1"), "1");
   EXPECT_EQ(QueryUntil("missile_sessions_opened_total", "1"), "1");
   EXPECT_EQ(QueryUntil("missile_sessions_ended_total", "0"), "0");
   EXPECT_EQ(QueryUntil("missile_sessions_active", "1"), "1");
@@ -210,6 +238,39 @@ TEST_F(PrometheusTest, PrometheusScrapesTenantMemoryAndSessions) {
   EXPECT_EQ(Query("count(count_over_time(missile_tenant_info{name=\"web\"}[10m]))"), "2");
   again.CloseStdin();
   EXPECT_EQ(again.Wait(), 0);
+}
+
+// Time in flight, end to end: an LS request that stays 2 s on the GPU next to a BE tenant (so
+// the LS marks its work) counts for the LS tenant and for the GPU's LS class, not for its BE.
+TEST_F(PrometheusTest, TimeInFlightOfAnLsNextToABe) {
+  const int metrics_port = FreePort();
+  ASSERT_GT(metrics_port, 0);
+  StartDaemon("[metrics]\nenabled = true\naddress = \"127.0.0.1\"\nport = " +
+              std::to_string(metrics_port) + "\n");
+  Child be;
+  ASSERT_TRUE(be.Start({PACE_PROBE, "idle"}, TenantEnv("be", "batch")));
+  ASSERT_FALSE(be.WaitForLine("ready", 20).empty()) << be.out();
+  StartPrometheus(metrics_port);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(QueryUntil("missile_gpu_ls_busy_seconds_total{gpu=\"0\"}", "0"), "0");
+  Child ls;
+  ASSERT_TRUE(ls.Start({PACE_PROBE, "ls", "2000"}, TenantEnv("ls", "web")));
+  ASSERT_FALSE(ls.WaitForLine("done", 30).empty()) << ls.out();
+  EXPECT_EQ(ls.Wait(10), 0);
+  // About 2 s, seen while the LS lived (its series then went stale with its session).
+  EXPECT_EQ(QueryUntil("count(max_over_time(missile_tenant_busy_seconds_total{name=\"web\"}[1m])"
+                       " > 1)",
+                       "1"),
+            "1");
+  EXPECT_EQ(QueryUntil("count(missile_gpu_ls_busy_seconds_total{gpu=\"0\"} > 1.5 and "
+                       "missile_gpu_ls_busy_seconds_total{gpu=\"0\"} < 4)",
+                       "1"),
+            "1");
+  EXPECT_EQ(Query("count(max_over_time(missile_gpu_ls_busy_ratio{gpu=\"0\"}[1m]) > 0.3)"), "1");
+  EXPECT_EQ(Query("missile_gpu_be_busy_seconds_total{gpu=\"0\"}"), "0");
+  EXPECT_EQ(Query("missile_tenant_busy_seconds_total{name=\"batch\"}"), "0");
+  be.CloseStdin();
+  EXPECT_EQ(be.Wait(10), 0);
 }
 
 TEST_F(PrometheusTest, BusyMetricsPortStopsTheDaemonWithAClearError) {

@@ -1,0 +1,59 @@
+#include "missile/common/k8s_identity.h"
+
+#include <cstdio>
+
+namespace missile {
+namespace {
+
+// The value with quotes, backslashes and bytes outside printable ASCII C-escaped.
+std::string Escaped(std::string_view value) {
+  std::string out;
+  for (unsigned char c : value) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c < 0x20 || c >= 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof(hex), "\\x%02x", c);
+      out += hex;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+bool Allowed(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_' || c == '.';
+}
+
+}  // namespace
+
+absl::Status ValidateK8sField(std::string_view what, std::string_view value, size_t max_len) {
+  if (value.empty()) return absl::OkStatus();
+  if (value.size() > max_len) {
+    return absl::InvalidArgumentError(std::string(what) + ": " + std::to_string(value.size()) +
+                                      " characters, more than " + std::to_string(max_len));
+  }
+  for (char c : value) {
+    if (!Allowed(c)) {
+      return absl::InvalidArgumentError(
+          std::string(what) + " '" + Escaped(value) +
+          "' has a character other than letters, digits, '-', '_' and '.'");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateK8sIdentity(const K8sIdentity& id) {
+  if (absl::Status s = ValidateK8sField("pod", id.pod, kMaxPodName); !s.ok()) return s;
+  if (absl::Status s = ValidateK8sField("namespace", id.k8s_namespace, kMaxNamespace); !s.ok()) {
+    return s;
+  }
+  return ValidateK8sField("container", id.container, kMaxContainerName);
+}
+
+}  // namespace missile
