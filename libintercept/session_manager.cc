@@ -68,6 +68,7 @@ SessionClient* SessionManager::Client() {
                  "(MISSILE_NO_DAEMON=passthrough)", std::string(c.status().message()));
     }
     client_failed_.store(true, std::memory_order_release);
+    StartReconnect();  // registers once a daemon answers (started late, or restarting)
     return nullptr;
   }
   clients_.push_back(std::move(*c));
@@ -87,6 +88,12 @@ void SessionManager::ReconnectLoop() {
     reconnect_cv_.WaitWithTimeout(&reconnect_mu_, absl::Seconds(1));
     if (stop_reconnect_) break;
     SessionClient* current = client_ptr_.load(std::memory_order_acquire);
+    if (current == nullptr && client_failed_.load(std::memory_order_acquire)) {
+      reconnect_mu_.Unlock();
+      RegisterLate();
+      reconnect_mu_.Lock();
+      continue;
+    }
     if (current == nullptr || current->connected()) continue;
     bool give_up = false;
     {
@@ -97,6 +104,30 @@ void SessionManager::ReconnectLoop() {
     }
     if (give_up) break;
   }
+}
+
+void SessionManager::RegisterLate() {
+  TenantIdentity who = Identity();
+  if (!connector_->Listening(who.socket_path)) return;
+  absl::StatusOr<std::unique_ptr<SessionClient>> c = connector_->Connect(who);
+  if (!c.ok()) {
+    if (!register_failure_logged_.exchange(true)) {
+      log_->warn("registering with missiled failed ({}); trying every second",
+                 std::string(c.status().message()));
+    }
+    return;
+  }
+  SessionClient* raw = c->get();
+  {
+    absl::MutexLock lock(&client_mu_);
+    clients_.push_back(std::move(*c));
+  }
+  client_ptr_.store(raw, std::memory_order_release);
+  log_->warn("registered with missiled as '{}' ({}), session {}, which was not reachable when "
+             "the process started: new device allocations are served by it; before, {} "
+             "allocations ({} bytes) went to the driver directly, outside missiled's quota",
+             who.name, who.latency_sensitive ? "ls" : "be", raw->session_id(),
+             passthrough_calls(), passthrough_bytes());
 }
 
 bool SessionManager::TryRegisterAgain(SessionClient* ended) {

@@ -72,12 +72,16 @@ class SessionManager {
 
  private:
   TenantIdentity Identity() const;
-  // Every second while the process runs (from its first registration): registers again once
-  // the serving session has ended and the daemon answers.
+  // Every second while the process runs (from its first call to the daemon): registers once
+  // the daemon answers where the first call found none, and again once the serving session
+  // has ended and the daemon answers.
   void ReconnectLoop();
   void StartReconnect();
   // Logs the end of `ended` and tells the end listener, once per session.
   void NoteEnded(SessionClient* ended);
+  // A process that could not reach missiled at its first call registers once it answers (the
+  // daemon started after the process, or was restarting then).
+  void RegisterLate();
   // Registers again if the daemon answers; true when it never should (a daemon without
   // instance ids).
   bool TryRegisterAgain(SessionClient* ended);
@@ -92,7 +96,8 @@ class SessionManager {
   std::vector<std::unique_ptr<SessionClient>> clients_ ABSL_GUARDED_BY(client_mu_);
   bool client_tried_ ABSL_GUARDED_BY(client_mu_) = false;
   std::atomic<SessionClient*> client_ptr_{nullptr};  // clients_.back()
-  std::atomic<bool> client_failed_{false};  // the first connection attempt failed
+  // The first connection attempt failed (it stays set; client_ptr_ is set once one succeeds).
+  std::atomic<bool> client_failed_{false};
   std::atomic<SessionClient*> lost_logged_for_{nullptr};
   std::atomic<bool> register_failure_logged_{false};
   std::atomic<uint64_t> passthrough_calls_{0};

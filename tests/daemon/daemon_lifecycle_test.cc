@@ -142,6 +142,31 @@ TEST_F(DaemonTest, AnIdleTenantRegistersAgainWithARestartedDaemon) {
   EXPECT_EQ(t.Wait(30), 0) << t.out() << testing::ReadFile(log);
 }
 
+// A tenant started before missiled goes on without it, and registers once missiled starts: its
+// later allocations are the daemon's.
+TEST_F(DaemonTest, ATenantStartedBeforeTheDaemonRegistersOnceItStarts) {
+  const std::string log = dir_.path() + "/early.err";
+  Child t;
+  ASSERT_TRUE(t.Start({TENANT_PROBE, "alloc:16", "hold", "alloc:8", "check", "freeall"},
+                      TenantEnv("be", "early"), log));
+  ASSERT_EQ(t.WaitForLine("ready"), "ready");
+  StartDaemon("");
+  int tenants = 0;
+  for (int i = 0; i < 100 && tenants != 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    tenants = Status().tenants();
+  }
+  ASSERT_EQ(tenants, 1) << "the tenant did not register within 10 s\n" << testing::ReadFile(log);
+  EXPECT_EQ(Leased(), 0u);  // its first 16 MiB went to the driver
+  t.CloseStdin();
+  ASSERT_FALSE(t.WaitForLine("alloc 8 ok", 30).empty()) << t.out() << testing::ReadFile(log);
+  EXPECT_EQ(LeasedWithin3s(8 * kMiB), 8 * kMiB);
+  EXPECT_EQ(t.Wait(30), 0) << t.out() << testing::ReadFile(log);
+  EXPECT_NE(testing::ReadFile(log).find("which was not reachable when the process started"),
+            std::string::npos)
+      << testing::ReadFile(log);
+}
+
 // A program that only copies comes back under the PCIe scheduler of a restarted daemon too.
 TEST_F(DaemonTest, CopiesAreScheduledAgainByARestartedDaemon) {
   StartDaemon("");
