@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -37,6 +38,16 @@ absl::Status ValidateK8sField(std::string_view what, std::string_view value, siz
 
 // Every field of `id` (what: "pod", "namespace", "container"); the first bad one's error.
 absl::Status ValidateK8sIdentity(const K8sIdentity& id);
+
+// The device IDs the kubelet allocated to a tenant's container (MISSILE_K8S_DEVICES, set by
+// missile-device-plugin's Allocate: "<GPU UUID>-ls-<n>" or "-be-<n>"). missiled asks the
+// kubelet which container holds them. Bounds: at most 64 IDs of 1 to 128 letters, digits, '-'.
+inline constexpr size_t kMaxK8sDeviceIds = 64;
+inline constexpr size_t kMaxK8sDeviceIdLength = 128;
+
+// OK when `ids` is within the bounds above (the empty list too); else InvalidArgument naming
+// the first bad ID (C-escaped, when within the length bound) or the count.
+absl::Status ValidateK8sDeviceIds(const std::vector<std::string>& ids);
 
 }  // namespace missile
 
