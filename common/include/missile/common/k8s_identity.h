@@ -2,8 +2,9 @@
 // admission webhook hands them to the shim through the downward API (MISSILE_K8S_POD,
 // MISSILE_K8S_NAMESPACE, MISSILE_K8S_CONTAINER). The shim sends them at registration; the daemon
 // keeps them per session and shows them (missilectl tenants, the labels of
-// missile_tenant_info). They are the tenant's own claim, not checked against the API server:
-// labels for people, never a basis for policy.
+// missile_tenant_info). They are the tenant's own claim unless missiled asks the kubelet
+// (daemon/pod_resources.h, from the device IDs below): labels for people, never a basis for
+// policy.
 // Pure functions: thread-safe.
 #ifndef MISSILE_COMMON_K8S_IDENTITY_H_
 #define MISSILE_COMMON_K8S_IDENTITY_H_
