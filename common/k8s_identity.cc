@@ -56,4 +56,27 @@ absl::Status ValidateK8sIdentity(const K8sIdentity& id) {
   return ValidateK8sField("container", id.container, kMaxContainerName);
 }
 
+absl::Status ValidateK8sDeviceIds(const std::vector<std::string>& ids) {
+  if (ids.size() > kMaxK8sDeviceIds) {
+    return absl::InvalidArgumentError(std::to_string(ids.size()) + " device IDs, more than " +
+                                      std::to_string(kMaxK8sDeviceIds));
+  }
+  for (const std::string& id : ids) {
+    if (id.empty() || id.size() > kMaxK8sDeviceIdLength) {
+      return absl::InvalidArgumentError("a device ID of " + std::to_string(id.size()) +
+                                        " characters (1 to " +
+                                        std::to_string(kMaxK8sDeviceIdLength) + " allowed)");
+    }
+    for (char c : id) {
+      const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '-';
+      if (!ok) {
+        return absl::InvalidArgumentError("device ID '" + Escaped(id) +
+                                          "' has a character other than letters, digits and '-'");
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace missile

@@ -29,5 +29,18 @@ TEST(K8sIdentityTest, TooLongOrOddCharactersAreRefusedNamingTheField) {
   }
 }
 
+TEST(K8sIdentityTest, DeviceIdsWithinBoundsPassOthersAreRefused) {
+  const std::string slot = "GPU-00000000-1111-2222-3333-444444444444-ls-3";
+  EXPECT_TRUE(ValidateK8sDeviceIds({}).ok());
+  EXPECT_TRUE(ValidateK8sDeviceIds({slot, "abc-1"}).ok());
+  EXPECT_TRUE(ValidateK8sDeviceIds({std::string(kMaxK8sDeviceIdLength, 'a')}).ok());
+  EXPECT_FALSE(ValidateK8sDeviceIds({std::string(kMaxK8sDeviceIdLength + 1, 'a')}).ok());
+  EXPECT_FALSE(ValidateK8sDeviceIds({""}).ok());
+  EXPECT_FALSE(ValidateK8sDeviceIds({slot, "a_b"}).ok());
+  EXPECT_FALSE(ValidateK8sDeviceIds({"a,b"}).ok());
+  EXPECT_TRUE(ValidateK8sDeviceIds(std::vector<std::string>(kMaxK8sDeviceIds, slot)).ok());
+  EXPECT_FALSE(ValidateK8sDeviceIds(std::vector<std::string>(kMaxK8sDeviceIds + 1, slot)).ok());
+}
+
 }  // namespace
 }  // namespace missile

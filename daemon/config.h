@@ -245,6 +245,18 @@ struct LimitsSection {
   bool operator==(const LimitsSection&) const = default;
 };
 
+// [kubernetes]: what missiled asks of the node's kubelet (docs/operations.md, "Kubernetes
+// identity").
+struct KubernetesSection {
+  // The kubelet's pod-resources socket (usually /var/lib/kubelet/pod-resources/kubelet.sock):
+  // a tenant that registers with device IDs (MISSILE_K8S_DEVICES) gets its pod, namespace and
+  // container from the kubelet's List answer instead of its own claim. "" (default): not asked.
+  // Absolute, at most 107 bytes (a Unix socket path).
+  std::string pod_resources_socket;
+
+  bool operator==(const KubernetesSection&) const = default;
+};
+
 struct DaemonConfig {
   DaemonSection daemon;
   GpuSection gpu;
@@ -253,6 +265,7 @@ struct DaemonConfig {
   ComputeSection compute;
   MetricsSection metrics;
   LimitsSection limits;
+  KubernetesSection kubernetes;
 
   bool operator==(const DaemonConfig&) const = default;
 };

@@ -102,6 +102,10 @@ std::string DescribeConfig(const DaemonConfig& config) {
       absl::StrCat("limits.max_side_connections_per_uid = ", l.max_side_connections_per_uid));
   lines.push_back(absl::StrCat("limits.idle_timeout_ms = ", l.idle_timeout_ms));
   lines.push_back(absl::StrCat("limits.admin_reserve_fds = ", l.admin_reserve_fds));
+  const KubernetesSection& k = config.kubernetes;
+  lines.push_back(absl::StrCat("kubernetes.pod_resources_socket = ",
+                               QuoteString(k.pod_resources_socket),
+                               k.pod_resources_socket.empty() ? "  # the kubelet is not asked" : ""));
   return absl::StrJoin(lines, "\n");
 }
 

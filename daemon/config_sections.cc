@@ -36,7 +36,8 @@ void Parser::ParseRoot(const toml::table& root) {
          {"pcie", [this](Node n, Key k) { ParsePcie(n, k); }},
          {"compute", [this](Node n, Key k) { ParseCompute(n, k); }},
          {"metrics", [this](Node n, Key k) { ParseMetrics(n, k); }},
-         {"limits", [this](Node n, Key k) { ParseLimits(n, k); }}});
+         {"limits", [this](Node n, Key k) { ParseLimits(n, k); }},
+         {"kubernetes", [this](Node n, Key k) { ParseKubernetes(n, k); }}});
 }
 
 void Parser::ParseClasses(const toml::node& node, const std::string& path) {

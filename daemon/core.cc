@@ -126,12 +126,31 @@ std::string PodNote(const K8sIdentity& k8s) {
 
 }  // namespace
 
+void DaemonCore::LogIdentityOutcome(uint64_t session, const TenantIdentityOutcome& outcome) {
+  if (outcome.note.empty()) return;
+  if (!outcome.failed) {
+    Log()->warn("session {}: {}", session, outcome.note);
+    return;
+  }
+  // A kubelet that is down fails every registration the same way: rate-limited.
+  uint64_t suppressed = 0;
+  if (!pod_log_.Allow(&suppressed)) return;
+  Log()->warn("session {}: {}{}", session, outcome.note,
+              suppressed == 0 ? ""
+                              : " (" + std::to_string(suppressed) + " more like it not logged)");
+}
+
 absl::StatusOr<SessionInfo> DaemonCore::Register(const PeerCredentials& creds,
                                                  const std::string& name, TenantClass cls,
                                                  uint64_t requested_quota,
-                                                 const K8sIdentity& k8s) {
+                                                 const K8sIdentity& claimed,
+                                                 const std::vector<std::string>& k8s_devices) {
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
-  if (absl::Status s = ValidateK8sIdentity(k8s); !s.ok()) return s;
+  if (absl::Status s = ValidateK8sIdentity(claimed); !s.ok()) return s;
+  // Before mu_: it may wait on the kubelet.
+  const TenantIdentityOutcome resolved =
+      ResolveTenantIdentity(options_.pod_resolver.get(), claimed, k8s_devices);
+  const K8sIdentity& k8s = resolved.identity;
   const bool capped = !IsAdmin(creds);  // before mu_: it may read the group database
   absl::MutexLock lock(&mu_);
   if (auto it = session_by_pid_.find(creds.pid); it != session_by_pid_.end()) {
@@ -197,6 +216,7 @@ absl::StatusOr<SessionInfo> DaemonCore::Register(const PeerCredentials& creds,
   Log()->info("session {}: pid {} uid {} registered as '{}' ({}, priority {}, weight {}){}{}",
               info.id, creds.pid, creds.uid, name, TenantClassName(info.cls), info.priority,
               info.weight, PodNote(k8s), kept != nullptr ? "; policy kept for this name and uid" : "");
+  LogIdentityOutcome(info.id, resolved);
   return info;
 }
 

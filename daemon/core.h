@@ -38,6 +38,7 @@
 #include "missile/common/k8s_identity.h"
 #include "missile/common/tenant_class.h"
 #include "pacing_domain.h"
+#include "pod_identity_resolver.h"
 #include "policy_state.h"
 #include "vram_pool.h"
 
@@ -63,6 +64,9 @@ struct CoreOptions {
   bool tenants_on_mps = false;
   bool mps_managed_by_missiled = false;  // [compute] mps = "start"
   std::string mps_pipe_directory;
+  // Asked for a tenant's pod, namespace and container when it registers with device IDs
+  // ([kubernetes] pod_resources_socket); null: the tenant's own claim is taken as it is.
+  std::shared_ptr<PodIdentityResolver> pod_resolver;
 };
 
 
@@ -70,7 +74,9 @@ struct SessionInfo {
   uint64_t id = 0;
   PeerCredentials creds;
   std::string name;
-  K8sIdentity k8s;  // as the tenant registered it; empty fields: not known
+  // From the kubelet where options.pod_resolver found the tenant's devices, else as the tenant
+  // registered it; empty fields: not known.
+  K8sIdentity k8s;
   TenantClass cls = TenantClass::kBestEffort;
   int priority = 0;
   uint32_t weight = 0;
@@ -131,9 +137,14 @@ class DaemonCore {
   // --- tenants ---
   // `k8s`: the pod, namespace and container the tenant says it runs in (any field may be empty);
   // a field out of bounds (common/k8s_identity.h) is INVALID_ARGUMENT, and nothing registers.
+  // `k8s_devices`: the device IDs the kubelet allocated to its container; with a pod_resolver
+  // they are looked up (before mu_ is taken, so a slow kubelet holds up only this call, for at
+  // most the resolver's deadline) and the answer replaces `k8s` (ResolveTenantIdentity). The
+  // lookup never fails the registration.
   absl::StatusOr<SessionInfo> Register(const PeerCredentials& creds, const std::string& name,
                                        TenantClass cls, uint64_t requested_quota,
-                                       const K8sIdentity& k8s = {});
+                                       const K8sIdentity& k8s = {},
+                                       const std::vector<std::string>& k8s_devices = {});
   absl::StatusOr<std::vector<Lease>> Allocate(const PeerCredentials& creds, uint64_t session,
                                               uint32_t gpu, bool single, uint64_t bytes);
   absl::Status Free(const PeerCredentials& creds, uint64_t session, uint32_t gpu,
@@ -216,6 +227,10 @@ class DaemonCore {
  private:
   struct Session;
 
+  // The registration's identity note (ResolveTenantIdentity), if any: a disagreement with the
+  // tenant's claim as it comes, a failure to ask at most once per 10 s.
+  void LogIdentityOutcome(uint64_t session, const TenantIdentityOutcome& outcome);
+
   absl::StatusOr<std::shared_ptr<Session>> Authenticate(const PeerCredentials& creds,
                                                         uint64_t session) const;
   // The session's info as it is now (its policy may change on another thread).
@@ -277,6 +292,7 @@ class DaemonCore {
   PolicyState policy_ ABSL_GUARDED_BY(mu_);
   // Quota refusals are a tenant's own doing and may come in floods: one warning per interval.
   LogLimiter quota_log_{std::chrono::seconds(10)};
+  LogLimiter pod_log_{std::chrono::seconds(10)};  // identities the kubelet did not give
   std::atomic<uint64_t> heartbeat_{0};
   absl::CondVar changed_;
   // Serialises SetPacing, so every GPU ends with the same policy.

@@ -30,6 +30,7 @@
 #include "metrics_snapshot.h"
 #include "missile/version.h"
 #include "mps.h"
+#include "pod_resources.h"
 #include "reload.h"
 #include "rpc_server.h"
 #include "sd_notify.h"
@@ -245,6 +246,13 @@ CoreOptions CoreOptionsOf(const DaemonConfig& config, std::optional<unsigned> ad
   options.be.priority = config.classes.be.priority;
   options.state_file = config.daemon.StateFilePath(getenv("STATE_DIRECTORY"));
   options.max_sessions_per_uid = static_cast<size_t>(config.limits.max_sessions_per_uid);
+  if (const std::string& socket = config.kubernetes.pod_resources_socket; !socket.empty()) {
+    // A registration waits for the kubelet at most this long (then keeps the tenant's claim).
+    options.pod_resolver =
+        std::make_shared<KubeletPodResolver>(socket, std::chrono::milliseconds(1000));
+    GetLogger(kCoreLog)->info("tenants' pod identities from the kubelet's pod-resources API on {}",
+                              socket);
+  }
   return options;
 }
 

@@ -145,7 +145,9 @@ grpc::Status Register(DaemonCore* core, const PeerCredentials& creds,
   auto cls = FromProto(req.tenant_class());
   if (!cls.ok()) return ToGrpc(cls.status());
   const K8sIdentity k8s{req.k8s_pod(), req.k8s_namespace(), req.k8s_container()};
-  auto session = core->Register(creds, req.name(), *cls, req.requested_quota_bytes(), k8s);
+  const std::vector<std::string> devices(req.k8s_device_ids().begin(), req.k8s_device_ids().end());
+  auto session =
+      core->Register(creds, req.name(), *cls, req.requested_quota_bytes(), k8s, devices);
   if (!session.ok()) return ToGrpc(session.status());
   resp->set_protocol_version(kProtocolVersion);
   resp->set_session_id(session->id);

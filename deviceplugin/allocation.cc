@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "missile/common/size.h"
 
 namespace missile::deviceplugin {
@@ -65,6 +66,7 @@ absl::StatusOr<v1beta1::ContainerAllocateResponse> BuildAllocation(
   env["MISSILE_TENANT_CLASS"] = TenantClassName(resource.cls);
   env["MISSILE_QUOTA"] = FormatSizeExact(most);
   env["MISSILE_SOCKET"] = config.socket_container_dir + "/" + kSocketName;
+  env["MISSILE_K8S_DEVICES"] = absl::StrJoin(ids, ",");
 
   AddMount(out, config.shim_host_dir, config.shim_container_dir, /*read_only=*/true);
   AddMount(out, config.socket_host_dir, config.socket_container_dir, /*read_only=*/false);

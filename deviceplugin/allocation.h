@@ -5,6 +5,9 @@
 //                                  on any of its GPUs when the kubelet spread them); a
 //                                  percentage per slot is taken of that GPU's pool
 //            MISSILE_SOCKET        missiled's socket inside the container
+//            MISSILE_K8S_DEVICES   the allocated device IDs, comma-separated, in the kubelet's
+//                                  order: missiled asks the kubelet's pod-resources API which
+//                                  container holds them (the tenant's pod identity)
 //   mounts   the shim bundle, read-only; missiled's socket directory (read-write: connecting
 //            to a Unix socket needs write access)
 //   devices  /dev/nvidiaN of each GPU holding one of the slots, /dev/nvidiactl,

@@ -31,7 +31,8 @@ TEST(AllocationTest, AnLsContainerGetsTheShimItsQuotaTheSocketAndItsGpu) {
   EXPECT_THAT(r->envs(), UnorderedElementsAre(
                              Pair("LD_PRELOAD", "/opt/missile/shim/libmissile.so"),
                              Pair("MISSILE_TENANT_CLASS", "ls"), Pair("MISSILE_QUOTA", "32GiB"),
-                             Pair("MISSILE_SOCKET", "/run/missile/missiled.sock")));
+                             Pair("MISSILE_SOCKET", "/run/missile/missiled.sock"),
+                             Pair("MISSILE_K8S_DEVICES", kUuid1 + "-ls-0," + kUuid1 + "-ls-3")));
   ASSERT_EQ(r->mounts_size(), 2);
   EXPECT_EQ(r->mounts(0).host_path(), "/opt/missile/shim");
   EXPECT_EQ(r->mounts(0).container_path(), "/opt/missile/shim");
@@ -74,6 +75,8 @@ TEST(AllocationTest, SlotsSpreadOverGpusGetEveryGpuAndTheLargestPerGpuQuota) {
       config, config.be, slots, {kUuid0 + "-be-0", kUuid1 + "-be-1", kUuid1 + "-be-2"});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->envs().at("MISSILE_QUOTA"), "16GiB");  // 2 slots x 8 GiB on GPU 1
+  EXPECT_EQ(r->envs().at("MISSILE_K8S_DEVICES"),
+            kUuid0 + "-be-0," + kUuid1 + "-be-1," + kUuid1 + "-be-2");
   EXPECT_THAT(DevicePaths(*r, false),
               ElementsAre("/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm",
                           "/dev/nvidia-uvm-tools"));

@@ -269,6 +269,7 @@ TEST_F(DevicePluginTest, AllocateMakesTheContainerATenant) {
   EXPECT_EQ(c.envs().at("MISSILE_TENANT_CLASS"), "be");
   EXPECT_EQ(c.envs().at("MISSILE_QUOTA"), "8GiB");
   EXPECT_EQ(c.envs().at("MISSILE_SOCKET"), "/run/missile/missiled.sock");
+  EXPECT_EQ(c.envs().at("MISSILE_K8S_DEVICES"), kUuid1 + "-be-2");
   ASSERT_EQ(c.mounts_size(), 2);
   EXPECT_EQ(c.mounts(0).host_path(), "/opt/missile/shim");
   EXPECT_TRUE(c.mounts(0).read_only());

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <string_view>
+#include <utility>
 
 #include "missile/common/size.h"
 
@@ -93,6 +94,24 @@ void ReadK8sIdentity(const GetEnvFn& getenv_fn, Config* config) {
     }
     config->k8s.*f.slot = v;
   }
+  // The device plugin's allocated IDs: all kept, or (any one bad) none, with a warning.
+  const char* v = getenv_fn("MISSILE_K8S_DEVICES");
+  if (v == nullptr || *v == '\0') return;
+  std::vector<std::string> ids;
+  std::string_view rest(v);
+  // Stop splitting past the bound: the check below refuses the list anyway.
+  while (ids.size() <= kMaxK8sDeviceIds) {
+    const size_t comma = rest.find(',');
+    ids.emplace_back(rest.substr(0, comma));
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  if (absl::Status s = ValidateK8sDeviceIds(ids); !s.ok()) {
+    config->warnings.push_back("MISSILE_K8S_DEVICES: " + std::string(s.message()) +
+                               "; not sent to missiled");
+    return;
+  }
+  config->k8s_devices = std::move(ids);
 }
 
 }  // namespace

@@ -25,6 +25,12 @@
 //                              registration (an admission webhook sets them through the
 //                              downward API); a value that is too long or has other characters
 //                              than letters, digits, '-', '_', '.' is dropped with a warning
+//   MISSILE_K8S_DEVICES=ID,... the device IDs the kubelet allocated to the container (set by
+//                              missile-device-plugin's Allocate), sent to missiled at
+//                              registration so that it can ask the kubelet which pod holds
+//                              them; more than 64, an empty one, one over 128 characters or
+//                              with other characters than letters, digits, '-' drops them all
+//                              with a warning
 //
 // Parsing is pure (takes a getenv-like function) and never fails: a bad value is reported as a
 // warning and replaced by its default, because the shim must never stop the host program.
@@ -56,6 +62,7 @@ struct Config {
   enum class Blocks { kAuto, kSingle, kChunks };
   Blocks blocks = Blocks::kAuto;
   K8sIdentity k8s;  // each field empty when not given, or dropped as bad
+  std::vector<std::string> k8s_devices;  // empty when not given, or dropped as bad
 
   // Warnings about values that were ignored, for the shim to log once it has a logger.
   std::vector<std::string> warnings;

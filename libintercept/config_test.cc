@@ -114,6 +114,31 @@ TEST(ConfigTest, BadKubernetesFieldsAreDroppedWithAWarningOthersKept) {
             "digits, '-', '_' and '.'; not sent to missiled");
 }
 
+TEST(ConfigTest, KubernetesDevicesAreSplitAndSent) {
+  const std::string gpu = "GPU-00000000-1111-2222-3333-444444444444";
+  Config c = Parse({{"MISSILE_K8S_DEVICES", gpu + "-ls-0," + gpu + "-ls-3"}});
+  EXPECT_EQ(c.k8s_devices, (std::vector<std::string>{gpu + "-ls-0", gpu + "-ls-3"}));
+  EXPECT_TRUE(c.warnings.empty());
+  EXPECT_EQ(Parse({{"MISSILE_K8S_DEVICES", "a-1"}}).k8s_devices,
+            std::vector<std::string>{"a-1"});
+  EXPECT_TRUE(Parse({}).k8s_devices.empty());
+}
+
+TEST(ConfigTest, BadKubernetesDevicesAreDroppedWithAWarning) {
+  std::string many;
+  for (int i = 0; i < 65; ++i) many += (i ? ",d-" : "d-") + std::to_string(i);
+  for (const std::string& bad :
+       {std::string("a-1,b_2"), std::string("a-1,,b-2"), std::string("a-1,"),
+        std::string(129, 'x'), many}) {
+    Config c = Parse({{"MISSILE_K8S_DEVICES", bad}, {"MISSILE_K8S_POD", "web"}});
+    EXPECT_TRUE(c.k8s_devices.empty()) << bad;
+    EXPECT_EQ(c.k8s.pod, "web") << "the other fields stay";
+    ASSERT_EQ(c.warnings.size(), 1u) << bad;
+    EXPECT_EQ(c.warnings[0].rfind("MISSILE_K8S_DEVICES: ", 0), 0u) << c.warnings[0];
+    EXPECT_NE(c.warnings[0].find("not sent to missiled"), std::string::npos) << c.warnings[0];
+  }
+}
+
 TEST(ConfigTest, ReportPathExpandsPid) {
   EXPECT_EQ(ExpandReportPath("/tmp/r-%p.txt", 42), "/tmp/r-42.txt");
   EXPECT_EQ(ExpandReportPath("/tmp/r.txt", 42), "/tmp/r.txt");

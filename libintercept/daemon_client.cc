@@ -91,6 +91,7 @@ absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Connect(const Tenant
   req.set_k8s_pod(who.k8s.pod);
   req.set_k8s_namespace(who.k8s.k8s_namespace);
   req.set_k8s_container(who.k8s.container);
+  for (const std::string& id : who.k8s_devices) req.add_k8s_device_ids(id);
   v1::RegisterResponse resp;
   grpc::ClientContext ctx;
   c->SetDeadline(&ctx);

@@ -51,6 +51,7 @@ struct TenantIdentity {
   // not answer in time is treated as gone and the session ends.
   int timeout_ms = 5000;
   K8sIdentity k8s;  // sent at registration where known (MISSILE_K8S_*)
+  std::vector<std::string> k8s_devices;  // sent at registration (MISSILE_K8S_DEVICES)
 };
 
 // One registered session. Its GPUs, id and instance are fixed at registration.

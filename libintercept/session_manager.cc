@@ -43,6 +43,7 @@ TenantIdentity SessionManager::Identity() const {
   who.quota_bytes = config_.quota_bytes;
   who.timeout_ms = config_.daemon_timeout_ms;
   who.k8s = config_.k8s;
+  who.k8s_devices = config_.k8s_devices;
   return who;
 }
 

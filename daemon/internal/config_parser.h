@@ -66,6 +66,7 @@ class Parser {
   void ParseCompute(const toml::node& node, const std::string& path);
   void ParseMetrics(const toml::node& node, const std::string& path);  // config_metrics.cc
   void ParseLimits(const toml::node& node, const std::string& path);   // config_limits.cc
+  void ParseKubernetes(const toml::node& node, const std::string& path);  // config_kubernetes.cc
   // A PCIe chunk size: a multiple of 4 KiB in [64 KiB, 64 MiB] (or 0 when zero_ok).
   void GetChunk(const toml::node& node, const std::string& key, bool zero_ok, uint64_t* out);
   void ParseSocketMode(const toml::node& node, const std::string& key);
