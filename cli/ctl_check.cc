@@ -1,6 +1,5 @@
 #include "ctl_check.h"
 
-#include <cctype>
 #include <chrono>
 #include <memory>
 
@@ -16,15 +15,6 @@
 
 namespace missile::cli {
 namespace {
-
-// Daemon-supplied text goes to a terminal: control characters become '?'.
-std::string Printable(const std::string& text) {
-  std::string out = text;
-  for (char& c : out) {
-    if (std::iscntrl(static_cast<unsigned char>(c))) c = '?';
-  }
-  return out;
-}
 
 int Percent(double share) { return static_cast<int>(share * 100 + 0.5); }
 

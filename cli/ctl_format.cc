@@ -22,7 +22,8 @@ namespace {
 
 int Percent(double share) { return static_cast<int>(share * 100 + 0.5); }
 
-// Daemon-supplied text goes to a terminal: control characters become '?'.
+}  // namespace
+
 std::string Printable(const std::string& text) {
   std::string out = text;
   for (char& c : out) {
@@ -30,8 +31,6 @@ std::string Printable(const std::string& text) {
   }
   return out;
 }
-
-}  // namespace
 
 std::string FormatTable(const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> widths;

@@ -15,6 +15,9 @@ namespace missile::cli {
 
 // Rows of cells (the first row is the header), left-aligned in columns two spaces apart, one
 // line each, no trailing spaces. Rows may be shorter than others.
+// Daemon-supplied text for a terminal: control characters become '?'.
+std::string Printable(const std::string& text);
+
 std::string FormatTable(const std::vector<std::vector<std::string>>& rows);
 
 // "42s", "12m05s", "3h04m", "2d03h".

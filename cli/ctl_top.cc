@@ -7,7 +7,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -26,15 +25,6 @@
 
 namespace missile::cli {
 namespace {
-
-// Daemon-supplied text goes to a terminal: control characters become '?'.
-std::string Printable(const std::string& text) {
-  std::string out = text;
-  for (char& c : out) {
-    if (std::iscntrl(static_cast<unsigned char>(c))) c = '?';
-  }
-  return out;
-}
 
 std::string Share(double share) { return absl::StrFormat("%d%%", static_cast<int>(share * 100 + 0.5)); }
 
