@@ -34,6 +34,8 @@ constexpr uint64_t kUnreportedGraceNs = 1'000'000;
 constexpr uint64_t kSpinNs = 20'000;
 // A BE lane enqueues a completion write after every this many items (and before it waits).
 constexpr uint64_t kMarkEvery = 4;
+// A BE item predicted to run at least 1/kAloneShare of the window is reported by itself.
+constexpr uint64_t kAloneShare = 4;
 
 uint64_t StreamKey(CUstream stream, bool ptsz) {
   const auto v = reinterpret_cast<uintptr_t>(stream);
@@ -438,9 +440,15 @@ Pacer::Ticket Pacer::Begin(CUstream stream, bool ptsz, uint64_t key) {
   t.be = be;
   t.lane = LaneFor(StreamKey(stream, ptsz));
   t.lane_lock = std::unique_lock<std::mutex>(lane_mu_[t.lane]);
+  const uint64_t predicted = be ? Admit(key, t.lane) : 0;
+  // A long BE item (a quarter of the window or more: a copy, a long kernel, a graph piece, work
+  // never seen) is reported by itself: its lane's earlier items get their completion write
+  // first (on the stream they were on), it gets one right after it. The window then knows
+  // when it ended, and times it alone.
+  t.alone = be && predicted * kAloneShare >= window_ns();
+  if (t.alone) WriteMarker(t.lane);
   lane_state_[t.lane].stream = stream;
   lane_state_[t.lane].ptsz = ptsz;
-  const uint64_t predicted = be ? Admit(key, t.lane) : 0;
   pacingreg::Lane& lane = slot_->lanes[t.lane];
   t.seq = lane.submitted.load(std::memory_order_relaxed) + 1;
   const uint64_t now = NowNs();
@@ -451,7 +459,7 @@ Pacer::Ticket Pacer::Begin(CUstream stream, bool ptsz, uint64_t key) {
   marked_.fetch_add(1, std::memory_order_relaxed);
   if (be) {
     absl::MutexLock lock(&mu_);
-    window_.Add(t.lane, t.seq, key, predicted, now);
+    window_.Add(t.lane, t.seq, key, predicted, now, t.alone);
     slot_->inflight.store(window_.count(), std::memory_order_relaxed);
     running_until_ns_ = std::max(running_until_ns_, now + window_.RemainingNs(now));
     slot_->running_until_ns.store(running_until_ns_, std::memory_order_relaxed);
@@ -508,8 +516,9 @@ void Pacer::FlushMarkers(uint32_t own) {
 
 void Pacer::End(Ticket& t, CUresult result) {
   (void)result;  // a failed call's completion write still keeps the lane's count in order
-  // LS: every item, so the BE tenants see the last one finish. BE: every kMarkEvery-th.
-  if (!t.be || t.seq % kMarkEvery == 0) WriteMarker(t.lane);
+  // LS: every item, so the BE tenants see the last one finish. BE: every kMarkEvery-th, and
+  // every long one.
+  if (!t.be || t.alone || t.seq % kMarkEvery == 0) WriteMarker(t.lane);
   t.lane_lock = {};
 }
 

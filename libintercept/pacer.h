@@ -100,6 +100,7 @@ class Pacer {
     uint32_t lane = 0;
     uint64_t seq = 0;
     bool be = false;
+    bool alone = false;  // reported done by itself (InflightWindow::Add)
   };
 
   // `stream` as the entry point was given it (`ptsz`: the per-thread flavour), `key`: what the

@@ -159,6 +159,33 @@ TEST_F(PacerTest, AnLsThatLeftIsForgottenAndANewOneIsSeen) {
   EXPECT_GE(HeldMs(), 50.0);
 }
 
+// A BE item predicted to run a quarter of the window or more (here: one never seen, 50 us of a
+// 100 us window) is reported by itself: its lane's earlier items get their completion write
+// before it is submitted, and it gets one right after. Short items share one every 4th.
+TEST_F(PacerTest, ALongBeItemIsReportedByItself) {
+  JoinLs();
+  OpenBe();
+  ASSERT_TRUE(be_->Paces());
+  auto item = [&](uint64_t key) {
+    Pacer::Ticket t = be_->Begin(nullptr, false, key);
+    be_->End(t, CUDA_SUCCESS);
+  };
+  item(5);  // sequence 1: unknown, alone
+  item(5);  // 2: predicted before the first retired, alone again
+  ASSERT_TRUE(be_->Learned(5).has_value());
+  ASSERT_LT(*be_->Learned(5) * 4, be_->window_ns());
+  driver_.ClearCalls();
+  item(5);  // 3: short, no write
+  item(5);  // 4: short, every 4th
+  item(5);  // 5: short, no write
+  item(9);  // 6: never seen: 5 is reported before it, 6 after it
+  std::vector<std::string> values;
+  for (const std::string& c : driver_.calls()) {
+    if (c.rfind("cuStreamWriteValue64 ", 0) == 0) values.push_back(c.substr(c.rfind(' ') + 1));
+  }
+  EXPECT_EQ(values, (std::vector<std::string>{"4", "5", "6"}));
+}
+
 TEST_F(PacerTest, TheBeCannotWriteTheDirectoryAndItsOwnPageIsSealed) {
   JoinLs();
   OpenBe();

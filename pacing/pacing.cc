@@ -24,8 +24,8 @@ bool LsBusyTracker::Busy(const LsObservation& seen, uint64_t now, uint64_t idle_
 }
 
 void InflightWindow::Add(uint32_t lane, uint64_t seq, uint64_t key, uint64_t predicted_ns,
-                         uint64_t now) {
-  items_.push_back({lane, seq, key, predicted_ns, now});
+                         uint64_t now, bool alone) {
+  items_.push_back({lane, seq, key, predicted_ns, now, alone});
   predicted_sum_ += predicted_ns;
 }
 
@@ -40,7 +40,9 @@ uint64_t InflightWindow::RemainingNs(uint64_t now) const {
   struct LaneWork {
     uint32_t lane;
     uint64_t start;
-    uint64_t predicted;
+    uint64_t running;  // predicted time of the items that may have started, counted down
+    uint64_t queued;   // predicted time of the items behind an unfinished `alone` item
+    bool blocked;      // an `alone` item of the lane is in flight
   };
   // Few items are in flight (a window's worth): a linear list of lanes is enough.
   LaneWork lanes[32];
@@ -56,14 +58,16 @@ uint64_t InflightWindow::RemainingNs(uint64_t now) const {
       }
       auto done = lane_last_done_ns_.find(item.lane);
       const uint64_t last = done == lane_last_done_ns_.end() ? 0 : done->second;
-      lanes[n++] = {item.lane, std::max(item.issued_ns, last), 0};
+      lanes[n++] = {item.lane, std::max(item.issued_ns, last), 0, 0, false};
     }
-    lanes[i].predicted += item.predicted_ns;
+    LaneWork& l = lanes[i];
+    (l.blocked ? l.queued : l.running) += item.predicted_ns;
+    l.blocked = l.blocked || item.alone;
   }
   uint64_t remaining = overflow;
   for (size_t i = 0; i < n; ++i) {
     const uint64_t elapsed = now > lanes[i].start ? now - lanes[i].start : 0;
-    remaining += lanes[i].predicted > elapsed ? lanes[i].predicted - elapsed : 0;
+    remaining += (lanes[i].running > elapsed ? lanes[i].running - elapsed : 0) + lanes[i].queued;
   }
   return remaining;
 }

@@ -75,6 +75,40 @@ TEST(InflightWindow, WhatIsLeftToRunDecidesAsTimePasses) {
   EXPECT_EQ(w.RemainingNs(2000 * kUs), 0u);
 }
 
+// A long item (a copy, a long kernel) is reported by itself: what waits behind it on its lane has
+// not started while it runs, however far it outlasts its prediction. Counted down from the
+// lane's start instead, kernels queued behind a long copy looked done before they ran, and the
+// window let a burst of them wait on the GPU (pair (a)'s LS tail).
+TEST(InflightWindow, ItemsBehindAnUnfinishedAloneItemCountInFull) {
+  InflightWindow::Limits lim{.items = 8, .predicted_ns = 100 * kUs, .refill_ns = 25 * kUs};
+  for (const bool alone : {false, true}) {
+    InflightWindow w;
+    w.Add(0, 1, 1, 200 * kUs, 0, alone);  // the copy, predicted 200 us
+    w.Add(0, 2, 2, 30 * kUs, 10 * kUs);   // kernels behind it
+    w.Add(0, 3, 3, 30 * kUs, 20 * kUs);
+    // 1 ms on, the copy is still running (not reported done).
+    if (!alone) {
+      EXPECT_EQ(w.RemainingNs(1000 * kUs), 0u);
+      EXPECT_TRUE(w.Admits(90 * kUs, lim, 1000 * kUs));
+      continue;
+    }
+    EXPECT_EQ(w.RemainingNs(1000 * kUs), 60 * kUs);
+    EXPECT_FALSE(w.Admits(41 * kUs, lim, 1000 * kUs));
+    EXPECT_TRUE(w.Admits(40 * kUs, lim, 1000 * kUs));
+    // Before it overran, it counted down as usual: 200 - 50 left, plus the queued 60.
+    EXPECT_EQ(w.RemainingNs(50 * kUs), 150 * kUs + 60 * kUs);
+    // Once it is seen done, the kernels count down from its end.
+    w.Retire([](uint32_t) { return uint64_t{1}; }, 1000 * kUs, 1000, nullptr);
+    EXPECT_EQ(w.RemainingNs(1000 * kUs), 60 * kUs);
+    EXPECT_EQ(w.RemainingNs(1040 * kUs), 20 * kUs);
+  }
+  // Another lane is not held up by it.
+  InflightWindow w;
+  w.Add(0, 1, 1, 200 * kUs, 0, /*alone=*/true);
+  w.Add(1, 1, 2, 30 * kUs, 10 * kUs);
+  EXPECT_EQ(w.RemainingNs(1000 * kUs), 0u);
+}
+
 TEST(InflightWindow, RetiresByLaneSequenceAndSamplesDurations) {
   InflightWindow w;
   w.Add(0, 1, 100, 10 * kUs, 1000 * kUs);

@@ -68,7 +68,12 @@ class InflightWindow {
     uint64_t refill_ns = 0;      // an item goes once less than this is left (0: never)
   };
 
-  void Add(uint32_t lane, uint64_t seq, uint64_t key, uint64_t predicted_ns, uint64_t now);
+  // `alone`: the item is reported done by itself (its lane's earlier items are reported before
+  // it is submitted, and it is reported right after): its sample is its own, and the items
+  // behind it on its lane cannot start before it ends, so until it is seen done they count in
+  // full, however long it outlasts its prediction.
+  void Add(uint32_t lane, uint64_t seq, uint64_t key, uint64_t predicted_ns, uint64_t now,
+           bool alone = false);
 
   // Retires every item whose lane has completed it (`completed(lane)` gives the lane's
   // completed sequence number). `since_last_check_ns`: how long ago the caller last looked, so
@@ -85,8 +90,9 @@ class InflightWindow {
   // the GPU fed across the host's refill latency behind a long item: the residue an arriving LS
   // request meets is then at most refill_ns plus the new item, which has to run some time.
   bool Admits(uint64_t predicted_ns, const Limits& limits, uint64_t now) const;
-  // Predicted work in flight not yet done: per lane, the predicted time of its items less the
-  // time since its first one could start (never below 0).
+  // Predicted work in flight not yet done: per lane, the predicted time of its items up to its
+  // first `alone` one less the time since the first of them could start (never below 0), plus
+  // the predicted time of the items behind that `alone` one in full.
   uint64_t RemainingNs(uint64_t now) const;
   size_t count() const { return items_.size(); }
   uint64_t predicted_in_flight_ns() const { return predicted_sum_; }
@@ -100,6 +106,7 @@ class InflightWindow {
     uint64_t key;
     uint64_t predicted_ns;
     uint64_t issued_ns;
+    bool alone;
   };
   std::deque<Item> items_;
   uint64_t predicted_sum_ = 0;
