@@ -1,6 +1,6 @@
 #include "missile/common/k8s_identity.h"
 
-#include <cstdio>
+#include "absl/strings/escaping.h"
 
 namespace missile {
 namespace {
@@ -15,9 +15,8 @@ std::string Escaped(std::string_view value) {
     } else if (c == '\n') {
       out += "\\n";
     } else if (c < 0x20 || c >= 0x7f) {
-      char hex[8];
-      std::snprintf(hex, sizeof(hex), "\\x%02x", c);
-      out += hex;
+      out += "\\x";
+      out += absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(&c), 1));
     } else {
       out += static_cast<char>(c);
     }

@@ -5,6 +5,7 @@
 #include <system_error>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 
 namespace missile {
@@ -29,7 +30,6 @@ char ToLower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A'
 // The text between double quotes, with anything unprintable escaped, so that a message never
 // carries control characters from a config file into a log.
 std::string Quote(std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
   std::string out = "\"";
   for (char c : text) {
     const auto u = static_cast<unsigned char>(c);
@@ -38,8 +38,7 @@ std::string Quote(std::string_view text) {
       out += c;
     } else if (u < 0x20 || u >= 0x7f) {
       out += "\\x";
-      out += kHex[u >> 4];
-      out += kHex[u & 0xf];
+      out += absl::BytesToHexString(absl::string_view(&c, 1));
     } else {
       out += c;
     }
