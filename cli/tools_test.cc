@@ -438,7 +438,7 @@ TEST_F(FakeDaemonTest, Status) {
 TEST_F(FakeDaemonTest, TenantsAsJson) {
   absl::StatusOr<std::string> out = Ctl({"tenants", "--json"});
   ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_THAT(*out, HasSubstr("\"tenant_class\":\"be\""));
+  EXPECT_THAT(*out, HasSubstr("\"tenant_class\":\"BEST_EFFORT\""));
   EXPECT_THAT(*out, HasSubstr("\"pid\":42"));
 }
 
@@ -469,7 +469,7 @@ TEST_F(FakeDaemonTest, SetPacingSendsOnlyWhatWasGivenAndPrintsTheChange) {
   out = Ctl({"--json", "set", "--window-us", "100"});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_THAT(*out, HasSubstr("\"previous\":{"));
-  EXPECT_THAT(*out, HasSubstr("\"window_us\":100,"));
+  EXPECT_THAT(*out, HasSubstr("\"window_us\":\"100\","));
 
   out = Ctl({"set", "--max-hold-ms", "5"});
   ASSERT_FALSE(out.ok());
