@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "missile/common/status_macros.h"
 
 namespace missile {
 namespace {
@@ -141,9 +142,8 @@ absl::StatusOr<uint64_t> ParseSize(std::string_view text) { return ParseSizeImpl
 absl::StatusOr<SizeOrFraction> ParseSizeOrPercent(std::string_view text) {
   const std::string_view trimmed = Trim(text);
   if (trimmed.empty() || trimmed.back() != '%') {
-    absl::StatusOr<uint64_t> bytes = ParseSizeImpl("size or percentage", text);
-    if (!bytes.ok()) return bytes.status();
-    return SizeOrFraction::Bytes(*bytes);
+    MISSILE_ASSIGN_OR_RETURN(uint64_t bytes, ParseSizeImpl("size or percentage", text));
+    return SizeOrFraction::Bytes(bytes);
   }
   std::string_view s = Trim(trimmed.substr(0, trimmed.size() - 1));
   if (!s.empty() && s[0] == '-') return Invalid("percentage", text, "must not be negative");
