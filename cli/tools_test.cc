@@ -243,6 +243,15 @@ TEST(MissiledBinaryTest, RunsWithoutTheDriver) {
   EXPECT_THAT(r.out, HasSubstr("gpu.pool_limit = \"95%\""));
   r = Spawn({MISSILED_BIN, "--check-config", "--log-level", "loud"}, no_driver);
   EXPECT_EQ(r.exit_code, 2) << r.err;
+  // "--flag=value" as well as "--flag value"; a mistyped flag names the nearest one.
+  r = Spawn({MISSILED_BIN, "--check-config", "--config=" MISSILE_EXAMPLE_CONFIG}, no_driver);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = Spawn({MISSILED_BIN, "--check-config", "--log-level=loud"}, no_driver);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--log-level: 'loud'"));
+  r = Spawn({MISSILED_BIN, "--confg", "x"}, no_driver);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, StartsWith("missiled: unknown option '--confg'; did you mean '--config'?\n"));
   // A group that does not exist stops missiled at start: --check-config must not pass it.
   TempDir groups;
   const fs::path with_group = groups.path() / "missiled.toml";
