@@ -5,8 +5,9 @@
 #include "absl/strings/numbers.h"
 #include "flags.h"
 #include "missile/common/size.h"
+#include "missile/common/status_macros.h"
+#include "missile/flags/suggest.h"
 #include "run_args.h"
-#include "suggest.h"
 
 namespace missile::cli {
 
@@ -40,8 +41,8 @@ const char kCtlUsage[] =
     "\n"
     "options:\n"
     "  --socket PATH   missiled's socket (default $MISSILE_SOCKET or /run/missile/missiled.sock)\n"
-    "  --json          print the daemon's answer as one line of JSON: proto field names,\n"
-    "                  numbers as numbers, classes as ls/be\n"
+    "  --json          print the daemon's answer as one line of JSON: protobuf's mapping\n"
+    "                  with proto field names (64-bit numbers as strings, enums by name)\n"
     "  --version       print missilectl's version and exit\n"
     "  -h, --help      this text\n"
     "\n"
@@ -55,6 +56,8 @@ std::string DefaultSocket(const char* env_socket) {
   if (env_socket != nullptr && *env_socket != '\0') return env_socket;
   return std::string(kDefaultSocket);
 }
+
+using flags::DidYouMean;
 
 namespace {
 
@@ -125,33 +128,24 @@ constexpr PacingFlag kPacingFlags[] = {
 absl::StatusOr<bool> ParsePacingOption(ArgReader& reader, PacingArgs& pacing) {
   std::string flag(reader.CurrentName());
   if (flag == "--pacing") {
-    absl::StatusOr<std::string> v = reader.TakeValue();
-    if (!v.ok()) return v.status();
-    if (*v != "on" && *v != "off") {
-      return absl::InvalidArgumentError("--pacing: '" + *v + "' is not on or off");
+    MISSILE_ASSIGN_OR_RETURN(std::string v, reader.TakeValue());
+    if (v != "on" && v != "off") {
+      return absl::InvalidArgumentError("--pacing: '" + v + "' is not on or off");
     }
-    if (absl::Status s = SetOnce(pacing.pacing, flag, *v == "on"); !s.ok()) return s;
+    MISSILE_RETURN_IF_ERROR(SetOnce(pacing.pacing, flag, v == "on"));
     return true;
   }
   if (flag == "--window-items") {
-    absl::StatusOr<std::string> v = reader.TakeValue();
-    if (!v.ok()) return v.status();
-    absl::StatusOr<int64_t> n = ParseInt(flag, *v, 1, 1024, "a count in [1, 1024]");
-    if (!n.ok()) return n.status();
-    if (absl::Status s = SetOnce(pacing.window_items, flag, static_cast<uint32_t>(*n)); !s.ok()) {
-      return s;
-    }
+    MISSILE_ASSIGN_OR_RETURN(std::string v, reader.TakeValue());
+    MISSILE_ASSIGN_OR_RETURN(int64_t n, ParseInt(flag, v, 1, 1024, "a count in [1, 1024]"));
+    MISSILE_RETURN_IF_ERROR(SetOnce(pacing.window_items, flag, static_cast<uint32_t>(n)));
     return true;
   }
   for (const PacingFlag& f : kPacingFlags) {
     if (flag != f.flag) continue;
-    absl::StatusOr<std::string> v = reader.TakeValue();
-    if (!v.ok()) return v.status();
-    absl::StatusOr<int64_t> n = ParseInt(flag, *v, f.min, f.max, f.what);
-    if (!n.ok()) return n.status();
-    if (absl::Status s = SetOnce(pacing.*f.field, flag, static_cast<uint64_t>(*n)); !s.ok()) {
-      return s;
-    }
+    MISSILE_ASSIGN_OR_RETURN(std::string v, reader.TakeValue());
+    MISSILE_ASSIGN_OR_RETURN(int64_t n, ParseInt(flag, v, f.min, f.max, f.what));
+    MISSILE_RETURN_IF_ERROR(SetOnce(pacing.*f.field, flag, static_cast<uint64_t>(n)));
     return true;
   }
   return false;
@@ -186,61 +180,50 @@ absl::Status UnknownOption(std::string_view prefix, std::string_view flag,
 
 // One `set` option at the reader's position.
 absl::Status ParseSetOption(ArgReader& reader, SetArgs& set) {
-  absl::StatusOr<bool> pacing = ParsePacingOption(reader, set.pacing);
-  if (!pacing.ok()) return pacing.status();
-  if (*pacing) return absl::OkStatus();
+  MISSILE_ASSIGN_OR_RETURN(bool pacing, ParsePacingOption(reader, set.pacing));
+  if (pacing) return absl::OkStatus();
   std::string flag(reader.CurrentName());
   if (flag == "--pid") {
-    absl::StatusOr<std::string> v = reader.TakeValue();
-    if (!v.ok()) return v.status();
-    absl::StatusOr<int64_t> pid =
-        ParseInt(flag, *v, 1, std::numeric_limits<int32_t>::max(), "a process id");
-    if (!pid.ok()) return pid.status();
-    return SetOnce(set.pid, flag, static_cast<uint32_t>(*pid));
+    MISSILE_ASSIGN_OR_RETURN(std::string v, reader.TakeValue());
+    MISSILE_ASSIGN_OR_RETURN(
+        int64_t pid, ParseInt(flag, v, 1, std::numeric_limits<int32_t>::max(), "a process id"));
+    return SetOnce(set.pid, flag, static_cast<uint32_t>(pid));
   }
   if (flag == "--name") {
-    absl::StatusOr<std::string> v = reader.TakeValue();
-    if (!v.ok()) return v.status();
-    if (absl::Status s = ValidateTenantName(*v); !s.ok()) {
+    MISSILE_ASSIGN_OR_RETURN(std::string v, reader.TakeValue());
+    if (absl::Status s = ValidateTenantName(v); !s.ok()) {
       return absl::InvalidArgumentError("--name: " + std::string(s.message()));
     }
-    return SetOnce(set.name, flag, *v);
+    return SetOnce(set.name, flag, v);
   }
   if (flag == "--class" || flag == "--class-to") {
-    absl::StatusOr<std::string> v = reader.TakeValue();
-    if (!v.ok()) return v.status();
-    absl::StatusOr<v1::TenantClass> cls = ParseClass(flag, *v);
-    if (!cls.ok()) return cls.status();
-    return SetOnce(flag == "--class" ? set.tenant_class : set.class_to, flag, *cls);
+    MISSILE_ASSIGN_OR_RETURN(std::string v, reader.TakeValue());
+    MISSILE_ASSIGN_OR_RETURN(v1::TenantClass cls, ParseClass(flag, v));
+    return SetOnce(flag == "--class" ? set.tenant_class : set.class_to, flag, cls);
   }
   if (flag == "--priority") {
-    absl::StatusOr<std::string> v = reader.TakeValue();
-    if (!v.ok()) return v.status();
-    absl::StatusOr<int64_t> prio = ParseInt(flag, *v, -20, 19, "a priority in [-20, 19]");
-    if (!prio.ok()) return prio.status();
-    return SetOnce(set.priority, flag, static_cast<int32_t>(*prio));
+    MISSILE_ASSIGN_OR_RETURN(std::string v, reader.TakeValue());
+    MISSILE_ASSIGN_OR_RETURN(int64_t prio, ParseInt(flag, v, -20, 19, "a priority in [-20, 19]"));
+    return SetOnce(set.priority, flag, static_cast<int32_t>(prio));
   }
   if (flag == "--weight") {
-    absl::StatusOr<std::string> v = reader.TakeValue();
-    if (!v.ok()) return v.status();
-    absl::StatusOr<int64_t> weight = ParseInt(flag, *v, 1, 1 << 20, "a weight in [1, 1048576]");
-    if (!weight.ok()) return weight.status();
-    return SetOnce(set.weight, flag, static_cast<uint32_t>(*weight));
+    MISSILE_ASSIGN_OR_RETURN(std::string v, reader.TakeValue());
+    MISSILE_ASSIGN_OR_RETURN(int64_t weight,
+                             ParseInt(flag, v, 1, 1 << 20, "a weight in [1, 1048576]"));
+    return SetOnce(set.weight, flag, static_cast<uint32_t>(weight));
   }
   if (flag == "--quota" || flag == "--class-quota") {
-    absl::StatusOr<std::string> v = reader.TakeValue();
-    if (!v.ok()) return v.status();
-    absl::StatusOr<SizeOrFraction> quota = ParseQuotaFlag(flag, *v);
-    if (!quota.ok()) return quota.status();
+    MISSILE_ASSIGN_OR_RETURN(std::string v, reader.TakeValue());
+    MISSILE_ASSIGN_OR_RETURN(SizeOrFraction quota, ParseQuotaFlag(flag, v));
     const bool tenant = flag == "--quota";
     if ((tenant ? set.quota_bytes || set.quota_percent
                 : set.class_quota_bytes || set.class_quota_percent)) {
       return Twice(flag);
     }
-    if (quota->is_fraction) {
-      (tenant ? set.quota_percent : set.class_quota_percent) = PercentAsWritten(*v);
+    if (quota.is_fraction) {
+      (tenant ? set.quota_percent : set.class_quota_percent) = PercentAsWritten(v);
     } else {
-      (tenant ? set.quota_bytes : set.class_quota_bytes) = quota->bytes;
+      (tenant ? set.quota_bytes : set.class_quota_bytes) = quota.bytes;
     }
     return absl::OkStatus();
   }
@@ -344,11 +327,10 @@ absl::Status ParseTopOption(ArgReader& reader, TopArgs& top) {
     }
     return absl::InvalidArgumentError("top takes no arguments, got '" + reader.Current() + "'");
   }
-  absl::StatusOr<std::string> v = reader.TakeValue();
-  if (!v.ok()) return v.status();
+  MISSILE_ASSIGN_OR_RETURN(std::string v, reader.TakeValue());
   double seconds = 0;
-  if (!absl::SimpleAtod(*v, &seconds) || !(seconds >= 0.1 && seconds <= 3600)) {
-    return absl::InvalidArgumentError("--interval: '" + *v + "' is not seconds in [0.1, 3600]");
+  if (!absl::SimpleAtod(v, &seconds) || !(seconds >= 0.1 && seconds <= 3600)) {
+    return absl::InvalidArgumentError("--interval: '" + v + "' is not seconds in [0.1, 3600]");
   }
   top.interval_s = seconds;
   return absl::OkStatus();
@@ -373,14 +355,13 @@ absl::StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args,
       return out;
     }
     if (flag == "--socket") {
-      absl::StatusOr<std::string> v = reader.TakeValue();
-      if (!v.ok()) return v.status();
-      if (v->empty()) return absl::InvalidArgumentError("--socket: empty path");
-      if (absl::Status s = SetOnce(socket, flag, *v); !s.ok()) return s;
+      MISSILE_ASSIGN_OR_RETURN(std::string v, reader.TakeValue());
+      if (v.empty()) return absl::InvalidArgumentError("--socket: empty path");
+      MISSILE_RETURN_IF_ERROR(SetOnce(socket, flag, v));
       continue;
     }
     if (flag == "--json") {
-      if (absl::Status s = reader.TakeSwitch(); !s.ok()) return s;
+      MISSILE_RETURN_IF_ERROR(reader.TakeSwitch());
       out.json = true;
       continue;
     }
@@ -403,11 +384,11 @@ absl::StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args,
       continue;
     }
     if (out.command == CtlCommand::kSet) {
-      if (absl::Status s = ParseSetOption(reader, out.set); !s.ok()) return s;
+      MISSILE_RETURN_IF_ERROR(ParseSetOption(reader, out.set));
       continue;
     }
     if (out.command == CtlCommand::kTop) {
-      if (absl::Status s = ParseTopOption(reader, out.top); !s.ok()) return s;
+      MISSILE_RETURN_IF_ERROR(ParseTopOption(reader, out.top));
       continue;
     }
     std::string command = out.command == CtlCommand::kStatus  ? "status"
@@ -422,7 +403,7 @@ absl::StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args,
         "no command (status, tenants, set, top or check; try --help)");
   }
   if (out.command == CtlCommand::kSet) {
-    if (absl::Status s = CheckSet(out.set); !s.ok()) return s;
+    MISSILE_RETURN_IF_ERROR(CheckSet(out.set));
     if (out.set.pacing.any()) out.command = CtlCommand::kSetPacing;
   }
   out.socket = socket.value_or(std::string(default_socket));

@@ -5,11 +5,13 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "suggest.h"
+#include "missile/flags/suggest.h"
 
 namespace missile::cli {
 namespace {
 
+using flags::DidYouMean;
+using flags::EditDistance;
 using ::testing::HasSubstr;
 
 absl::StatusOr<CtlArgs> Parse(std::vector<std::string> args) {

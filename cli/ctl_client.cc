@@ -17,6 +17,7 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "missile/common/status_macros.h"
 
 namespace missile::cli {
 
@@ -199,7 +200,7 @@ absl::StatusOr<std::string> RunCtlCommand(const CtlArgs& args, v1::Admin::StubIn
 }
 
 absl::StatusOr<std::string> RunCtl(const CtlArgs& args) {
-  if (absl::Status s = CheckSocket(args.socket); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR(CheckSocket(args.socket));
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateChannel("unix:" + args.socket, grpc::InsecureChannelCredentials());
   std::unique_ptr<v1::Admin::Stub> stub = v1::Admin::NewStub(channel);

@@ -2,18 +2,14 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
-#include <cmath>
 #include <string_view>
-#include <system_error>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "flags.h"
-#include "google/protobuf/descriptor.h"
+#include "google/protobuf/util/json_util.h"
 #include "missile/common/size.h"
 
 namespace missile::cli {
@@ -313,131 +309,16 @@ std::string FormatSetPacing(const v1::SetPacingResponse& response) {
   return out;
 }
 
-namespace {
-
-using google::protobuf::EnumValueDescriptor;
-using google::protobuf::FieldDescriptor;
-using google::protobuf::Message;
-using google::protobuf::Reflection;
-
-void AppendJsonString(std::string& out, std::string_view text) {
-  out += '"';
-  for (char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          absl::StrAppendFormat(&out, "\\u%04x", c);
-        } else {
-          out += ch;
-        }
-    }
-  }
-  out += '"';
-}
-
-void AppendJsonDouble(std::string& out, double v) {
-  if (!std::isfinite(v)) {
-    out += "null";
-    return;
-  }
-  // The shortest text that reads back as the same double.
-  char buf[32];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
-  out.append(buf, ec == std::errc() ? end : buf);
-}
-
-void AppendJsonEnum(std::string& out, const EnumValueDescriptor* value) {
-  if (value->type() == v1::TenantClass_descriptor()) {
-    AppendJsonString(out, ClassName(static_cast<v1::TenantClass>(value->number())));
-  } else {
-    AppendJsonString(out, value->name());
-  }
-}
-
-void AppendJsonMessage(std::string& out, const Message& message);
-
-// Element `index` of a repeated field, or the singular field when index < 0.
-void AppendJsonValue(std::string& out, const Message& m, const FieldDescriptor* f, int index) {
-  const Reflection* r = m.GetReflection();
-  const bool rep = index >= 0;
-  switch (f->cpp_type()) {
-    case FieldDescriptor::CPPTYPE_INT32:
-      absl::StrAppend(&out, rep ? r->GetRepeatedInt32(m, f, index) : r->GetInt32(m, f));
-      break;
-    case FieldDescriptor::CPPTYPE_INT64:
-      absl::StrAppend(&out, rep ? r->GetRepeatedInt64(m, f, index) : r->GetInt64(m, f));
-      break;
-    case FieldDescriptor::CPPTYPE_UINT32:
-      absl::StrAppend(&out, rep ? r->GetRepeatedUInt32(m, f, index) : r->GetUInt32(m, f));
-      break;
-    case FieldDescriptor::CPPTYPE_UINT64:
-      absl::StrAppend(&out, rep ? r->GetRepeatedUInt64(m, f, index) : r->GetUInt64(m, f));
-      break;
-    case FieldDescriptor::CPPTYPE_DOUBLE:
-      AppendJsonDouble(out, rep ? r->GetRepeatedDouble(m, f, index) : r->GetDouble(m, f));
-      break;
-    case FieldDescriptor::CPPTYPE_FLOAT:
-      AppendJsonDouble(out, rep ? r->GetRepeatedFloat(m, f, index) : r->GetFloat(m, f));
-      break;
-    case FieldDescriptor::CPPTYPE_BOOL:
-      out += (rep ? r->GetRepeatedBool(m, f, index) : r->GetBool(m, f)) ? "true" : "false";
-      break;
-    case FieldDescriptor::CPPTYPE_ENUM:
-      AppendJsonEnum(out, rep ? r->GetRepeatedEnum(m, f, index) : r->GetEnum(m, f));
-      break;
-    case FieldDescriptor::CPPTYPE_STRING: {
-      const std::string s = rep ? r->GetRepeatedString(m, f, index) : r->GetString(m, f);
-      AppendJsonString(out, f->type() == FieldDescriptor::TYPE_BYTES ? absl::Base64Escape(s) : s);
-      break;
-    }
-    case FieldDescriptor::CPPTYPE_MESSAGE:
-      AppendJsonMessage(out, rep ? r->GetRepeatedMessage(m, f, index) : r->GetMessage(m, f));
-      break;
-  }
-}
-
-void AppendJsonMessage(std::string& out, const Message& m) {
-  const Reflection* r = m.GetReflection();
-  const google::protobuf::Descriptor* d = m.GetDescriptor();
-  out += '{';
-  bool first = true;
-  for (int i = 0; i < d->field_count(); ++i) {
-    const FieldDescriptor* f = d->field(i);
-    // Every scalar is printed, zeros too (scripts need not guess defaults); a message field or
-    // a member of a oneof only when it is set, so an absent policy stays absent.
-    if (!f->is_repeated() && (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE ||
-                              f->containing_oneof() != nullptr) &&
-        !r->HasField(m, f)) {
-      continue;
-    }
-    if (!first) out += ',';
-    first = false;
-    AppendJsonString(out, f->name());
-    out += ':';
-    if (f->is_repeated()) {
-      out += '[';
-      for (int k = 0; k < r->FieldSize(m, f); ++k) {
-        if (k > 0) out += ',';
-        AppendJsonValue(out, m, f, k);
-      }
-      out += ']';
-    } else {
-      AppendJsonValue(out, m, f, -1);
-    }
-  }
-  out += '}';
-}
-
-}  // namespace
-
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
   std::string json;
-  AppendJsonMessage(json, message);
+  const google::protobuf::util::Status status =
+      google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (!status.ok()) {
+    return absl::InternalError("cannot print the answer as JSON: " + status.ToString());
+  }
   json += '\n';
   return json;
 }

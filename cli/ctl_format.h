@@ -61,8 +61,10 @@ std::string FormatSetPolicy(const v1::SetPolicyResponse& response,
 // 300", or "pacing unchanged" when none did; then the policy now in force (FormatPacingPolicy).
 std::string FormatSetPacing(const v1::SetPacingResponse& response);
 
-// The message as one line of JSON with the proto field names, every field present (zeros too),
-// and a trailing newline.
+// The message as one line of JSON, and a trailing newline: protobuf's JSON mapping (proto3) with
+// the proto field names and every scalar field present (zeros too); 64-bit integers are strings
+// of digits and enums their names ("BEST_EFFORT"), as the mapping has them, so protobuf's JSON
+// parser in any language reads the line back. A message field appears only when it is set.
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message);
 
 }  // namespace missile::cli

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "missile/common/size.h"
 
@@ -369,12 +370,12 @@ TEST(ToJsonTest, StatusKeepsProtoFieldNames) {
        {"\"version\"", "\"uptime_s\"", "\"pools\"", "\"capacity_bytes\"", "\"created_bytes\"",
         "\"leased_bytes\"", "\"cached_bytes\"", "\"colour_note\"", "\"reserved_for\"",
         "\"granularity_bytes\"", "\"tenant_quota_bytes\"", "\"class_quota_bytes\"",
-        "\"tenant_class\":\"ls\"", "\"tenant_class\":\"be\"", "\"uptime_s\":11045",
-        "\"total_bytes\":150323855360", "\"colours\":[{\"colour\":0,"}) {
+        "\"tenant_class\":\"LATENCY_SENSITIVE\"", "\"tenant_class\":\"BEST_EFFORT\"",
+        "\"uptime_s\":\"11045\"", "\"total_bytes\":\"150323855360\"",
+        "\"colours\":[{\"colour\":0,"}) {
     EXPECT_THAT(*json, HasSubstr(field));
   }
   EXPECT_THAT(*json, Not(HasSubstr("uptimeS")));
-  EXPECT_THAT(*json, Not(HasSubstr("LATENCY_SENSITIVE")));
   EXPECT_THAT(*json, Not(HasSubstr("\"pacing\"")));  // an absent message stays absent
   EXPECT_EQ(json->back(), '\n');
   EXPECT_EQ(json->find('\n'), json->size() - 1);  // one line
@@ -386,8 +387,8 @@ TEST(ToJsonTest, TenantsAndZeroFields) {
   for (const char* field :
        {"\"tenants\"", "\"pid\":4321", "\"name\":\"batch-train\"", "\"used_bytes\"",
         "\"quota_bytes\"", "\"connected_s\"", "\"gpu_index\":0", "\"compute\"",
-        "\"held_ms\":1234.5", "\"held_share\":0.35", "\"inflight\":3",
-        "\"ls_busy_share\":0.404", "\"submissions\":120000", "\"h2d_bytes\":3221225472",
+        "\"held_ms\":1234.5", "\"held_share\":0.35", "\"inflight\":\"3\"",
+        "\"ls_busy_share\":0.404", "\"submissions\":\"120000\"", "\"h2d_bytes\":\"3221225472\"",
         "\"priority\":-5"}) {
     EXPECT_THAT(*json, HasSubstr(field));
   }
@@ -404,8 +405,16 @@ TEST(ToJsonTest, StringsAreEscapedAndUint64KeepsEveryDigit) {
   absl::StatusOr<std::string> json = ToJson(r);
   ASSERT_TRUE(json.ok());
   EXPECT_THAT(*json, HasSubstr("\"name\":\"a\\\"b\\\\c\\n\\u0001\""));
-  EXPECT_THAT(*json, HasSubstr("\"session_id\":18446744073709551615"));
-  EXPECT_THAT(*json, HasSubstr("\"tenant_class\":\"?\""));
+  EXPECT_THAT(*json, HasSubstr("\"session_id\":\"18446744073709551615\""));
+  EXPECT_THAT(*json, HasSubstr("\"tenant_class\":\"TENANT_CLASS_UNSPECIFIED\""));
+}
+
+TEST(ToJsonTest, ProtobufReadsItBack) {
+  absl::StatusOr<std::string> json = ToJson(Tenants());
+  ASSERT_TRUE(json.ok()) << json.status();
+  v1::ListTenantsResponse back;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(*json, &back).ok());
+  EXPECT_EQ(back.SerializeAsString(), Tenants().SerializeAsString());
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "missile/common/size.h"
+#include "missile/common/status_macros.h"
 
 namespace missile::cli {
 namespace {
@@ -204,7 +205,7 @@ std::string TopEndedMessage(const grpc::Status& status, const std::string& socke
 }
 
 absl::StatusOr<int> RunTop(const CtlArgs& args) {
-  if (absl::Status s = CheckSocket(args.socket); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR(CheckSocket(args.socket));
   std::unique_ptr<v1::Admin::Stub> stub = v1::Admin::NewStub(
       grpc::CreateChannel("unix:" + args.socket, grpc::InsecureChannelCredentials()));
   absl::StatusOr<TopSample> first = Sample(*stub, args.socket, /*started=*/false);

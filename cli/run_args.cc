@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "flags.h"
 #include "missile/common/size.h"
+#include "missile/common/status_macros.h"
 
 namespace missile::cli {
 
@@ -59,11 +60,10 @@ absl::Status Twice(std::string_view flag) {
 // Takes the current option's value into `slot`, once.
 absl::Status TakeOnce(ArgReader& reader, std::optional<std::string>& slot) {
   std::string flag(reader.CurrentName());
-  absl::StatusOr<std::string> v = reader.TakeValue();
-  if (!v.ok()) return v.status();
+  MISSILE_ASSIGN_OR_RETURN(std::string v, reader.TakeValue());
   if (slot.has_value()) return Twice(flag);
-  if (v->empty()) return absl::InvalidArgumentError(flag + ": empty value");
-  slot = *v;
+  if (v.empty()) return absl::InvalidArgumentError(flag + ": empty value");
+  slot = v;
   return absl::OkStatus();
 }
 

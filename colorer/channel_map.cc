@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "missile/common/status_macros.h"
 
 namespace missile::colorer {
 namespace {
@@ -156,7 +157,7 @@ ChannelSet XorChannelMap::ChannelsOf(uint64_t phys_begin, uint64_t bytes) const 
 
 absl::StatusOr<std::vector<ChannelSet>> XorChannelMap::AlignedBlockChannelSets(
     uint64_t block_bytes) const {
-  if (absl::Status s = CheckBlockBytes(block_bytes); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR(CheckBlockBytes(block_bytes));
   // Every channel index is reachable (the masks are independent), so the block channel sets
   // are exactly the cosets of span_[L].
   const int log2_block = std::countr_zero(block_bytes);
@@ -233,7 +234,7 @@ ChannelSet LookupTableChannelMap::ChannelsOf(uint64_t phys_begin, uint64_t bytes
 
 absl::StatusOr<std::vector<ChannelSet>> LookupTableChannelMap::AlignedBlockChannelSets(
     uint64_t block_bytes) const {
-  if (absl::Status s = CheckBlockBytes(block_bytes); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR(CheckBlockBytes(block_bytes));
   const int log2_block = std::countr_zero(block_bytes);
   const size_t n = table_.size();
   std::vector<ChannelSet> sets;
@@ -301,7 +302,7 @@ ChannelSet UniformChannelMap::ChannelsOf(uint64_t phys_begin, uint64_t bytes) co
 
 absl::StatusOr<std::vector<ChannelSet>> UniformChannelMap::AlignedBlockChannelSets(
     uint64_t block_bytes) const {
-  if (absl::Status s = CheckBlockBytes(block_bytes); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR(CheckBlockBytes(block_bytes));
   if (block_bytes / kGranuleBytes >= static_cast<uint64_t>(channels_)) {
     return std::vector{AllChannels()};
   }

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "missile/common/status_macros.h"
 #include "toml++/toml.h"
 
 namespace missile::colorer {
@@ -95,7 +96,7 @@ class Reader {
 // long: one read per key in file order; each is two lines of status plumbing.
 absl::StatusOr<ChannelMapFile> Read(const toml::table& root) {
   Reader r(root);
-  if (absl::Status s = r.OnlyKnownKeys(); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR(r.OnlyKnownKeys());
   auto version = r.Int("format_version", kChannelMapFileVersion, kChannelMapFileVersion);
   if (!version.ok()) return version.status();
   ChannelMapFile f;
@@ -154,7 +155,7 @@ absl::StatusOr<ChannelMapFile> Read(const toml::table& root) {
     return KeyError("channel_groups", absl::StrCat(*groups, " but masks give 2^", f.fit.rank(),
                                                    " = ", f.fit.groups()));
   }
-  if (absl::Status s = ValidateChannelMapFile(f); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR(ValidateChannelMapFile(f));
   return f;
 }
 
@@ -243,7 +244,7 @@ absl::StatusOr<ChannelMapFile> LoadChannelMapFile(const std::string& path) {
 }
 
 absl::StatusOr<std::string> FormatChannelMapFile(const ChannelMapFile& f) {
-  if (absl::Status s = ValidateChannelMapFile(f); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR(ValidateChannelMapFile(f));
   try {
     toml::table root;
     root.insert("format_version", kChannelMapFileVersion);
@@ -283,13 +284,12 @@ absl::StatusOr<std::string> FormatChannelMapFile(const ChannelMapFile& f) {
 }
 
 absl::Status SaveChannelMapFile(const ChannelMapFile& file, const std::string& path) {
-  absl::StatusOr<std::string> text = FormatChannelMapFile(file);
-  if (!text.ok()) return text.status();
+  MISSILE_ASSIGN_OR_RETURN(std::string text, FormatChannelMapFile(file));
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("creating ", tmp));
   absl::Status s;
-  std::string_view rest = *text;
+  std::string_view rest = text;
   while (s.ok() && !rest.empty()) {
     const ssize_t n = ::write(fd, rest.data(), rest.size());
     if (n < 0 && errno == EINTR) continue;
@@ -309,12 +309,12 @@ absl::Status SaveChannelMapFile(const ChannelMapFile& file, const std::string& p
 }
 
 absl::StatusOr<std::string> ExplainColours(const ChannelMapFile& file, uint64_t granularity_bytes) {
-  absl::StatusOr<GranularityColours> colours = ColoursAtGranularity(file.fit, granularity_bytes);
-  if (!colours.ok()) return colours.status();
+  MISSILE_ASSIGN_OR_RETURN(GranularityColours colours,
+                           ColoursAtGranularity(file.fit, granularity_bytes));
   return absl::StrFormat(
       "channel map (%s, %d groups over bits %d-%d, confidence %.2f, held-back accuracy %.2f): %s",
       file.source, file.fit.groups(), file.fit.low_bit, file.fit.high_bit - 1, file.fit.confidence,
-      file.verification_accuracy, colours->reason);
+      file.verification_accuracy, colours.reason);
 }
 
 }  // namespace missile::colorer

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "missile/common/status_macros.h"
 
 namespace missile::colorer {
 namespace {
@@ -65,9 +66,8 @@ class Run {
     std::vector<double> samples;
     double median = 0;
     do {
-      absl::StatusOr<double> s = Call(a, b);
-      if (!s.ok()) return s.status();
-      samples.push_back(*s);
+      MISSILE_ASSIGN_OR_RETURN(double s, Call(a, b));
+      samples.push_back(s);
       median = Median(samples);
     } while (Near(median) && static_cast<int>(samples.size()) <= options_.max_repeats);
     ClassifierEvidence& ev = result_.evidence;
@@ -135,7 +135,7 @@ absl::StatusOr<ClassificationResult> ClassifyChunks(int num_chunks, Interference
     return absl::InvalidArgumentError(
         absl::StrCat("classifier: num_chunks = ", num_chunks, " must be >= 1"));
   }
-  if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR(ValidateOptions(options));
 
   ClassificationResult result;
   ClassifierEvidence& ev = result.evidence;
@@ -156,11 +156,10 @@ absl::StatusOr<ClassificationResult> ClassifyChunks(int num_chunks, Interference
       const size_t probe_size =
           std::min(found[c].size(), static_cast<size_t>(options.probe_group_size));
       const std::vector<ChunkIndex> probe(found[c].begin(), found[c].begin() + probe_size);
-      absl::StatusOr<Run::Decision> d = run.Decide({chunk}, probe);
-      if (!d.ok()) return d.status();
-      Track(ev, *d);
-      run.Score(d->clear);
-      if (d->same) {
+      MISSILE_ASSIGN_OR_RETURN(Run::Decision d, run.Decide({chunk}, probe));
+      Track(ev, d);
+      run.Score(d.clear);
+      if (d.same) {
         found[c].push_back(chunk);
         joined = true;
         break;
@@ -192,19 +191,17 @@ absl::StatusOr<ClassificationResult> ClassifyChunks(int num_chunks, Interference
       if (found[c].size() < 2) continue;
       std::vector<ChunkIndex> halves[2];
       for (size_t j = 0; j < found[c].size(); ++j) halves[j % 2].push_back(found[c][j]);
-      absl::StatusOr<Run::Decision> d = run.Decide(halves[0], halves[1]);
-      if (!d.ok()) return d.status();
-      ev.intra_class[c] = d->value;
-      if (!d->same) ++ev.split_suspects;
-      run.Score(d->clear && d->same);
+      MISSILE_ASSIGN_OR_RETURN(Run::Decision d, run.Decide(halves[0], halves[1]));
+      ev.intra_class[c] = d.value;
+      if (!d.same) ++ev.split_suspects;
+      run.Score(d.clear && d.same);
     }
     for (int p = 0; p < k; ++p) {
       for (int q = p + 1; q < k; ++q) {
-        absl::StatusOr<Run::Decision> d = run.Decide(found[p], found[q]);
-        if (!d.ok()) return d.status();
-        ev.cross_class[p][q] = d->value;
-        run.Score(d->clear && !d->same);
-        if (d->same && find(p) != find(q)) {
+        MISSILE_ASSIGN_OR_RETURN(Run::Decision d, run.Decide(found[p], found[q]));
+        ev.cross_class[p][q] = d.value;
+        run.Score(d.clear && !d.same);
+        if (d.same && find(p) != find(q)) {
           parent[find(q)] = find(p);
           ++ev.merged_classes;
         }

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "missile/common/status_macros.h"
 
 namespace missile::colorer {
 namespace {
@@ -90,9 +91,9 @@ absl::StatusOr<ColourScheme> ColourScheme::FromGroups(std::shared_ptr<const Chan
 absl::StatusOr<ColourScheme> ColourScheme::ForGranularity(std::shared_ptr<const ChannelMap> map,
                                                           uint64_t granularity_bytes) {
   if (map == nullptr) return absl::InvalidArgumentError("colour scheme: null channel map");
-  absl::StatusOr<std::vector<ChannelSet>> sets = map->AlignedBlockChannelSets(granularity_bytes);
-  if (!sets.ok()) return sets.status();
-  std::vector<ChannelSet> groups = LinkedGroups(map->channel_count(), *sets);
+  MISSILE_ASSIGN_OR_RETURN(std::vector<ChannelSet> sets,
+                           map->AlignedBlockChannelSets(granularity_bytes));
+  std::vector<ChannelSet> groups = LinkedGroups(map->channel_count(), sets);
   return ColourScheme(std::move(map), std::move(groups));
 }
 
@@ -119,9 +120,9 @@ ColourSet ColourScheme::ColoursOf(uint64_t phys_begin, uint64_t bytes) const {
 }
 
 absl::StatusOr<int> DistinguishableColours(const ChannelMap& map, uint64_t granularity_bytes) {
-  absl::StatusOr<std::vector<ChannelSet>> sets = map.AlignedBlockChannelSets(granularity_bytes);
-  if (!sets.ok()) return sets.status();
-  return static_cast<int>(LinkedGroups(map.channel_count(), *sets).size());
+  MISSILE_ASSIGN_OR_RETURN(std::vector<ChannelSet> sets,
+                           map.AlignedBlockChannelSets(granularity_bytes));
+  return static_cast<int>(LinkedGroups(map.channel_count(), sets).size());
 }
 
 }  // namespace missile::colorer

@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "missile/common/status_macros.h"
 
 namespace missile::colorer {
 namespace {
@@ -141,7 +142,7 @@ int Disagreements(const Gf2Basis& basis, const std::vector<MaskObservation>& obs
 // classified observations; splitting them would pass the same vectors around.
 absl::StatusOr<XorHashFit> FitRowSpaceFromScan(const std::vector<MaskObservation>& observations,
                                                const ScanFitOptions& options) {
-  if (absl::Status s = CheckRange(options.low_bit, options.high_bit); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR(CheckRange(options.low_bit, options.high_bit));
   if (observations.size() < 8) {
     return absl::InvalidArgumentError(
         absl::StrCat("a scan fit needs at least 8 observations, got ", observations.size()));
@@ -218,14 +219,13 @@ absl::StatusOr<ScanCrossValidation> CrossValidateScan(
     return absl::InvalidArgumentError(absl::StrCat("cross-validation: ", folds, " folds of ",
                                                    observations.size(), " observations"));
   }
-  absl::StatusOr<XorHashFit> final_fit = FitRowSpaceFromScan(observations, options);
-  if (!final_fit.ok()) return final_fit.status();
+  MISSILE_ASSIGN_OR_RETURN(XorHashFit final_fit, FitRowSpaceFromScan(observations, options));
   std::vector<size_t> order(observations.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::mt19937_64 rng(seed);
   std::shuffle(order.begin(), order.end(), rng);
   ScanCrossValidation out;
-  out.fit = *final_fit;
+  out.fit = final_fit;
   out.folds = folds;
   int right = 0;
   for (int f = 0; f < folds; ++f) {
@@ -234,11 +234,10 @@ absl::StatusOr<ScanCrossValidation> CrossValidateScan(
       (static_cast<int>(i % static_cast<size_t>(folds)) == f ? test : train)
           .push_back(observations[order[i]]);
     }
-    absl::StatusOr<XorHashFit> fit = FitRowSpaceFromScan(train, options);
-    if (!fit.ok()) return fit.status();
-    if (fit->masks == out.fit.masks) ++out.folds_matching;
+    MISSILE_ASSIGN_OR_RETURN(XorHashFit fit, FitRowSpaceFromScan(train, options));
+    if (fit.masks == out.fit.masks) ++out.folds_matching;
     const double threshold = ScanThreshold(train, options);
-    const Gf2Basis basis(fit->masks);
+    const Gf2Basis basis(fit.masks);
     for (const MaskObservation& o : test) right += basis.Contains(o.mask) == (o.ratio < threshold);
     out.predictions += static_cast<int>(test.size());
   }
@@ -286,7 +285,7 @@ uint64_t Difference(int bit, uint64_t subset, const std::vector<int>& pivots) {
 // vote bookkeeping (counts, margins, disagreements) is in one place.
 absl::StatusOr<XorHashFit> FitWithConflictOracle(const ConflictOracle& oracle,
                                                  const OracleFitOptions& options) {
-  if (absl::Status s = CheckRange(options.low_bit, options.high_bit); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR(CheckRange(options.low_bit, options.high_bit));
   if (!oracle) return absl::InvalidArgumentError("no conflict oracle");
   if (options.votes < 1 || options.votes % 2 == 0 || options.votes > 101) {
     return absl::InvalidArgumentError(

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "missile/common/status_macros.h"
 #include "toml++/toml.h"
 
 namespace missile::colorer {
@@ -140,44 +141,40 @@ class TableReader {
 absl::StatusOr<ChannelMapSpec> ReadChannelMap(const toml::table& table) {
   TableReader r(table, "channel_map.");
   ChannelMapSpec spec;
-  absl::StatusOr<std::string> kind_name = r.String("kind");
-  if (!kind_name.ok()) return kind_name.status();
-  absl::StatusOr<ChannelMapSpec::Kind> kind = ParseKind(*kind_name);
+  MISSILE_ASSIGN_OR_RETURN(std::string kind_name, r.String("kind"));
+  absl::StatusOr<ChannelMapSpec::Kind> kind = ParseKind(kind_name);
   if (!kind.ok()) return KeyError(r.Name("kind"), kind.status().message());
   spec.kind = *kind;
   switch (spec.kind) {
     case ChannelMapSpec::Kind::kUniform: {
-      if (absl::Status s = r.OnlyKeys({"kind", "channels"}); !s.ok()) return s;
-      absl::StatusOr<int64_t> channels = r.Int("channels", 1, kMaxChannels);
-      if (!channels.ok()) return channels.status();
-      spec.channels = static_cast<int>(*channels);
+      MISSILE_RETURN_IF_ERROR(r.OnlyKeys({"kind", "channels"}));
+      MISSILE_ASSIGN_OR_RETURN(int64_t channels, r.Int("channels", 1, kMaxChannels));
+      spec.channels = static_cast<int>(channels);
       break;
     }
     case ChannelMapSpec::Kind::kXor: {
-      if (absl::Status s = r.OnlyKeys({"kind", "masks"}); !s.ok()) return s;
-      absl::StatusOr<const toml::array*> masks = r.Array("masks");
-      if (!masks.ok()) return masks.status();
-      for (size_t i = 0; i < (*masks)->size(); ++i) {
-        absl::StatusOr<int64_t> mask =
-            TableReader::IntValue(*(*masks)->get(i), absl::StrCat(r.Name("masks"), "[", i, "]"), 1,
-                                  std::numeric_limits<int64_t>::max());
-        if (!mask.ok()) return mask.status();
-        spec.masks.push_back(static_cast<uint64_t>(*mask));
+      MISSILE_RETURN_IF_ERROR(r.OnlyKeys({"kind", "masks"}));
+      MISSILE_ASSIGN_OR_RETURN(const toml::array* masks, r.Array("masks"));
+      for (size_t i = 0; i < (masks)->size(); ++i) {
+        MISSILE_ASSIGN_OR_RETURN(
+            int64_t mask,
+            TableReader::IntValue(*(masks)->get(i), absl::StrCat(r.Name("masks"), "[", i, "]"), 1,
+                                  std::numeric_limits<int64_t>::max()));
+        spec.masks.push_back(static_cast<uint64_t>(mask));
       }
       break;
     }
     case ChannelMapSpec::Kind::kLookupTable: {
-      if (absl::Status s = r.OnlyKeys({"kind", "granule_shift", "table"}); !s.ok()) return s;
-      absl::StatusOr<int64_t> shift = r.Int("granule_shift", 0, 63);
-      if (!shift.ok()) return shift.status();
-      spec.granule_shift = static_cast<int>(*shift);
-      absl::StatusOr<const toml::array*> values = r.Array("table");
-      if (!values.ok()) return values.status();
-      for (size_t i = 0; i < (*values)->size(); ++i) {
-        absl::StatusOr<int64_t> v = TableReader::IntValue(
-            *(*values)->get(i), absl::StrCat(r.Name("table"), "[", i, "]"), 0, kMaxChannels - 1);
-        if (!v.ok()) return v.status();
-        spec.table.push_back(static_cast<int>(*v));
+      MISSILE_RETURN_IF_ERROR(r.OnlyKeys({"kind", "granule_shift", "table"}));
+      MISSILE_ASSIGN_OR_RETURN(int64_t shift, r.Int("granule_shift", 0, 63));
+      spec.granule_shift = static_cast<int>(shift);
+      MISSILE_ASSIGN_OR_RETURN(const toml::array* values, r.Array("table"));
+      for (size_t i = 0; i < (values)->size(); ++i) {
+        MISSILE_ASSIGN_OR_RETURN(
+            int64_t v,
+            TableReader::IntValue(*(values)->get(i), absl::StrCat(r.Name("table"), "[", i, "]"), 0,
+                                  kMaxChannels - 1));
+        spec.table.push_back(static_cast<int>(v));
       }
       break;
     }
@@ -187,15 +184,12 @@ absl::StatusOr<ChannelMapSpec> ReadChannelMap(const toml::table& table) {
 
 absl::StatusOr<GpuColourProfile> ReadProfile(const toml::table& root) {
   TableReader r(root, "");
-  if (absl::Status s =
-          r.OnlyKeys({"format_version", "gpu_name", "uuid", "driver_version", "tool_version",
-                      "date", "granularity_bytes", "colours", "channel_map", "evidence"});
-      !s.ok()) {
-    return s;
-  }
-  absl::StatusOr<int64_t> version =
-      r.Int("format_version", kProfileFormatVersion, kProfileFormatVersion);
-  if (!version.ok()) return version.status();
+  MISSILE_RETURN_IF_ERROR(
+      r.OnlyKeys({"format_version", "gpu_name", "uuid", "driver_version", "tool_version", "date",
+                  "granularity_bytes", "colours", "channel_map", "evidence"}));
+  // Only the one supported version passes.
+  MISSILE_RETURN_IF_ERROR(
+      r.Int("format_version", kProfileFormatVersion, kProfileFormatVersion).status());
 
   GpuColourProfile p;
   std::pair<absl::string_view, std::string*> strings[] = {{"gpu_name", &p.gpu_name},
@@ -208,13 +202,11 @@ absl::StatusOr<GpuColourProfile> ReadProfile(const toml::table& root) {
     if (!v.ok()) return v.status();
     *out = *std::move(v);
   }
-  absl::StatusOr<int64_t> granularity =
-      r.Int("granularity_bytes", 1, std::numeric_limits<int64_t>::max());
-  if (!granularity.ok()) return granularity.status();
-  p.granularity_bytes = static_cast<uint64_t>(*granularity);
-  absl::StatusOr<int64_t> colours = r.Int("colours", 1, kMaxChannels);
-  if (!colours.ok()) return colours.status();
-  p.colours = static_cast<int>(*colours);
+  MISSILE_ASSIGN_OR_RETURN(int64_t granularity,
+                           r.Int("granularity_bytes", 1, std::numeric_limits<int64_t>::max()));
+  p.granularity_bytes = static_cast<uint64_t>(granularity);
+  MISSILE_ASSIGN_OR_RETURN(int64_t colours, r.Int("colours", 1, kMaxChannels));
+  p.colours = static_cast<int>(colours);
 
   absl::StatusOr<const toml::table*> map_table = r.Table("channel_map");
   if (!map_table.ok()) return map_table.status();
@@ -223,30 +215,28 @@ absl::StatusOr<GpuColourProfile> ReadProfile(const toml::table& root) {
   p.channel_map = *std::move(map);
 
   if (root.contains("evidence")) {  // optional: zero entries may be left out
-    absl::StatusOr<const toml::array*> entries = r.Array("evidence");
-    if (!entries.ok()) return entries.status();
-    for (size_t i = 0; i < (*entries)->size(); ++i) {
-      const toml::node& node = *(*entries)->get(i);
+    MISSILE_ASSIGN_OR_RETURN(const toml::array* entries, r.Array("evidence"));
+    for (size_t i = 0; i < (entries)->size(); ++i) {
+      const toml::node& node = *(entries)->get(i);
       const std::string name = absl::StrCat("evidence[", i, "]");
       if (!node.is_table()) {
         return KeyError(name, absl::StrCat("must be a table, got ", TypeName(node)));
       }
       TableReader e(*node.as_table(), name + ".");
-      if (absl::Status s = e.OnlyKeys({"name", "value", "unit"}); !s.ok()) return s;
+      MISSILE_RETURN_IF_ERROR(e.OnlyKeys({"name", "value", "unit"}));
       EvidenceEntry entry;
       absl::StatusOr<std::string> entry_name = e.String("name");
       if (!entry_name.ok()) return entry_name.status();
       entry.name = *std::move(entry_name);
-      absl::StatusOr<double> value = e.Number("value");
-      if (!value.ok()) return value.status();
-      entry.value = *value;
+      MISSILE_ASSIGN_OR_RETURN(double value, e.Number("value"));
+      entry.value = value;
       absl::StatusOr<std::string> unit = e.String("unit");
       if (!unit.ok()) return unit.status();
       entry.unit = *std::move(unit);
       p.evidence.push_back(std::move(entry));
     }
   }
-  if (absl::Status s = ValidateProfile(p); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR(ValidateProfile(p));
   return p;
 }
 
@@ -389,7 +379,7 @@ absl::StatusOr<GpuColourProfile> LoadProfile(const std::string& path) {
 }
 
 absl::StatusOr<std::string> FormatProfile(const GpuColourProfile& profile) {
-  if (absl::Status s = ValidateProfile(profile); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR(ValidateProfile(profile));
   try {
     std::ostringstream out;
     out << "# Missile GPU colour profile (see colorer/include/missile/colorer/profile.h).\n"
@@ -401,8 +391,7 @@ absl::StatusOr<std::string> FormatProfile(const GpuColourProfile& profile) {
 }
 
 absl::Status SaveProfile(const GpuColourProfile& profile, const std::string& path) {
-  absl::StatusOr<std::string> text = FormatProfile(profile);
-  if (!text.ok()) return text.status();
+  MISSILE_ASSIGN_OR_RETURN(std::string text, FormatProfile(profile));
   const std::string tmp = path + ".tmp";
   // Each failing call's errno is read before anything else can overwrite it.
   auto failed = [](int err, absl::string_view what, const std::string& file) {
@@ -410,7 +399,7 @@ absl::Status SaveProfile(const GpuColourProfile& profile, const std::string& pat
   };
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return failed(errno, "creating", tmp);
-  absl::Status s = WriteAll(fd, *text, tmp);
+  absl::Status s = WriteAll(fd, text, tmp);
   if (s.ok() && ::fsync(fd) != 0) s = failed(errno, "syncing", tmp);
   if (::close(fd) != 0 && s.ok()) s = failed(errno, "closing", tmp);
   if (s.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -421,7 +410,7 @@ absl::Status SaveProfile(const GpuColourProfile& profile, const std::string& pat
 }
 
 absl::StatusOr<ColourScheme> SchemeFromProfile(const GpuColourProfile& profile) {
-  if (absl::Status s = ValidateProfile(profile); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR(ValidateProfile(profile));
   absl::StatusOr<std::unique_ptr<ChannelMap>> map = MakeChannelMap(profile.channel_map);
   if (!map.ok()) return map.status();
   return ColourScheme::ForGranularity(std::shared_ptr<const ChannelMap>(*std::move(map)),

@@ -1,6 +1,7 @@
 #include "missile/common/k8s_identity.h"
 
-#include <cstdio>
+#include "absl/strings/escaping.h"
+#include "missile/common/status_macros.h"
 
 namespace missile {
 namespace {
@@ -15,9 +16,8 @@ std::string Escaped(std::string_view value) {
     } else if (c == '\n') {
       out += "\\n";
     } else if (c < 0x20 || c >= 0x7f) {
-      char hex[8];
-      std::snprintf(hex, sizeof(hex), "\\x%02x", c);
-      out += hex;
+      out += "\\x";
+      out += absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(&c), 1));
     } else {
       out += static_cast<char>(c);
     }
@@ -49,10 +49,8 @@ absl::Status ValidateK8sField(std::string_view what, std::string_view value, siz
 }
 
 absl::Status ValidateK8sIdentity(const K8sIdentity& id) {
-  if (absl::Status s = ValidateK8sField("pod", id.pod, kMaxPodName); !s.ok()) return s;
-  if (absl::Status s = ValidateK8sField("namespace", id.k8s_namespace, kMaxNamespace); !s.ok()) {
-    return s;
-  }
+  MISSILE_RETURN_IF_ERROR(ValidateK8sField("pod", id.pod, kMaxPodName));
+  MISSILE_RETURN_IF_ERROR(ValidateK8sField("namespace", id.k8s_namespace, kMaxNamespace));
   return ValidateK8sField("container", id.container, kMaxContainerName);
 }
 

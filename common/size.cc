@@ -5,7 +5,9 @@
 #include <system_error>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "missile/common/status_macros.h"
 
 namespace missile {
 namespace {
@@ -29,7 +31,6 @@ char ToLower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A'
 // The text between double quotes, with anything unprintable escaped, so that a message never
 // carries control characters from a config file into a log.
 std::string Quote(std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
   std::string out = "\"";
   for (char c : text) {
     const auto u = static_cast<unsigned char>(c);
@@ -38,8 +39,7 @@ std::string Quote(std::string_view text) {
       out += c;
     } else if (u < 0x20 || u >= 0x7f) {
       out += "\\x";
-      out += kHex[u >> 4];
-      out += kHex[u & 0xf];
+      out += absl::BytesToHexString(absl::string_view(&c, 1));
     } else {
       out += c;
     }
@@ -142,9 +142,8 @@ absl::StatusOr<uint64_t> ParseSize(std::string_view text) { return ParseSizeImpl
 absl::StatusOr<SizeOrFraction> ParseSizeOrPercent(std::string_view text) {
   const std::string_view trimmed = Trim(text);
   if (trimmed.empty() || trimmed.back() != '%') {
-    absl::StatusOr<uint64_t> bytes = ParseSizeImpl("size or percentage", text);
-    if (!bytes.ok()) return bytes.status();
-    return SizeOrFraction::Bytes(*bytes);
+    MISSILE_ASSIGN_OR_RETURN(uint64_t bytes, ParseSizeImpl("size or percentage", text));
+    return SizeOrFraction::Bytes(bytes);
   }
   std::string_view s = Trim(trimmed.substr(0, trimmed.size() - 1));
   if (!s.empty() && s[0] == '-') return Invalid("percentage", text, "must not be negative");

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "absl/strings/escaping.h"
 #include "internal/core_session.h"
 #include "logger.h"
 
@@ -43,13 +44,8 @@ std::string NewInstanceId() {
     memcpy(raw, &t, 8);
     memcpy(raw + 8, &pid, 8);
   }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string id;
-  for (unsigned char b : raw) {
-    id += kHex[b >> 4];
-    id += kHex[b & 15];
-  }
-  return id;
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(raw), sizeof(raw)));
 }
 
 }  // namespace

@@ -9,12 +9,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <memory>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +28,8 @@
 #include "instance_lock.h"
 #include "logger.h"
 #include "metrics_snapshot.h"
+#include "missile/common/status_macros.h"
+#include "missile/flags/parse.h"
 #include "missile/version.h"
 #include "mps.h"
 #include "pod_resources.h"
@@ -64,37 +66,25 @@ void Usage(FILE* out) {
 
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&](const char* name) -> absl::StatusOr<std::string> {
-      if (i + 1 >= argc) return absl::InvalidArgumentError(std::string(name) + " needs a value");
-      return std::string(argv[++i]);
-    };
-    if (a == "--config") {
-      auto v = value("--config");
-      if (!v.ok()) return v.status();
-      f.config = *v;
-      f.config_given = true;
-    } else if (a == "--socket") {
-      auto v = value("--socket");
-      if (!v.ok()) return v.status();
-      f.socket = *v;
-    } else if (a == "--log-level") {
-      auto v = value("--log-level");
-      if (!v.ok()) return v.status();
-      f.log_level = *v;
-    } else if (a == "--check-config") {
-      f.check_only = true;
-    } else if (a == "--help" || a == "-h") {
-      Usage(stdout);
-      exit(0);
-    } else if (a == "--version") {
-      printf("missiled %s\n", missile::kVersion);
-      exit(0);
-    } else {
-      return absl::InvalidArgumentError("unknown argument '" + a + "'");
-    }
+  bool help = false, version = false;
+  CLI::App app;
+  flags::Configure(app);
+  CLI::Option* config = app.add_option("--config", f.config);
+  app.add_option("--socket", f.socket);
+  app.add_option("--log-level", f.log_level);
+  app.add_flag("--check-config", f.check_only);
+  app.add_flag("-h,--help", help);
+  app.add_flag("--version", version);
+  MISSILE_RETURN_IF_ERROR(flags::Parse(app, std::vector<std::string>(argv + 1, argv + argc)));
+  if (help) {
+    Usage(stdout);
+    exit(0);
   }
+  if (version) {
+    printf("missiled %s\n", missile::kVersion);
+    exit(0);
+  }
+  f.config_given = config->count() > 0;
   return f;
 }
 

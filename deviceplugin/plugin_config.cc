@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "flags.h"
+#include "missile/common/status_macros.h"
 
 namespace missile::deviceplugin {
 
@@ -95,18 +96,16 @@ Setter SetPath(std::string PluginConfig::*field) { return Set(field, ParsePath);
 
 Setter SetSlots(ClassResource PluginConfig::*res) {
   return [res](PluginConfig& c, const std::string& flag, const std::string& text) {
-    absl::StatusOr<uint32_t> n = ParseCount(flag, text, 0, 1000);
-    if (!n.ok()) return n.status();
-    (c.*res).slots_per_gpu = *n;
+    MISSILE_ASSIGN_OR_RETURN(uint32_t n, ParseCount(flag, text, 0, 1000));
+    (c.*res).slots_per_gpu = n;
     return absl::OkStatus();
   };
 }
 
 Setter SetQuota(ClassResource PluginConfig::*res) {
   return [res](PluginConfig& c, const std::string& flag, const std::string& text) {
-    absl::StatusOr<SizeOrFraction> q = ParseQuota(flag, text);
-    if (!q.ok()) return q.status();
-    (c.*res).quota_per_slot = *q;
+    MISSILE_ASSIGN_OR_RETURN(SizeOrFraction q, ParseQuota(flag, text));
+    (c.*res).quota_per_slot = q;
     return absl::OkStatus();
   };
 }
@@ -127,16 +126,14 @@ const std::map<std::string, Setter, std::less<>>& Setters() {
       {"--device-root", SetPath(&PluginConfig::device_root)},
       {"--poll-ms",
        [](PluginConfig& c, const std::string& flag, const std::string& text) {
-         absl::StatusOr<uint32_t> ms = ParseCount(flag, text, 10, 60000);
-         if (!ms.ok()) return ms.status();
-         c.poll_interval = std::chrono::milliseconds(*ms);
+         MISSILE_ASSIGN_OR_RETURN(uint32_t ms, ParseCount(flag, text, 10, 60000));
+         c.poll_interval = std::chrono::milliseconds(ms);
          return absl::OkStatus();
        }},
       {"--unhealthy-after",
        [](PluginConfig& c, const std::string& flag, const std::string& text) {
-         absl::StatusOr<uint32_t> n = ParseCount(flag, text, 1, 100);
-         if (!n.ok()) return n.status();
-         c.failures_before_unhealthy = *n;
+         MISSILE_ASSIGN_OR_RETURN(uint32_t n, ParseCount(flag, text, 1, 100));
+         c.failures_before_unhealthy = n;
          return absl::OkStatus();
        }},
   };
@@ -151,7 +148,7 @@ absl::StatusOr<PluginArgs> ParsePluginArgs(const std::vector<std::string>& args)
   while (!reader.Done()) {
     const std::string name(reader.CurrentName());
     if (name == "--help" || name == "-h" || name == "--version") {
-      if (absl::Status s = reader.TakeSwitch(); !s.ok()) return s;
+      MISSILE_RETURN_IF_ERROR(reader.TakeSwitch());
       (name == "--version" ? out.version : out.help) = true;
       continue;
     }
@@ -160,9 +157,8 @@ absl::StatusOr<PluginArgs> ParsePluginArgs(const std::vector<std::string>& args)
       return absl::InvalidArgumentError(
           absl::StrCat("unknown argument '", reader.Current(), "' (see --help)"));
     }
-    absl::StatusOr<std::string> value = reader.TakeValue();
-    if (!value.ok()) return value.status();
-    if (absl::Status s = it->second(out.config, name, *value); !s.ok()) return s;
+    MISSILE_ASSIGN_OR_RETURN(std::string value, reader.TakeValue());
+    MISSILE_RETURN_IF_ERROR(it->second(out.config, name, value));
   }
   if (out.config.Resources().empty() && !out.help && !out.version) {
     return absl::InvalidArgumentError("--ls-slots and --be-slots are both 0: nothing to advertise");

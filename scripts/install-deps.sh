@@ -8,6 +8,8 @@ packages=(
   build-essential cmake ninja-build pkg-config binutils python3 clang
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev libtomlplusplus-dev
+  # the tools' command lines (header-only, common/flags)
+  libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # the Debian package and its test: man pages, dpkg-shlibdeps, systemd-analyze verify
   help2man dpkg-dev systemd

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/escaping.h"
+#include "missile/common/status_macros.h"
 
 namespace missile::webhook {
 namespace {
@@ -89,9 +90,8 @@ Json Response(const std::string& uid, ReviewOutcome& outcome) {
 }  // namespace
 
 absl::StatusOr<ReviewOutcome> Review(const MutationConfig& config, std::string_view body) {
-  absl::StatusOr<Json> review = ParseBody(body);
-  if (!review.ok()) return review.status();
-  const Json& request = (*review)["request"];
+  MISSILE_ASSIGN_OR_RETURN(Json review, ParseBody(body));
+  const Json& request = (review)["request"];
   const std::string uid = StringMember(request, "uid");
   ReviewOutcome outcome;
   if (IsPodCreate(request)) {

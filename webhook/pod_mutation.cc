@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_split.h"
 #include "missile/common/size.h"
+#include "missile/common/status_macros.h"
 
 namespace missile::webhook {
 namespace {
@@ -148,11 +149,9 @@ void AddIdentity(const TenantSpec& spec, ContainerPatch& patch) {
 
 // What the device plugin would add at Allocate, less the devices.
 absl::Status AddShim(const MutationConfig& config, const TenantSpec& spec, ContainerPatch& patch) {
-  if (absl::Status s = patch.PrependPreload(config.ShimPath()); !s.ok()) return s;
-  if (absl::Status s = patch.AddMount(kShimVolume, config.shim_dir, true); !s.ok()) return s;
-  if (absl::Status s = patch.AddMount(kSocketVolume, config.socket_dir, false); !s.ok()) {
-    return s;
-  }
+  MISSILE_RETURN_IF_ERROR(patch.PrependPreload(config.ShimPath()));
+  MISSILE_RETURN_IF_ERROR(patch.AddMount(kShimVolume, config.shim_dir, true));
+  MISSILE_RETURN_IF_ERROR(patch.AddMount(kSocketVolume, config.socket_dir, false));
   patch.AddEnv(PlainEnv("MISSILE_TENANT_CLASS", TenantClassName(spec.cls)));
   patch.AddEnv(PlainEnv("MISSILE_SOCKET", config.SocketPath()));
   if (spec.quota_bytes) patch.AddEnv(PlainEnv("MISSILE_QUOTA", FormatSizeExact(*spec.quota_bytes)));
@@ -180,7 +179,7 @@ absl::StatusOr<bool> PatchContainer(const MutationConfig& config, const TenantSp
     AddIdentity(spec, patch);
     return false;
   }
-  if (absl::Status s = AddShim(config, spec, patch); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR(AddShim(config, spec, patch));
   AddIdentity(spec, patch);
   return true;
 }
@@ -237,18 +236,13 @@ absl::StatusOr<Json> MutatePod(const MutationConfig& config, const Json& pod,
         spec->containers.end()) {
       continue;
     }
-    absl::StatusOr<bool> shimmed = PatchContainer(config, *spec, containers[i], i, &ops);
-    if (!shimmed.ok()) return shimmed.status();
-    needs_volumes = needs_volumes || *shimmed;
+    MISSILE_ASSIGN_OR_RETURN(bool shimmed, PatchContainer(config, *spec, containers[i], i, &ops));
+    needs_volumes = needs_volumes || shimmed;
   }
   if (needs_volumes) {
     ArrayAppender volumes(pod_spec, JsonPointer().Key("spec"), &ops);
-    if (absl::Status s = AddVolume(pod_spec, kShimVolume, config.shim_dir, volumes); !s.ok()) {
-      return s;
-    }
-    if (absl::Status s = AddVolume(pod_spec, kSocketVolume, config.socket_dir, volumes); !s.ok()) {
-      return s;
-    }
+    MISSILE_RETURN_IF_ERROR(AddVolume(pod_spec, kShimVolume, config.shim_dir, volumes));
+    MISSILE_RETURN_IF_ERROR(AddVolume(pod_spec, kSocketVolume, config.socket_dir, volumes));
   }
   AddSupplementalGroup(pod_spec, config.socket_gid, &ops);
   return ops;

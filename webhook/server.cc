@@ -9,6 +9,7 @@
 
 #include "admission.h"
 #include "httplib.h"
+#include "missile/common/status_macros.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 #include "tls_files.h"
@@ -109,7 +110,7 @@ void WebhookServer::AddRoutes() {
 }
 
 absl::Status WebhookServer::Start() {
-  if (absl::Status s = CheckTlsFiles(args_.tls_cert, args_.tls_key); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR(CheckTlsFiles(args_.tls_cert, args_.tls_key));
   server_ = std::make_unique<httplib::SSLServer>(args_.tls_cert.c_str(), args_.tls_key.c_str());
   if (!server_->is_valid()) {
     return absl::InvalidArgumentError("cannot set up TLS with --tls-cert " + args_.tls_cert +

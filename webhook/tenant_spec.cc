@@ -7,6 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "missile/common/size.h"
+#include "missile/common/status_macros.h"
 #include "run_args.h"
 
 namespace missile::webhook {
@@ -132,18 +133,15 @@ absl::StatusOr<TenantSpec> ReadTenantSpec(const Json& pod, std::string_view name
   if (!parsed.ok()) return Invalid(kClassAnnotation, parsed.status().message());
   spec.cls = *parsed;
   if (std::optional<std::string> quota = Annotation(pod, kQuotaAnnotation)) {
-    absl::StatusOr<uint64_t> bytes = ParseQuota(*quota);
-    if (!bytes.ok()) return bytes.status();
-    spec.quota_bytes = *bytes;
+    MISSILE_ASSIGN_OR_RETURN(uint64_t bytes, ParseQuota(*quota));
+    spec.quota_bytes = bytes;
   }
-  absl::StatusOr<std::string> name =
-      TenantName(pod, namespace_name, Annotation(pod, kTenantAnnotation));
-  if (!name.ok()) return name.status();
-  spec.tenant_name = std::move(*name);
-  absl::StatusOr<std::vector<std::string>> containers =
-      ChosenContainers(pod, Annotation(pod, kContainersAnnotation));
-  if (!containers.ok()) return containers.status();
-  spec.containers = std::move(*containers);
+  MISSILE_ASSIGN_OR_RETURN(std::string name,
+                           TenantName(pod, namespace_name, Annotation(pod, kTenantAnnotation)));
+  spec.tenant_name = std::move(name);
+  MISSILE_ASSIGN_OR_RETURN(std::vector<std::string> containers,
+                           ChosenContainers(pod, Annotation(pod, kContainersAnnotation)));
+  spec.containers = std::move(containers);
   return spec;
 }
 

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "absl/status/statusor.h"
+#include "missile/common/status_macros.h"
 
 namespace missile::webhook {
 namespace {
@@ -50,15 +51,13 @@ std::unique_ptr<BIO, BioFree> MemoryBio(const std::string& text) {
 }  // namespace
 
 absl::Status CheckTlsFiles(const std::string& cert_path, const std::string& key_path) {
-  absl::StatusOr<std::string> cert_text = ReadWhole("--tls-cert", cert_path);
-  if (!cert_text.ok()) return cert_text.status();
-  absl::StatusOr<std::string> key_text = ReadWhole("--tls-key", key_path);
-  if (!key_text.ok()) return key_text.status();
+  MISSILE_ASSIGN_OR_RETURN(std::string cert_text, ReadWhole("--tls-cert", cert_path));
+  MISSILE_ASSIGN_OR_RETURN(std::string key_text, ReadWhole("--tls-key", key_path));
 
   std::unique_ptr<X509, X509Free> cert(
-      PEM_read_bio_X509(MemoryBio(*cert_text).get(), nullptr, NoPassphrase, nullptr));
+      PEM_read_bio_X509(MemoryBio(cert_text).get(), nullptr, NoPassphrase, nullptr));
   std::unique_ptr<EVP_PKEY, KeyFree> key(
-      PEM_read_bio_PrivateKey(MemoryBio(*key_text).get(), nullptr, NoPassphrase, nullptr));
+      PEM_read_bio_PrivateKey(MemoryBio(key_text).get(), nullptr, NoPassphrase, nullptr));
   ERR_clear_error();
   if (cert == nullptr) {
     return absl::InvalidArgumentError("--tls-cert " + cert_path + ": no PEM certificate in it");

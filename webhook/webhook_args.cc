@@ -9,7 +9,8 @@
 
 #include "absl/strings/numbers.h"
 #include "flags.h"
-#include "suggest.h"
+#include "missile/common/status_macros.h"
+#include "missile/flags/suggest.h"
 
 namespace missile::webhook {
 namespace {
@@ -72,9 +73,8 @@ absl::Status Apply(const std::string& flag, const std::string& value, WebhookArg
   } else if (flag == "--socket-gid") {
     return ParseGid(value, out);
   } else {
-    absl::StatusOr<std::string> dir = ParseDir(flag, value);
-    if (!dir.ok()) return dir.status();
-    (flag == "--shim-dir" ? out.mutation.shim_dir : out.mutation.socket_dir) = *dir;
+    MISSILE_ASSIGN_OR_RETURN(std::string dir, ParseDir(flag, value));
+    (flag == "--shim-dir" ? out.mutation.shim_dir : out.mutation.socket_dir) = dir;
   }
   return absl::OkStatus();
 }
@@ -88,7 +88,7 @@ absl::StatusOr<WebhookArgs> ParseWebhookArgs(const std::vector<std::string>& arg
   while (!reader.Done()) {
     std::string flag(reader.CurrentName());
     if (flag == "-h" || flag == "--help" || flag == "--version") {
-      if (absl::Status s = reader.TakeSwitch(); !s.ok()) return s;
+      MISSILE_RETURN_IF_ERROR(reader.TakeSwitch());
       (flag == "--version" ? out.version : out.help) = true;
       continue;
     }
@@ -97,16 +97,15 @@ absl::StatusOr<WebhookArgs> ParseWebhookArgs(const std::vector<std::string>& arg
     if (std::find(std::begin(kOptions), std::end(kOptions), flag) == std::end(kOptions)) {
       return absl::InvalidArgumentError(
           "unknown option '" + flag + "'" +
-          cli::DidYouMean(flag,
-                          std::vector<std::string_view>(std::begin(kOptions), std::end(kOptions))));
+          flags::DidYouMean(
+              flag, std::vector<std::string_view>(std::begin(kOptions), std::end(kOptions))));
     }
     if (std::find(seen.begin(), seen.end(), flag) != seen.end()) {
       return absl::InvalidArgumentError(flag + " given twice");
     }
     seen.push_back(flag);
-    absl::StatusOr<std::string> value = reader.TakeValue();
-    if (!value.ok()) return value.status();
-    if (absl::Status s = Apply(flag, *value, out); !s.ok()) return s;
+    MISSILE_ASSIGN_OR_RETURN(std::string value, reader.TakeValue());
+    MISSILE_RETURN_IF_ERROR(Apply(flag, value, out));
   }
   if (out.help || out.version) return out;
   if (out.tls_cert.empty()) return absl::InvalidArgumentError("--tls-cert FILE is required");

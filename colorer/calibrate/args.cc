@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <optional>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "missile/common/status_macros.h"
+#include "missile/flags/parse.h"
 
 namespace missile::calibrate {
 namespace {
@@ -53,60 +54,37 @@ std::string Usage() {
 absl::StatusOr<CalibrateArgs> ParseArgs(const std::vector<std::string>& args) {
   CalibrateArgs out;
   std::optional<uint32_t> chunks, sample;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i];
-    std::optional<std::string> inline_value;
-    if (absl::StartsWith(flag, "--")) {
-      if (const size_t eq = flag.find('='); eq != std::string::npos) {
-        inline_value = flag.substr(eq + 1);
-        flag.resize(eq);
-      }
-    }
-    auto value = [&]() -> absl::StatusOr<std::string> {
-      if (inline_value) return *inline_value;
-      if (i + 1 >= args.size()) return FlagError(flag, "needs a value");
-      return args[++i];
-    };
-    auto no_value = [&]() -> absl::Status {
-      return inline_value ? FlagError(flag, "takes no value") : absl::OkStatus();
-    };
-    if (flag == "-h" || flag == "--help") {
-      out.help = true;
-    } else if (flag == "--version") {
-      if (absl::Status s = no_value(); !s.ok()) return s;
-      out.version = true;
-    } else if (flag == "--quick" || flag == "--json" || flag == "--channel-map") {
-      if (absl::Status s = no_value(); !s.ok()) return s;
-      (flag == "--quick" ? out.quick : flag == "--json" ? out.json : out.channel_map) = true;
-    } else if (flag == "--out") {
-      absl::StatusOr<std::string> v = value();
-      if (!v.ok()) return v.status();
-      if (v->empty()) return FlagError(flag, "empty directory");
-      out.out_dir = *v;
-    } else if (flag == "--chunks" || flag == "--sample" || flag == "--seed" || flag == "--device") {
-      absl::StatusOr<std::string> v = value();
-      if (!v.ok()) return v.status();
-      if (flag == "--chunks") {
-        absl::StatusOr<uint32_t> n = Number<uint32_t>(flag, *v, kMinChunks, kMaxChunks);
-        if (!n.ok()) return n.status();
-        chunks = *n;
-      } else if (flag == "--sample") {
-        absl::StatusOr<uint32_t> n = Number<uint32_t>(flag, *v, kMinSample, kMaxSample);
-        if (!n.ok()) return n.status();
-        sample = *n;
-      } else if (flag == "--seed") {
-        absl::StatusOr<uint64_t> n = Number<uint64_t>(flag, *v, 0, UINT64_MAX);
-        if (!n.ok()) return n.status();
-        out.seed = *n;
-      } else {
-        absl::StatusOr<int> n = Number<int>(flag, *v, 0, 1023);
-        if (!n.ok()) return n.status();
-        out.device = *n;
-      }
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown argument '", args[i], "' (try --help)"));
-    }
+  // Numbers are read as text and checked here, so each error names its flag and its range.
+  std::string chunks_text, sample_text, seed_text, device_text;
+  CLI::App app;
+  flags::Configure(app);
+  app.add_flag("-h,--help", out.help);
+  app.add_flag("--version", out.version);
+  app.add_flag("--quick", out.quick);
+  app.add_flag("--json", out.json);
+  app.add_flag("--channel-map", out.channel_map);
+  CLI::Option* out_dir = app.add_option("--out", out.out_dir);
+  CLI::Option* chunks_flag = app.add_option("--chunks", chunks_text);
+  CLI::Option* sample_flag = app.add_option("--sample", sample_text);
+  CLI::Option* seed_flag = app.add_option("--seed", seed_text);
+  CLI::Option* device_flag = app.add_option("--device", device_text);
+  if (absl::Status s = flags::Parse(app, args); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(s.message(), " (try --help)"));
+  }
+  if (out_dir->count() > 0 && out.out_dir.empty()) return FlagError("--out", "empty directory");
+  if (chunks_flag->count() > 0) {
+    MISSILE_ASSIGN_OR_RETURN(chunks,
+                             Number<uint32_t>("--chunks", chunks_text, kMinChunks, kMaxChunks));
+  }
+  if (sample_flag->count() > 0) {
+    MISSILE_ASSIGN_OR_RETURN(sample,
+                             Number<uint32_t>("--sample", sample_text, kMinSample, kMaxSample));
+  }
+  if (seed_flag->count() > 0) {
+    MISSILE_ASSIGN_OR_RETURN(out.seed, Number<uint64_t>("--seed", seed_text, 0, UINT64_MAX));
+  }
+  if (device_flag->count() > 0) {
+    MISSILE_ASSIGN_OR_RETURN(out.device, Number<int>("--device", device_text, 0, 1023));
   }
   out.chunks = chunks.value_or(out.channel_map ? kMinChunks : out.quick ? 1024 : 4096);
   out.sample = sample.value_or(out.quick || out.channel_map ? 16 : 64);

@@ -1,8 +1,9 @@
 // missile-calibrate's command line and the measurement plan derived from it. Pure logic.
 //
 // Contract:
-// - ParseArgs takes argv without the program name; "--flag value" and "--flag=value" both
-//   work. Unknown flags, missing or malformed values and out-of-range numbers are
+// - ParseArgs takes argv without the program name and parses it with CLI11 (missile/flags);
+//   "--flag value" and "--flag=value" both work; the last of a repeated option wins. Unknown
+//   flags (with "did you mean"), missing or malformed values and out-of-range numbers are
 //   INVALID_ARGUMENT naming the flag.
 // - --channel-map selects the channel-map mode (channel_scan.h); --chunks then defaults to 16.
 // - --quick changes the defaults of --chunks and --sample (explicit values win) and shortens

@@ -55,7 +55,8 @@ TEST(ParseArgs, ErrorsNameTheFlag) {
     std::string needle;
   } cases[] = {
       {{"--bogus"}, "--bogus"},
-      {{"--chunks"}, "--chunks: needs a value"},
+      {{"--chunks"}, "--chunks needs a value"},
+      {{"--chunks=2048", "--sampel", "32"}, "did you mean '--sample'?"},
       {{"--chunks", "x"}, "not a number"},
       {{"--chunks", "8"}, "outside [16, 65536]"},
       {{"--chunks", "-5"}, "--chunks"},

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "missile/common/cuda_status.h"
+#include "missile/common/status_macros.h"
 
 namespace missile::calibrate {
 namespace {
@@ -65,7 +66,7 @@ struct ChannelGpu::State {
   }
 
   absl::Status WaitAll(absl::string_view what) const {
-    if (absl::Status s = Wait(victim_stream, what); !s.ok()) return s;
+    MISSILE_RETURN_IF_ERROR(Wait(victim_stream, what));
     return Wait(aggressor_stream, what);
   }
 
@@ -205,7 +206,7 @@ absl::Status ChannelGpu::SetChunks(int list, const std::vector<uint64_t>& chunk_
       return absl::InvalidArgumentError(absl::StrCat("0x", absl::Hex(a), " is not a chunk base"));
     }
   }
-  if (absl::Status s = g.WaitAll("SetChunks"); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR(g.WaitAll("SetChunks"));
   if (absl::Status s = Check(cuMemcpyHtoDAsync(g.lists[list], chunk_addresses.data(),
                                                chunk_addresses.size() * 8, g.victim_stream),
                              "cuMemcpyHtoDAsync(chunk list)");
@@ -218,11 +219,10 @@ absl::Status ChannelGpu::SetChunks(int list, const std::vector<uint64_t>& chunk_
 
 absl::StatusOr<double> ChannelGpu::TimeSubset(const SubsetLaunch& reader) {
   State& g = *state_;
-  absl::StatusOr<SubsetParams> p = g.Params(reader);
-  if (!p.ok()) return p.status();
+  MISSILE_ASSIGN_OR_RETURN(SubsetParams p, g.Params(reader));
   absl::Status s = Check(cuEventRecord(g.start, g.victim_stream), "cuEventRecord");
   if (s.ok()) {
-    s = g.Launch(static_cast<unsigned>(reader.blocks), g.victim_stream, &*p,
+    s = g.Launch(static_cast<unsigned>(reader.blocks), g.victim_stream, &p,
                  "cuLaunchKernel(missile_subset_read)");
   }
   if (s.ok()) s = Check(cuEventRecord(g.stop, g.victim_stream), "cuEventRecord");
@@ -234,33 +234,31 @@ absl::StatusOr<double> ChannelGpu::TimeSubset(const SubsetLaunch& reader) {
 absl::StatusOr<double> ChannelGpu::TimeSubsetUnder(const SubsetLaunch& victim,
                                                    const SubsetLaunch& aggressor) {
   State& g = *state_;
-  absl::StatusOr<SubsetParams> v = g.Params(victim);
-  if (!v.ok()) return v.status();
-  absl::StatusOr<SubsetParams> a = g.Params(aggressor);
-  if (!a.ok()) return a.status();
-  a->aggressor = 1;
-  a->stop_flag = g.control;
-  a->timed_out = g.control + 4;
-  a->max_ns = static_cast<unsigned long long>(kAggressorMaxSeconds * 1e9);
+  MISSILE_ASSIGN_OR_RETURN(SubsetParams v, g.Params(victim));
+  MISSILE_ASSIGN_OR_RETURN(SubsetParams a, g.Params(aggressor));
+  a.aggressor = 1;
+  a.stop_flag = g.control;
+  a.timed_out = g.control + 4;
+  a.max_ns = static_cast<unsigned long long>(kAggressorMaxSeconds * 1e9);
   // A round bound far beyond max_ns at any bandwidth (20 TB/s), so the loop is bounded twice.
   const uint64_t pass_bytes =
       SubsetBytes(g.chunk_bytes, g.list_size[aggressor.list], aggressor.subset);
-  a->rounds = static_cast<unsigned long long>(kAggressorMaxSeconds * 20e12 /
-                                              static_cast<double>(pass_bytes)) +
-              1;
+  a.rounds = static_cast<unsigned long long>(kAggressorMaxSeconds * 20e12 /
+                                             static_cast<double>(pass_bytes)) +
+             1;
   CUdeviceptr flag = g.control;
   // Order: reset the control words, start the aggressor, then (on the other stream, after the
   // reset) the timed victim and the kernel that sets the aggressor's stop flag.
   absl::Status s = Check(cuMemsetD32Async(g.control, 0, 2, g.aggressor_stream), "cuMemsetD32Async");
   if (s.ok()) s = Check(cuEventRecord(g.ready, g.aggressor_stream), "cuEventRecord");
   if (s.ok()) {
-    s = g.Launch(static_cast<unsigned>(aggressor.blocks), g.aggressor_stream, &*a,
+    s = g.Launch(static_cast<unsigned>(aggressor.blocks), g.aggressor_stream, &a,
                  "cuLaunchKernel(missile_subset_read aggressor)");
   }
   if (s.ok()) s = Check(cuStreamWaitEvent(g.victim_stream, g.ready, 0), "cuStreamWaitEvent");
   if (s.ok()) s = Check(cuEventRecord(g.start, g.victim_stream), "cuEventRecord");
   if (s.ok()) {
-    s = g.Launch(static_cast<unsigned>(victim.blocks), g.victim_stream, &*v,
+    s = g.Launch(static_cast<unsigned>(victim.blocks), g.victim_stream, &v,
                  "cuLaunchKernel(missile_subset_read victim)");
   }
   if (s.ok()) s = Check(cuEventRecord(g.stop, g.victim_stream), "cuEventRecord");

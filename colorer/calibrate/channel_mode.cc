@@ -20,6 +20,7 @@
 #include "gpu.h"
 #include "kernels_ptx.h"
 #include "missile/colorer/channel_map_file.h"
+#include "missile/common/status_macros.h"
 #include "missile/version.h"
 #include "report.h"
 
@@ -54,16 +55,15 @@ absl::Status WriteText(const std::string& path, const std::string& text) {
 
 absl::Status RunChannelMap(const CalibrateArgs& args, spdlog::logger& log) {
   const auto begin = std::chrono::steady_clock::now();
-  if (absl::Status s = PrepareOutDir(args.out_dir); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR(PrepareOutDir(args.out_dir));
   const Plan plan = MakePlan(args);
-  absl::StatusOr<std::unique_ptr<Gpu>> gpu = Gpu::Open(args.device, plan.wait_timeout_s);
-  if (!gpu.ok()) return gpu.status();
-  const DeviceInfo& info = (*gpu)->info();
+  MISSILE_ASSIGN_OR_RETURN(std::unique_ptr<Gpu> gpu, Gpu::Open(args.device, plan.wait_timeout_s));
+  const DeviceInfo& info = (gpu)->info();
   log.info("GPU {}: {} {}, {} SMs, {} MiB L2, granularity {} KiB, driver {}", info.ordinal,
            info.identity.name, info.identity.uuid, info.sm_count, info.l2_bytes >> 20,
            info.identity.granularity_bytes >> 10, info.identity.driver_version);
-  if (absl::Status s = (*gpu)->LoadKernels(kKernelsPtx); !s.ok()) return s;
-  if (absl::Status s = (*gpu)->AllocateChunks(plan.chunks); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR((gpu)->LoadKernels(kKernelsPtx));
+  MISSILE_RETURN_IF_ERROR((gpu)->AllocateChunks(plan.chunks));
   absl::StatusOr<std::unique_ptr<ChannelGpu>> probe = ChannelGpu::Create(
       info.sm_count, info.identity.granularity_bytes, plan.wait_timeout_s, kChannelKernelsPtx);
   if (!probe.ok()) return probe.status();
@@ -73,7 +73,7 @@ absl::Status RunChannelMap(const CalibrateArgs& args, spdlog::logger& log) {
   const ChannelPlan channel_plan = MakeChannelPlan(args.quick, args.seed);
   // The middle chunk of the allocation: nothing about its place is special, and it is not the
   // first block the driver hands out.
-  const uint64_t chunk = (*gpu)->chunk_address(plan.chunks / 2);
+  const uint64_t chunk = (gpu)->chunk_address(plan.chunks / 2);
   absl::StatusOr<ChannelScanResult> result = RunChannelScan(
       **probe, chunk, channel_plan, [&](const std::string& line) { log.info("{}", line); });
   if (!result.ok()) return result.status();
@@ -85,10 +85,9 @@ absl::Status RunChannelMap(const CalibrateArgs& args, spdlog::logger& log) {
       probes.push_back(chunk + off);
     }
     constexpr uint32_t kIters = 16;
-    absl::StatusOr<std::vector<uint64_t>> cycles = (*gpu)->ChaseCycles(probes, kIters);
-    if (!cycles.ok()) return cycles.status();
+    MISSILE_ASSIGN_OR_RETURN(std::vector<uint64_t> cycles, (gpu)->ChaseCycles(probes, kIters));
     std::vector<double> per_load;
-    for (uint64_t c : *cycles) per_load.push_back(static_cast<double>(c) / kIters);
+    for (uint64_t c : cycles) per_load.push_back(static_cast<double>(c) / kIters);
     absl::StatusOr<LatencySignature> latency =
         LatencySignatureOf(std::move(per_load), channel_plan.granule_shift);
     if (!latency.ok()) return latency.status();
@@ -99,22 +98,21 @@ absl::Status RunChannelMap(const CalibrateArgs& args, spdlog::logger& log) {
   }
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - begin;
 
-  absl::StatusOr<colorer::ChannelMapFile> file =
+  MISSILE_ASSIGN_OR_RETURN(
+      colorer::ChannelMapFile file,
       BuildChannelMapFile(info.identity, *result, channel_plan, IsoDateUtc(std::time(nullptr)),
-                          absl::StrCat(kToolName, " ", missile::kVersion), took.count());
-  if (!file.ok()) return file.status();
+                          absl::StrCat(kToolName, " ", missile::kVersion), took.count()));
   const std::string base = absl::StrCat(args.out_dir, "/", info.identity.uuid, ".channels");
   const std::string path = colorer::ChannelMapPath(args.out_dir, info.identity.uuid);
-  if (absl::Status s = colorer::SaveChannelMapFile(*file, path); !s.ok()) return s;
-  absl::StatusOr<colorer::ChannelMapFile> reloaded = colorer::LoadChannelMapFile(path);
-  if (!reloaded.ok()) return reloaded.status();
-  const std::string report = ChannelReport(*file, *result);
+  MISSILE_RETURN_IF_ERROR(colorer::SaveChannelMapFile(file, path));
+  MISSILE_ASSIGN_OR_RETURN(colorer::ChannelMapFile reloaded, colorer::LoadChannelMapFile(path));
+  const std::string report = ChannelReport(file, *result);
   for (const auto& [suffix, text] :
        {std::pair<std::string, std::string>{".txt", report},
         {".pairs.csv", PairsCsv(*result)},
         {".scan.csv", ScanCsv(*result)},
         {".latency.csv", LatencyCsv(*result, channel_plan.granule_shift)}}) {
-    if (absl::Status s = WriteText(base + suffix, text); !s.ok()) return s;
+    MISSILE_RETURN_IF_ERROR(WriteText(base + suffix, text));
   }
   std::fprintf(stdout, "%s", report.c_str());
   std::fprintf(stdout, "channel map: %s\n", path.c_str());

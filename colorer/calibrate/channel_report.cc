@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "missile/common/status_macros.h"
 
 namespace missile::calibrate {
 namespace {
@@ -74,7 +75,7 @@ absl::StatusOr<colorer::ChannelMapFile> BuildChannelMapFile(
   f.pair_accuracy = result.pair_accuracy;
   f.pair_observations = static_cast<int>(result.pairs.size());
   f.seconds = seconds;
-  if (absl::Status s = colorer::ValidateChannelMapFile(f); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR(colorer::ValidateChannelMapFile(f));
   return f;
 }
 

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "missile/common/status_macros.h"
 
 namespace missile::calibrate {
 namespace {
@@ -74,13 +75,13 @@ absl::Status SensitiveLook(const SweepContext& cx, SourceResult& out,
   const double threshold = median - 8 * 1.4826 * Median(deviations);
   if (threshold <= out.threshold + 0.02) return absl::OkStatus();
   options.threshold = threshold;
-  absl::StatusOr<colorer::ScanCrossValidation> cv =
-      colorer::CrossValidateScan(out.observations, options, cx.plan.folds, cx.plan.seed);
-  if (!cv.ok()) return cv.status();
+  MISSILE_ASSIGN_OR_RETURN(
+      colorer::ScanCrossValidation cv,
+      colorer::CrossValidateScan(out.observations, options, cx.plan.folds, cx.plan.seed));
   out.sensitive_threshold = threshold;
-  out.sensitive_fit = cv->fit;
-  out.sensitive_cv_accuracy = cv->accuracy;
-  out.sensitive_rank = cv->fit.rank();
+  out.sensitive_fit = cv.fit;
+  out.sensitive_cv_accuracy = cv.accuracy;
+  out.sensitive_rank = cv.fit.rank();
   return absl::OkStatus();
 }
 
@@ -135,9 +136,8 @@ absl::StatusOr<SourceResult> ScanSource(SweepContext& cx, const std::string& nam
                      .rounds = rounds,
                      .discard = out.discard,
                      .granule_shift = cx.plan.granule_shift};
-      absl::StatusOr<double> t = cx.device.TimeSubset(r);
-      if (!t.ok()) return t.status();
-      times.push_back(*t);
+      MISSILE_ASSIGN_OR_RETURN(double t, cx.device.TimeSubset(r));
+      times.push_back(t);
     }
     const std::vector<double> r = NeighbourRatios(times, cx.plan.neighbour_window);
     for (size_t i = 0; i < order.size(); ++i) ratios[order[i]].push_back(r[i]);
@@ -161,16 +161,16 @@ absl::StatusOr<SourceResult> ScanSource(SweepContext& cx, const std::string& nam
   colorer::ScanFitOptions options;
   options.low_bit = cx.plan.granule_shift;
   options.high_bit = cx.plan.granule_shift + cx.bits;
-  absl::StatusOr<colorer::ScanCrossValidation> cv =
-      colorer::CrossValidateScan(out.observations, options, cx.plan.folds, cx.plan.seed);
-  if (!cv.ok()) return cv.status();
-  out.fit = cv->fit;
+  MISSILE_ASSIGN_OR_RETURN(
+      colorer::ScanCrossValidation cv,
+      colorer::CrossValidateScan(out.observations, options, cx.plan.folds, cx.plan.seed));
+  out.fit = cv.fit;
   out.threshold = colorer::ScanThreshold(out.observations, options);
-  out.cv_accuracy = cv->accuracy;
-  out.cv_predictions = cv->predictions;
-  out.folds = cv->folds;
-  out.folds_matching = cv->folds_matching;
-  if (absl::Status s = SensitiveLook(cx, out, options); !s.ok()) return s;
+  out.cv_accuracy = cv.accuracy;
+  out.cv_predictions = cv.predictions;
+  out.folds = cv.folds;
+  out.folds_matching = cv.folds_matching;
+  MISSILE_RETURN_IF_ERROR(SensitiveLook(cx, out, options));
   Say(cx.progress,
       absl::StrFormat("%s: fit rank %d (%d groups), threshold %.3f, agreement %.4f, confidence "
                       "%.3f; %d-fold held-back accuracy %.4f (%d/%d fold fits equal)",
@@ -200,10 +200,9 @@ absl::Status MeasurePairs(SweepContext& cx, ChannelScanResult& result) {
   const int aggressor_blocks = std::max(1, cx.all_blocks - victim_blocks);
   const uint64_t chunk_bytes = cx.device.chunk_bytes();
 
-  absl::StatusOr<Subset> probe = ColourSubset(rows, 0, split, 0);
-  if (!probe.ok()) return probe.status();
+  MISSILE_ASSIGN_OR_RETURN(Subset probe, ColourSubset(rows, 0, split, 0));
   SubsetLaunch sizing{.list = 0,
-                      .subset = *probe,
+                      .subset = probe,
                       .blocks = victim_blocks,
                       .rounds = 16,
                       .discard = src.discard,
@@ -216,7 +215,7 @@ absl::Status MeasurePairs(SweepContext& cx, ChannelScanResult& result) {
     ms = cx.device.TimeSubset(sizing);
   }
   if (!ms.ok()) return ms.status();
-  const uint64_t subset_bytes = SubsetBytes(chunk_bytes, 1, *probe);
+  const uint64_t subset_bytes = SubsetBytes(chunk_bytes, 1, probe);
   const double gbps = Gbps(subset_bytes * sizing.rounds, *ms);
   const uint64_t rounds = static_cast<uint64_t>(
       std::clamp(cx.plan.pair_target_ms * 1e6 * gbps / subset_bytes, 1.0, 1e7));
@@ -241,12 +240,10 @@ absl::Status MeasurePairs(SweepContext& cx, ChannelScanResult& result) {
                              .granule_shift = cx.plan.granule_shift};
       std::vector<double> alone, under;
       for (int r = 0; r < cx.plan.pair_repeats; ++r) {
-        absl::StatusOr<double> t1 = cx.device.TimeSubset(victim);
-        if (!t1.ok()) return t1.status();
-        absl::StatusOr<double> t2 = cx.device.TimeSubsetUnder(victim, aggressor);
-        if (!t2.ok()) return t2.status();
-        alone.push_back(*t1);
-        under.push_back(*t2);
+        MISSILE_ASSIGN_OR_RETURN(double t1, cx.device.TimeSubset(victim));
+        MISSILE_ASSIGN_OR_RETURN(double t2, cx.device.TimeSubsetUnder(victim, aggressor));
+        alone.push_back(t1);
+        under.push_back(t2);
       }
       PairMeasurement p;
       p.victim_colour = cv;
@@ -289,11 +286,10 @@ absl::StatusOr<LatencySignature> LatencySignatureOf(std::vector<double> cycles, 
   out.max = *std::max_element(out.cycles.begin(), out.cycles.end());
   std::vector<int> far(out.cycles.size());
   for (size_t g = 0; g < far.size(); ++g) far[g] = out.cycles[g] > out.median ? 1 : 0;
-  absl::StatusOr<colorer::ParityFit> fit = colorer::FitParityLabels(far);
-  if (!fit.ok()) return fit.status();
-  out.mask = fit->mask << granule_shift;
-  out.agreement = fit->agreement;
-  out.runner_up = fit->runner_up;
+  MISSILE_ASSIGN_OR_RETURN(colorer::ParityFit fit, colorer::FitParityLabels(far));
+  out.mask = fit.mask << granule_shift;
+  out.agreement = fit.agreement;
+  out.runner_up = fit.runner_up;
   return out;
 }
 
@@ -414,7 +410,7 @@ absl::StatusOr<ChannelScanResult> RunChannelScan(ChannelProbeDevice& device, uin
                   Clock::now(), bits, device.sm_count() * device.blocks_per_sm()};
   if (cx.all_blocks < 2) return absl::FailedPreconditionError("fewer than two resident blocks");
   for (int list = 0; list < ChannelProbeDevice::kLists; ++list) {
-    if (absl::Status s = device.SetChunks(list, {chunk_address}); !s.ok()) return s;
+    MISSILE_RETURN_IF_ERROR(device.SetChunks(list, {chunk_address}));
   }
   ChannelScanResult result;
   const double per_source = 0.8 * plan.time_budget_s / static_cast<double>(plan.sources.size());

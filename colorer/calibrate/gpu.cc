@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "missile/common/cuda_status.h"
+#include "missile/common/status_macros.h"
 
 namespace missile::calibrate {
 namespace {
@@ -89,7 +90,7 @@ struct Gpu::State {
   }
 
   absl::Status WaitAll(absl::string_view what) const {
-    if (absl::Status s = Wait(victim_stream, what); !s.ok()) return s;
+    MISSILE_RETURN_IF_ERROR(Wait(victim_stream, what));
     return Wait(aggressor_stream, what);
   }
 
@@ -128,7 +129,7 @@ absl::StatusOr<std::unique_ptr<Gpu>> Gpu::Open(int ordinal, double wait_timeout_
     return absl::UnavailableError(absl::StrCat("no usable CUDA driver or GPU: ", s.message()));
   }
   int count = 0;
-  if (absl::Status s = Check(cuDeviceGetCount(&count), "cuDeviceGetCount"); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR(Check(cuDeviceGetCount(&count), "cuDeviceGetCount"));
   if (count == 0) return absl::UnavailableError("no CUDA device found");
   if (ordinal < 0 || ordinal >= count) {
     return absl::InvalidArgumentError(
@@ -138,7 +139,7 @@ absl::StatusOr<std::unique_ptr<Gpu>> Gpu::Open(int ordinal, double wait_timeout_
   st->wait_timeout_s = wait_timeout_s;
   DeviceInfo& info = st->info;
   info.ordinal = ordinal;
-  if (absl::Status s = Check(cuDeviceGet(&st->device, ordinal), "cuDeviceGet"); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR(Check(cuDeviceGet(&st->device, ordinal), "cuDeviceGet"));
   const CUdevice dev = st->device;
 
   char name[256] = {};
@@ -148,14 +149,12 @@ absl::StatusOr<std::unique_ptr<Gpu>> Gpu::Open(int ordinal, double wait_timeout_
   }
   info.identity.name = name;
   CUuuid uuid{};
-  if (absl::Status s = Check(cuDeviceGetUuid(&uuid, dev), "cuDeviceGetUuid"); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR(Check(cuDeviceGetUuid(&uuid, dev), "cuDeviceGetUuid"));
   std::array<uint8_t, 16> bytes{};
   std::memcpy(bytes.data(), uuid.bytes, bytes.size());
   info.identity.uuid = FormatUuid(bytes);
   int cuda_version = 0;
-  if (absl::Status s = Check(cuDriverGetVersion(&cuda_version), "cuDriverGetVersion"); !s.ok()) {
-    return s;
-  }
+  MISSILE_RETURN_IF_ERROR(Check(cuDriverGetVersion(&cuda_version), "cuDriverGetVersion"));
   info.identity.driver_version = FormatDriverVersion(
       cuda_version, KernelModuleVersion(ReadSmallFile("/proc/driver/nvidia/version")));
 
@@ -186,7 +185,7 @@ absl::StatusOr<std::unique_ptr<Gpu>> Gpu::Open(int ordinal, double wait_timeout_
   info.l2_bytes = static_cast<uint64_t>(std::max(l2, 0));
   st->fd_handles = fd != 0;
   size_t total = 0;
-  if (absl::Status s = Check(cuDeviceTotalMem(&total, dev), "cuDeviceTotalMem"); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR(Check(cuDeviceTotalMem(&total, dev), "cuDeviceTotalMem"));
   info.total_bytes = total;
   if (!vmm) {
     return absl::FailedPreconditionError(absl::StrCat("GPU ", ordinal, " (", info.identity.name,
@@ -397,7 +396,7 @@ absl::Status Gpu::SetList(int list, const ChunkList& chunks) {
     addresses.push_back(g.chunks[c].va);
   }
   // Nothing may still read the list; the copy is ordered before later kernels by the wait.
-  if (absl::Status s = g.WaitAll("SetList"); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR(g.WaitAll("SetList"));
   if (absl::Status s =
           Check(cuMemcpyHtoDAsync(g.lists[list], addresses.data(),
                                   addresses.size() * sizeof(uint64_t), g.victim_stream),
@@ -411,11 +410,10 @@ absl::Status Gpu::SetList(int list, const ChunkList& chunks) {
 
 absl::StatusOr<double> Gpu::TimeRead(const ReadLaunch& reader) {
   State& g = *state_;
-  absl::StatusOr<StreamParams> p = g.Params(reader);
-  if (!p.ok()) return p.status();
+  MISSILE_ASSIGN_OR_RETURN(StreamParams p, g.Params(reader));
   absl::Status s = Check(cuEventRecord(g.start, g.victim_stream), "cuEventRecord");
   if (s.ok()) {
-    s = g.Launch(g.read, static_cast<unsigned>(reader.blocks), kBlockThreads, g.victim_stream, &*p,
+    s = g.Launch(g.read, static_cast<unsigned>(reader.blocks), kBlockThreads, g.victim_stream, &p,
                  "cuLaunchKernel(missile_stream_read)");
   }
   if (s.ok()) s = Check(cuEventRecord(g.stop, g.victim_stream), "cuEventRecord");
@@ -434,18 +432,16 @@ absl::StatusOr<double> Gpu::TimeReadUnder(const ReadLaunch& victim, const ReadLa
   if (victim.list == aggressor.list) {
     return absl::InvalidArgumentError("victim and aggressor must read different lists");
   }
-  absl::StatusOr<StreamParams> v = g.Params(victim);
-  if (!v.ok()) return v.status();
-  absl::StatusOr<StreamParams> a = g.Params(aggressor);
-  if (!a.ok()) return a.status();
-  a->stop_flag = g.control;
-  a->timed_out = g.control + 4;
-  a->max_ns = static_cast<unsigned long long>(kAggressorMaxSeconds * 1e9);
+  MISSILE_ASSIGN_OR_RETURN(StreamParams v, g.Params(victim));
+  MISSILE_ASSIGN_OR_RETURN(StreamParams a, g.Params(aggressor));
+  a.stop_flag = g.control;
+  a.timed_out = g.control + 4;
+  a.max_ns = static_cast<unsigned long long>(kAggressorMaxSeconds * 1e9);
   // A step bound far beyond max_ns at any bandwidth (20 TB/s), so the loop is bounded twice.
-  a->steps = static_cast<unsigned long long>(
-                 kAggressorMaxSeconds * 20e12 /
-                 static_cast<double>(BytesRead({1, aggressor.blocks, 1, false}))) +
-             1;
+  a.steps = static_cast<unsigned long long>(
+                kAggressorMaxSeconds * 20e12 /
+                static_cast<double>(BytesRead({1, aggressor.blocks, 1, false}))) +
+            1;
   CUdeviceptr flag = g.control;
   // Order: reset the control words, start the aggressor, then (on the other stream, after the
   // reset) the timed victim and the flag that stops the aggressor.
@@ -453,12 +449,12 @@ absl::StatusOr<double> Gpu::TimeReadUnder(const ReadLaunch& victim, const ReadLa
   if (s.ok()) s = Check(cuEventRecord(g.ready, g.aggressor_stream), "cuEventRecord");
   if (s.ok()) {
     s = g.Launch(g.aggressor, static_cast<unsigned>(aggressor.blocks), kBlockThreads,
-                 g.aggressor_stream, &*a, "cuLaunchKernel(missile_aggressor)");
+                 g.aggressor_stream, &a, "cuLaunchKernel(missile_aggressor)");
   }
   if (s.ok()) s = Check(cuStreamWaitEvent(g.victim_stream, g.ready, 0), "cuStreamWaitEvent");
   if (s.ok()) s = Check(cuEventRecord(g.start, g.victim_stream), "cuEventRecord");
   if (s.ok()) {
-    s = g.Launch(g.read, static_cast<unsigned>(victim.blocks), kBlockThreads, g.victim_stream, &*v,
+    s = g.Launch(g.read, static_cast<unsigned>(victim.blocks), kBlockThreads, g.victim_stream, &v,
                  "cuLaunchKernel(missile_stream_read)");
   }
   if (s.ok()) s = Check(cuEventRecord(g.stop, g.victim_stream), "cuEventRecord");

@@ -25,6 +25,7 @@
 #include "kernels_ptx.h"
 #include "measure.h"
 #include "missile/colorer/profile.h"
+#include "missile/common/status_macros.h"
 #include "missile/version.h"
 #include "report.h"
 #include "spdlog/sinks/stdout_sinks.h"
@@ -46,7 +47,7 @@ absl::Status PrepareOutDir(const std::string& dir) {
 
 absl::Status Calibrate(const CalibrateArgs& args, spdlog::logger& log) {
   const auto begin = std::chrono::steady_clock::now();
-  if (absl::Status s = PrepareOutDir(args.out_dir); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR(PrepareOutDir(args.out_dir));
   const Plan plan = MakePlan(args);
   absl::StatusOr<std::unique_ptr<Gpu>> gpu = Gpu::Open(args.device, plan.wait_timeout_s);
   if (!gpu.ok()) return gpu.status();
@@ -57,8 +58,8 @@ absl::Status Calibrate(const CalibrateArgs& args, spdlog::logger& log) {
       info.ordinal, info.identity.name, info.identity.uuid, info.sm_count, info.cc_major,
       info.cc_minor, info.l2_bytes >> 20, info.total_bytes >> 30,
       info.identity.granularity_bytes >> 10, info.identity.driver_version);
-  if (absl::Status s = (*gpu)->LoadKernels(kKernelsPtx); !s.ok()) return s;
-  if (absl::Status s = (*gpu)->AllocateChunks(plan.chunks); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR((*gpu)->LoadKernels(kKernelsPtx));
+  MISSILE_RETURN_IF_ERROR((*gpu)->AllocateChunks(plan.chunks));
   log.info("allocated {} chunks of {} KiB ({:.1f} us per chunk: create, reserve, map, access)",
            plan.chunks, info.identity.granularity_bytes >> 10, (*gpu)->allocate_us_per_chunk());
 
@@ -70,23 +71,22 @@ absl::Status Calibrate(const CalibrateArgs& args, spdlog::logger& log) {
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - begin;
   evidence.Add("calibration_time", took.count(), "s");
 
-  absl::StatusOr<colorer::GpuColourProfile> profile =
+  MISSILE_ASSIGN_OR_RETURN(
+      colorer::GpuColourProfile profile,
       BuildProfile(info.identity, *verdict, evidence, IsoDateUtc(std::time(nullptr)),
-                   absl::StrCat(kToolName, " ", missile::kVersion));
-  if (!profile.ok()) return profile.status();
+                   absl::StrCat(kToolName, " ", missile::kVersion)));
   const std::string path = ProfilePath(args.out_dir, info.identity.uuid);
-  if (absl::Status s = colorer::SaveProfile(*profile, path); !s.ok()) return s;
-  absl::StatusOr<colorer::GpuColourProfile> reloaded = colorer::LoadProfile(path);
-  if (!reloaded.ok()) return reloaded.status();
-  if (!(*reloaded == *profile)) {
+  MISSILE_RETURN_IF_ERROR(colorer::SaveProfile(profile, path));
+  MISSILE_ASSIGN_OR_RETURN(colorer::GpuColourProfile reloaded, colorer::LoadProfile(path));
+  if (!(reloaded == profile)) {
     return absl::DataLossError(absl::StrCat(path, " does not read back as written"));
   }
 
-  const std::string table = FormatTable(*profile, *verdict);
+  const std::string table = FormatTable(profile, *verdict);
   std::FILE* human = args.json ? stderr : stdout;
   std::fprintf(human, "%s", table.c_str());
   std::fprintf(human, "profile: %s\n", path.c_str());
-  if (args.json) std::printf("%s\n", SummaryJson(*profile, *verdict, path).c_str());
+  if (args.json) std::printf("%s\n", SummaryJson(profile, *verdict, path).c_str());
   std::fflush(stdout);
   return absl::OkStatus();
 }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "measure.h"
+#include "missile/common/status_macros.h"
 
 namespace missile::calibrate {
 
@@ -18,20 +19,18 @@ absl::Status MeasureBandwidth(MeasureDevice& device, const Plan& plan, Evidence&
   const uint64_t discard_below = kDiscardBelowL2Multiple * device.info().l2_bytes;
   double lo = 1e18, hi = 0;
   for (const NamedSet& set : BandwidthSets(device.chunk_count(), plan.seed, plan.contiguous_run)) {
-    if (absl::Status s = device.SetList(0, set.chunks); !s.ok()) return s;
+    MISSILE_RETURN_IF_ERROR(device.SetList(0, set.chunks));
     const uint64_t bytes = chunk_bytes * set.chunks.size();
     ReadLaunch launch{0, blocks, 1, bytes < discard_below};
     // Warm-up and estimate: one pass, at least ~0.5 ms at 1 TB/s.
     launch.steps = StepsFor(bytes, blocks, 1000, 0.5);
-    absl::StatusOr<double> warm = device.TimeRead(launch);
-    if (!warm.ok()) return warm.status();
-    const double estimate = *warm > 0 ? BytesRead(launch) / (*warm * 1e6) : 1000;
+    MISSILE_ASSIGN_OR_RETURN(double warm, device.TimeRead(launch));
+    const double estimate = warm > 0 ? BytesRead(launch) / (warm * 1e6) : 1000;
     launch.steps = StepsFor(bytes, blocks, estimate, plan.target_ms);
     std::vector<double> gbps;
     for (int r = 0; r < std::max(plan.bandwidth_repeats, 1); ++r) {
-      absl::StatusOr<double> ms = device.TimeRead(launch);
-      if (!ms.ok()) return ms.status();
-      if (*ms > 0) gbps.push_back(BytesRead(launch) / (*ms * 1e6));
+      MISSILE_ASSIGN_OR_RETURN(double ms, device.TimeRead(launch));
+      if (ms > 0) gbps.push_back(BytesRead(launch) / (ms * 1e6));
     }
     if (gbps.empty()) return absl::InternalError("bandwidth: every timed launch took 0 ms");
     const double median = Median(gbps);
@@ -63,13 +62,13 @@ absl::StatusOr<Verdict> RunCalibration(MeasureDevice& device, const Plan& plan, 
   evidence.Add("chunks_allocated", device.chunk_count(), "chunks");
   evidence.Add("seed", static_cast<double>(plan.seed), "");
 
-  if (absl::Status s = MeasureBandwidth(device, plan, evidence, progress); !s.ok()) return s;
-  if (absl::Status s = MeasureSplits(device, plan, evidence, progress); !s.ok()) return s;
-  absl::StatusOr<VerdictInput> input = MeasureClassification(device, plan, evidence, progress);
-  if (!input.ok()) return input.status();
-  if (absl::Status s = MeasureLatency(device, plan, evidence, progress); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR(MeasureBandwidth(device, plan, evidence, progress));
+  MISSILE_RETURN_IF_ERROR(MeasureSplits(device, plan, evidence, progress));
+  MISSILE_ASSIGN_OR_RETURN(VerdictInput input,
+                           MeasureClassification(device, plan, evidence, progress));
+  MISSILE_RETURN_IF_ERROR(MeasureLatency(device, plan, evidence, progress));
 
-  Verdict verdict = DecideColours(*input);
+  Verdict verdict = DecideColours(input);
   evidence.Add("verdict_colours", verdict.colours, "colours");
   evidence.Add("verdict_min_same_class_slowdown", verdict.min_same, "fraction");
   evidence.Add("verdict_max_different_class_slowdown", verdict.max_different, "fraction");

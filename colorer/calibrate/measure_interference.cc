@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "measure.h"
+#include "missile/common/status_macros.h"
 
 namespace missile::calibrate {
 namespace {
@@ -72,24 +73,21 @@ absl::StatusOr<ReadLaunch> InterferenceMeter::VictimLaunch(size_t set_chunks, bo
   if (it == estimate_gbps_.end()) {
     // First use of this kind of read: one pass, at least ~1 ms at 100 GB/s, for an estimate.
     launch.steps = StepsFor(bytes, victim_blocks_, 100, 1);
-    absl::StatusOr<double> ms = device_->TimeRead(launch);
-    if (!ms.ok()) return ms.status();
-    it = estimate_gbps_.emplace(EstimateKey(set_chunks, discard), Gbps(BytesRead(launch), *ms))
-             .first;
+    MISSILE_ASSIGN_OR_RETURN(double ms, device_->TimeRead(launch));
+    it =
+        estimate_gbps_.emplace(EstimateKey(set_chunks, discard), Gbps(BytesRead(launch), ms)).first;
   }
   launch.steps = StepsFor(bytes, victim_blocks_, it->second, target_ms_);
   return launch;
 }
 
 absl::StatusOr<double> InterferenceMeter::AloneGbps(const ChunkList& victim_set, bool discard) {
-  if (absl::Status s = device_->SetList(0, victim_set); !s.ok()) return s;
-  absl::StatusOr<ReadLaunch> victim = VictimLaunch(victim_set.size(), discard);
-  if (!victim.ok()) return victim.status();
+  MISSILE_RETURN_IF_ERROR(device_->SetList(0, victim_set));
+  MISSILE_ASSIGN_OR_RETURN(ReadLaunch victim, VictimLaunch(victim_set.size(), discard));
   std::vector<double> gbps;
   for (int r = 0; r < repeats_; ++r) {
-    absl::StatusOr<double> ms = device_->TimeRead(*victim);
-    if (!ms.ok()) return ms.status();
-    gbps.push_back(Gbps(BytesRead(*victim), *ms));
+    MISSILE_ASSIGN_OR_RETURN(double ms, device_->TimeRead(victim));
+    gbps.push_back(Gbps(BytesRead(victim), ms));
   }
   return Median(gbps);
 }
@@ -97,20 +95,17 @@ absl::StatusOr<double> InterferenceMeter::AloneGbps(const ChunkList& victim_set,
 absl::StatusOr<InterferenceSample> InterferenceMeter::Measure(const ChunkList& victim_set,
                                                               const ChunkList& aggressor_set,
                                                               bool discard) {
-  if (absl::Status s = device_->SetList(0, victim_set); !s.ok()) return s;
-  if (absl::Status s = device_->SetList(1, aggressor_set); !s.ok()) return s;
-  absl::StatusOr<ReadLaunch> victim = VictimLaunch(victim_set.size(), discard);
-  if (!victim.ok()) return victim.status();
+  MISSILE_RETURN_IF_ERROR(device_->SetList(0, victim_set));
+  MISSILE_RETURN_IF_ERROR(device_->SetList(1, aggressor_set));
+  MISSILE_ASSIGN_OR_RETURN(ReadLaunch victim, VictimLaunch(victim_set.size(), discard));
   const ReadLaunch aggressor{1, aggressor_blocks_, 0, discard};
-  if (absl::StatusOr<double> warm = device_->TimeRead(*victim); !warm.ok()) return warm.status();
+  if (absl::StatusOr<double> warm = device_->TimeRead(victim); !warm.ok()) return warm.status();
   std::vector<double> alone, under;
   for (int r = 0; r < repeats_; ++r) {
-    absl::StatusOr<double> a = device_->TimeRead(*victim);
-    if (!a.ok()) return a.status();
-    absl::StatusOr<double> u = device_->TimeReadUnder(*victim, aggressor);
-    if (!u.ok()) return u.status();
-    alone.push_back(Gbps(BytesRead(*victim), *a));
-    under.push_back(Gbps(BytesRead(*victim), *u));
+    MISSILE_ASSIGN_OR_RETURN(double a, device_->TimeRead(victim));
+    MISSILE_ASSIGN_OR_RETURN(double u, device_->TimeReadUnder(victim, aggressor));
+    alone.push_back(Gbps(BytesRead(victim), a));
+    under.push_back(Gbps(BytesRead(victim), u));
   }
   InterferenceSample s;
   s.alone_gbps = Median(alone);
@@ -133,45 +128,43 @@ absl::StatusOr<double> GpuInterferenceOracle::Slowdown(const std::vector<colorer
     }
     return out;
   };
-  absl::StatusOr<ChunkList> victim = map(a), aggressor = map(b);
-  if (!victim.ok()) return victim.status();
-  if (!aggressor.ok()) return aggressor.status();
-  if (victim->empty() || aggressor->empty()) {
+  MISSILE_ASSIGN_OR_RETURN(ChunkList victim, map(a));
+  MISSILE_ASSIGN_OR_RETURN(ChunkList aggressor, map(b));
+  if (victim.empty() || aggressor.empty()) {
     return absl::InvalidArgumentError("oracle: empty chunk set");
   }
   ++calls_;
-  absl::StatusOr<InterferenceSample> s = meter_.Measure(*victim, *aggressor, /*discard=*/true);
-  if (!s.ok()) return s.status();
-  return s->slowdown;
+  MISSILE_ASSIGN_OR_RETURN(InterferenceSample s,
+                           meter_.Measure(victim, aggressor, /*discard=*/true));
+  return s.slowdown;
 }
 
 absl::Status MeasureSplits(MeasureDevice& device, const Plan& plan, Evidence& evidence,
                            const Progress& progress) {
-  absl::StatusOr<InterferenceMeter> meter =
-      InterferenceMeter::Create(device, plan.target_ms, plan.split_repeats);
-  if (!meter.ok()) return meter.status();
-  evidence.Add("interference_victim_sms", meter->victim_sms(), "SMs");
-  evidence.Add("interference_victim_blocks", meter->victim_blocks(), "blocks");
-  evidence.Add("interference_aggressor_blocks", meter->aggressor_blocks(), "blocks");
+  MISSILE_ASSIGN_OR_RETURN(InterferenceMeter meter,
+                           InterferenceMeter::Create(device, plan.target_ms, plan.split_repeats));
+  evidence.Add("interference_victim_sms", meter.victim_sms(), "SMs");
+  evidence.Add("interference_victim_blocks", meter.victim_blocks(), "blocks");
+  evidence.Add("interference_aggressor_blocks", meter.aggressor_blocks(), "blocks");
   const uint64_t discard_below = kDiscardBelowL2Multiple * device.info().l2_bytes;
   double lo = 1e9, hi = -1e9;
   for (const NamedSplit& split : InterferenceSplits(device.chunk_count(), plan.half_seeds)) {
     const bool discard =
         SetBytes(device, std::min(split.victim.size(), split.aggressor.size())) < discard_below;
-    absl::StatusOr<InterferenceSample> s = meter->Measure(split.victim, split.aggressor, discard);
-    if (!s.ok()) return s.status();
+    MISSILE_ASSIGN_OR_RETURN(InterferenceSample s,
+                             meter.Measure(split.victim, split.aggressor, discard));
     const std::string key = absl::StrCat("split_", split.name);
-    evidence.Add(key + "_victim_alone", s->alone_gbps, "GB/s");
-    evidence.Add(key + "_victim_under", s->under_gbps, "GB/s");
-    evidence.Add(key + "_slowdown", s->slowdown, "fraction");
-    lo = std::min(lo, s->slowdown);
-    hi = std::max(hi, s->slowdown);
+    evidence.Add(key + "_victim_alone", s.alone_gbps, "GB/s");
+    evidence.Add(key + "_victim_under", s.under_gbps, "GB/s");
+    evidence.Add(key + "_slowdown", s.slowdown, "fraction");
+    lo = std::min(lo, s.slowdown);
+    hi = std::max(hi, s.slowdown);
     if (progress) {
       progress(
           absl::StrFormat("interference %s (%zu vs %zu chunks): alone %.0f GB/s, under %.0f "
                           "GB/s, slowdown %.3f",
-                          split.name, split.victim.size(), split.aggressor.size(), s->alone_gbps,
-                          s->under_gbps, s->slowdown));
+                          split.name, split.victim.size(), split.aggressor.size(), s.alone_gbps,
+                          s.under_gbps, s.slowdown));
     }
   }
   if (hi >= lo) {
@@ -185,47 +178,42 @@ absl::Status MeasureSplits(MeasureDevice& device, const Plan& plan, Evidence& ev
 // whose stages feed their numbers to the next and to the evidence in order.
 absl::StatusOr<VerdictInput> MeasureClassification(MeasureDevice& device, const Plan& plan,
                                                    Evidence& evidence, const Progress& progress) {
-  absl::StatusOr<InterferenceMeter> meter =
-      InterferenceMeter::Create(device, plan.oracle_target_ms, plan.oracle_repeats);
-  if (!meter.ok()) return meter.status();
+  MISSILE_ASSIGN_OR_RETURN(
+      InterferenceMeter meter,
+      InterferenceMeter::Create(device, plan.oracle_target_ms, plan.oracle_repeats));
   const uint32_t n = device.chunk_count();
   const ChunkList sample = SampleChunks(n, plan.sample, plan.seed ^ 0x5a3c0fULL);
   if (sample.size() < 2) return absl::FailedPreconditionError("classification needs 2 chunks");
 
   // Does a one-chunk read with L2 discards reach DRAM? Compare with a large DRAM-bound set.
-  absl::StatusOr<double> one_plain = meter->AloneGbps({sample[0]}, false);
-  if (!one_plain.ok()) return one_plain.status();
-  absl::StatusOr<double> one_discard = meter->AloneGbps({sample[0]}, true);
-  if (!one_discard.ok()) return one_discard.status();
-  absl::StatusOr<double> large = meter->AloneGbps(RandomSubset(n, 2, plan.seed + 7), false);
-  if (!large.ok()) return large.status();
-  const double ratio = *large > 0 ? *one_discard / *large : 0;
-  evidence.Add("oracle_one_chunk_plain_alone", *one_plain, "GB/s");
-  evidence.Add("oracle_one_chunk_discard_alone", *one_discard, "GB/s");
-  evidence.Add("oracle_half_chunks_alone", *large, "GB/s");
+  MISSILE_ASSIGN_OR_RETURN(double one_plain, meter.AloneGbps({sample[0]}, false));
+  MISSILE_ASSIGN_OR_RETURN(double one_discard, meter.AloneGbps({sample[0]}, true));
+  MISSILE_ASSIGN_OR_RETURN(double large, meter.AloneGbps(RandomSubset(n, 2, plan.seed + 7), false));
+  const double ratio = large > 0 ? one_discard / large : 0;
+  evidence.Add("oracle_one_chunk_plain_alone", one_plain, "GB/s");
+  evidence.Add("oracle_one_chunk_discard_alone", one_discard, "GB/s");
+  evidence.Add("oracle_half_chunks_alone", large, "GB/s");
   evidence.Add("oracle_discard_to_dram_ratio", ratio, "ratio");
 
   VerdictInput input;
   input.oracle_reaches_dram = ratio < kDramRatioLimit;
-  GpuInterferenceOracle oracle(*meter, sample);
+  GpuInterferenceOracle oracle(meter, sample);
   // The slowdown of chunks that certainly share channels sets the threshold: the two halves of
   // the sample, and one chunk (the classifier's victim) against all the others; with a sample
   // much larger than the colour count, every colour is on both sides.
   std::vector<colorer::ChunkIndex> even, odd, others;
   for (colorer::ChunkIndex i = 0; i < sample.size(); ++i) (i % 2 == 0 ? even : odd).push_back(i);
   for (colorer::ChunkIndex i = 1; i < sample.size(); ++i) others.push_back(i);
-  absl::StatusOr<double> ref_halves = oracle.Slowdown(even, odd);
-  if (!ref_halves.ok()) return ref_halves.status();
-  absl::StatusOr<double> ref_single = oracle.Slowdown({0}, others);
-  if (!ref_single.ok()) return ref_single.status();
-  const double reference = std::min(*ref_halves, *ref_single);
-  evidence.Add("classifier_reference_halves_slowdown", *ref_halves, "fraction");
-  evidence.Add("classifier_reference_one_vs_rest_slowdown", *ref_single, "fraction");
+  MISSILE_ASSIGN_OR_RETURN(double ref_halves, oracle.Slowdown(even, odd));
+  MISSILE_ASSIGN_OR_RETURN(double ref_single, oracle.Slowdown({0}, others));
+  const double reference = std::min(ref_halves, ref_single);
+  evidence.Add("classifier_reference_halves_slowdown", ref_halves, "fraction");
+  evidence.Add("classifier_reference_one_vs_rest_slowdown", ref_single, "fraction");
   if (progress) {
     progress(
         absl::StrFormat("oracle: one chunk %.0f GB/s plain, %.0f GB/s with discards, half "
                         "the chunks %.0f GB/s; reference slowdown %.3f / %.3f",
-                        *one_plain, *one_discard, *large, *ref_halves, *ref_single));
+                        one_plain, one_discard, large, ref_halves, ref_single));
   }
   if (reference < kMinReferenceSlowdown) {
     input.failure = absl::StrFormat(

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "measure.h"
+#include "missile/common/status_macros.h"
 
 namespace missile::calibrate {
 namespace {
@@ -26,13 +27,12 @@ double Mean(const std::vector<double>& v) {
 
 absl::StatusOr<std::vector<double>> PerLoad(MeasureDevice& device,
                                             const std::vector<uint64_t>& probes, uint32_t iters) {
-  absl::StatusOr<std::vector<uint64_t>> cycles = device.ChaseCycles(probes, iters);
-  if (!cycles.ok()) return cycles.status();
-  if (cycles->size() != probes.size()) {
+  MISSILE_ASSIGN_OR_RETURN(std::vector<uint64_t> cycles, device.ChaseCycles(probes, iters));
+  if (cycles.size() != probes.size()) {
     return absl::InternalError("latency: wrong number of results from the chase");
   }
   std::vector<double> out;
-  for (uint64_t c : *cycles) out.push_back(static_cast<double>(c) / std::max(iters, 1u));
+  for (uint64_t c : cycles) out.push_back(static_cast<double>(c) / std::max(iters, 1u));
   return out;
 }
 
@@ -52,14 +52,12 @@ absl::Status MeasureLatency(MeasureDevice& device, const Plan& plan, Evidence& e
   std::vector<uint64_t> scan;
   const uint64_t scan_bytes = std::min<uint64_t>(plan.latency_scan_bytes, chunk_bytes);
   for (uint64_t off = 0; off < scan_bytes; off += kScanStep) scan.push_back(base + off);
-  absl::StatusOr<std::vector<double>> a = PerLoad(device, scan, iters);
-  if (!a.ok()) return a.status();
-  absl::StatusOr<std::vector<double>> b = PerLoad(device, scan, iters);
-  if (!b.ok()) return b.status();
+  MISSILE_ASSIGN_OR_RETURN(std::vector<double> a, PerLoad(device, scan, iters));
+  MISSILE_ASSIGN_OR_RETURN(std::vector<double> b, PerLoad(device, scan, iters));
   std::vector<double> lat(scan.size()), diff(scan.size());
   for (size_t i = 0; i < scan.size(); ++i) {
-    lat[i] = 0.5 * ((*a)[i] + (*b)[i]);
-    diff[i] = std::fabs((*a)[i] - (*b)[i]);
+    lat[i] = 0.5 * ((a)[i] + (b)[i]);
+    diff[i] = std::fabs((a)[i] - (b)[i]);
   }
   std::sort(diff.begin(), diff.end());
   const double noise = diff.empty() ? 0 : diff[diff.size() * 95 / 100];
@@ -99,11 +97,10 @@ absl::Status MeasureLatency(MeasureDevice& device, const Plan& plan, Evidence& e
     for (uint64_t k = 0; k < count; ++k) probes.push_back(base + k * stride);
     strides.emplace_back(stride, count);
   }
-  absl::StatusOr<std::vector<double>> by_stride = PerLoad(device, probes, iters);
-  if (!by_stride.ok()) return by_stride.status();
+  MISSILE_ASSIGN_OR_RETURN(std::vector<double> by_stride, PerLoad(device, probes, iters));
   size_t at = 0;
   for (const auto& [stride, count] : strides) {
-    std::vector<double> v(by_stride->begin() + at, by_stride->begin() + at + count);
+    std::vector<double> v(by_stride.begin() + at, by_stride.begin() + at + count);
     at += count;
     int changes = 0;
     for (size_t i = 1; i < v.size(); ++i) changes += std::fabs(v[i] - v[i - 1]) > tolerance;
@@ -123,12 +120,11 @@ absl::Status MeasureLatency(MeasureDevice& device, const Plan& plan, Evidence& e
       probes.push_back(chunk + k * (chunk_bytes / kProbesPerChunk) + (k % 8) * 256);
     }
   }
-  absl::StatusOr<std::vector<double>> by_chunk = PerLoad(device, probes, iters);
-  if (!by_chunk.ok()) return by_chunk.status();
+  MISSILE_ASSIGN_OR_RETURN(std::vector<double> by_chunk, PerLoad(device, probes, iters));
   std::vector<double> means;
   for (uint32_t c = 0; c < chunks; ++c) {
-    means.push_back(Mean(std::vector<double>(by_chunk->begin() + c * kProbesPerChunk,
-                                             by_chunk->begin() + (c + 1) * kProbesPerChunk)));
+    means.push_back(Mean(std::vector<double>(by_chunk.begin() + c * kProbesPerChunk,
+                                             by_chunk.begin() + (c + 1) * kProbesPerChunk)));
   }
   if (!means.empty()) {
     const double mean = Mean(means);

@@ -12,6 +12,7 @@
 #include "absl/strings/strip.h"
 #include "missile/common/gpu_uuid.h"
 #include "missile/common/quote.h"
+#include "missile/common/status_macros.h"
 
 namespace missile::calibrate {
 namespace {
@@ -113,7 +114,7 @@ absl::StatusOr<colorer::GpuColourProfile> BuildProfile(const GpuIdentity& gpu,
   p.colours = verdict.colours;
   p.channel_map = *std::move(map);
   p.evidence = evidence.entries();
-  if (absl::Status s = colorer::ValidateProfile(p); !s.ok()) return s;
+  MISSILE_RETURN_IF_ERROR(colorer::ValidateProfile(p));
   return p;
 }
 

@@ -70,10 +70,10 @@ TEST_F(CtlProcessTest, ClassChangeTakesTheClassDefaultsAndSetSaysWhatChanged) {
 
   ProcessResult json = Ctl({"--json", "tenants"});
   ASSERT_EQ(json.exit_code, 0) << json.err;
-  EXPECT_NE(json.out.find("\"tenant_class\":\"ls\",\"priority\":0,\"weight\":1024,"),
+  EXPECT_NE(json.out.find("\"tenant_class\":\"LATENCY_SENSITIVE\",\"priority\":0,\"weight\":1024,"),
             std::string::npos)
       << json.out;
-  EXPECT_NE(json.out.find("\"quota_bytes\":268435456,"), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"quota_bytes\":\"268435456\","), std::string::npos) << json.out;
 
   ProcessResult table = Ctl({"tenants"});
   ASSERT_EQ(table.exit_code, 0) << table.err;

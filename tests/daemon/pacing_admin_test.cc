@@ -84,7 +84,7 @@ TEST_F(PacingAdminTest, AnAdminChangesPacingLiveAndStatusShowsIt) {
             std::string::npos)
       << status.out;
   ProcessResult json = Ctl({"--json", "status"});
-  EXPECT_NE(json.out.find("\"pacing\":{\"pacing\":false,\"window_items\":8,\"window_us\":300,"),
+  EXPECT_NE(json.out.find("\"pacing\":{\"pacing\":false,\"window_items\":8,\"window_us\":\"300\","),
             std::string::npos)
       << json.out;
 

@@ -1,8 +1,8 @@
-#include "suggest.h"
+#include "missile/flags/suggest.h"
 
 #include <algorithm>
 
-namespace missile::cli {
+namespace missile::flags {
 
 size_t EditDistance(std::string_view a, std::string_view b) {
   // Three rows of the dynamic programme: the swap of adjacent characters looks two rows back.
@@ -44,4 +44,4 @@ std::string DidYouMean(std::string_view word, const std::vector<std::string_view
   return "; did you mean '" + std::string(best) + "'?";
 }
 
-}  // namespace missile::cli
+}  // namespace missile::flags
