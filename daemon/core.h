@@ -40,15 +40,11 @@
 #include "pacing_domain.h"
 #include "pod_identity_resolver.h"
 #include "policy_state.h"
+#include "policy_store.h"
+#include "session_registry.h"
 #include "vram_pool.h"
 
 namespace missile::daemon {
-
-using fdpass::PeerCredentials;
-
-struct ClassDefaults {
-  int priority = 0;
-};
 
 struct CoreOptions {
   std::string fd_socket_path;  // reported to tenants at registration; SideChannelServer serves it
@@ -69,22 +65,6 @@ struct CoreOptions {
   std::shared_ptr<PodIdentityResolver> pod_resolver;
 };
 
-
-struct SessionInfo {
-  uint64_t id = 0;
-  PeerCredentials creds;
-  std::string name;
-  // From the kubelet where options.pod_resolver found the tenant's devices, else as the tenant
-  // registered it; empty fields: not known.
-  K8sIdentity k8s;
-  TenantClass cls = TenantClass::kBestEffort;
-  int priority = 0;
-  uint32_t weight = 0;
-  std::string token;  // 16 random bytes
-  std::chrono::steady_clock::time_point started;
-  uint64_t generation = 0;  // bumped on every policy change
-  bool ended = false;
-};
 
 struct PolicyChange {
   std::optional<TenantClass> cls;
