@@ -72,8 +72,8 @@ struct CoreOptions {
   // ([kubernetes] pod_resources_socket); null: the tenant's own claim is taken as it is.
   std::shared_ptr<PodIdentityResolver> pod_resolver;
   // For tests: called on the calling thread just before the core calls the GPUs' pools, arbiters
-  // or pacing domains for a session ("register", "unregister", "end", "forget", "policy"), so a
-  // test can check that no registry lock is held then. Null in missiled.
+  // or pacing domains for a session or a class ("register", "unregister", "end", "forget",
+  // "policy"), so a test can check that no registry lock is held then. Null in missiled.
   std::function<void(std::string_view what)> before_gpu_calls;
 };
 

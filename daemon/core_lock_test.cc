@@ -146,6 +146,22 @@ TEST_F(CoreLockTest, NoGpuIsCalledUnderTheRegistryLock) {
                               << Held().front();
 }
 
+TEST_F(CoreLockTest, AClassChangeCallsNoGpuUnderTheRegistryLock) {
+  ASSERT_TRUE(core_->Register(me_, "web", kBe, 0).ok());
+  PolicyTarget target;
+  target.cls = kBe;
+  PolicyChange change;
+  change.priority = 5;
+  change.quota_bytes = 2 * kG;
+  change.force = true;
+  ASSERT_TRUE(core_->SetPolicy(root_, target, change).ok());
+  EXPECT_EQ(core_->class_defaults(kBe).priority, 5);
+  // The over-quota check, the class quota, then the one BE session (its pools, its domains).
+  EXPECT_EQ(Calls(),
+            (std::vector<std::string>{"register", "policy", "policy", "policy", "policy"}));
+  EXPECT_TRUE(Held().empty()) << Held().front();
+}
+
 TEST_F(CoreLockTest, ARegistrationMeetingTheDaemonsStopUndoesItself) {
   AtNextGpuCalls([this](std::string_view) { core_->Stop(); });
   absl::StatusOr<SessionInfo> s = core_->Register(me_, "web", kBe, 0);

@@ -153,6 +153,7 @@ absl::Status DaemonCore::SetClassPolicy(const PeerCredentials& creds, TenantClas
       }
       next.push_back(q);
     }
+    BeforeGpuCalls("policy");
     for (size_t g = 0; g < gpus_.size(); ++g) {
       if (absl::Status s = gpus_[g].pool->SetClassQuota(cls, next[g]); !s.ok()) return s;
       gpus_[g].quota[ClassIndex(cls)] = next[g];
