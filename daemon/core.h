@@ -11,6 +11,13 @@
 // The two servers in front of it, RpcServer (gRPC) and SideChannelServer (descriptors), own
 // their sockets and wire formats; DaemonCore owns no socket. Its GPUs are plain Gpu values over
 // a BlockSource, so it runs in one process over fake sources in tests.
+//
+// DaemonCore is a facade over four parts, each with its own lock: SessionRegistry (the sessions,
+// their watchers), ProcessWatcher (the pidfds and their thread), AdminAuthorizer (who is an
+// administrator) and PolicyStore (the policy set at run time, its state file). It calls the
+// GPUs' pools, arbiters and pacing domains itself, never while it holds a registry lock: a
+// registration reserves its id, adds the tenant to the GPUs, then publishes it (or undoes it
+// when the session ended or the daemon stopped in between).
 // Thread-safety: every public method may be called from any thread.
 #ifndef MISSILE_DAEMON_CORE_H_
 #define MISSILE_DAEMON_CORE_H_
@@ -24,13 +31,13 @@
 #include <string>
 #include <string_view>
 #include <utility>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "admin_authorizer.h"
 #include "copy_arbiter.h"
 #include "gpu.h"
 #include "log_limiter.h"
@@ -40,15 +47,12 @@
 #include "pacing_domain.h"
 #include "pod_identity_resolver.h"
 #include "policy_state.h"
+#include "policy_store.h"
+#include "process_watcher.h"
+#include "session_registry.h"
 #include "vram_pool.h"
 
 namespace missile::daemon {
-
-using fdpass::PeerCredentials;
-
-struct ClassDefaults {
-  int priority = 0;
-};
 
 struct CoreOptions {
   std::string fd_socket_path;  // reported to tenants at registration; SideChannelServer serves it
@@ -67,24 +71,12 @@ struct CoreOptions {
   // Asked for a tenant's pod, namespace and container when it registers with device IDs
   // ([kubernetes] pod_resources_socket); null: the tenant's own claim is taken as it is.
   std::shared_ptr<PodIdentityResolver> pod_resolver;
+  // For tests: called on the calling thread just before the core calls the GPUs' pools, arbiters
+  // or pacing domains for a session or a class ("register", "unregister", "end", "forget",
+  // "policy"), so a test can check that no registry lock is held then. Null in missiled.
+  std::function<void(std::string_view what)> before_gpu_calls;
 };
 
-
-struct SessionInfo {
-  uint64_t id = 0;
-  PeerCredentials creds;
-  std::string name;
-  // From the kubelet where options.pod_resolver found the tenant's devices, else as the tenant
-  // registered it; empty fields: not known.
-  K8sIdentity k8s;
-  TenantClass cls = TenantClass::kBestEffort;
-  int priority = 0;
-  uint32_t weight = 0;
-  std::string token;  // 16 random bytes
-  std::chrono::steady_clock::time_point started;
-  uint64_t generation = 0;  // bumped on every policy change
-  bool ended = false;
-};
 
 struct PolicyChange {
   std::optional<TenantClass> cls;
@@ -138,13 +130,14 @@ class DaemonCore {
   // `k8s`: the pod, namespace and container the tenant says it runs in (any field may be empty);
   // a field out of bounds (common/k8s_identity.h) is INVALID_ARGUMENT, and nothing registers.
   // `k8s_devices`: the device IDs the kubelet allocated to its container; with a pod_resolver
-  // they are looked up (before mu_ is taken, so a slow kubelet holds up only this call, for at
-  // most the resolver's deadline) and the answer replaces `k8s` (ResolveTenantIdentity). The
+  // they are looked up (before any lock is taken, so a slow kubelet holds up only this call, for
+  // at most the resolver's deadline) and the answer replaces `k8s` (ResolveTenantIdentity). The
   // lookup never fails the registration.
   absl::StatusOr<SessionInfo> Register(const PeerCredentials& creds, const std::string& name,
                                        TenantClass cls, uint64_t requested_quota,
                                        const K8sIdentity& k8s = {},
-                                       const std::vector<std::string>& k8s_devices = {});
+                                       const std::vector<std::string>& k8s_devices = {})
+      ABSL_LOCKS_EXCLUDED(policy_mu_);
   absl::StatusOr<std::vector<Lease>> Allocate(const PeerCredentials& creds, uint64_t session,
                                               uint32_t gpu, bool single, uint64_t bytes);
   absl::Status Free(const PeerCredentials& creds, uint64_t session, uint32_t gpu,
@@ -195,7 +188,7 @@ class DaemonCore {
                                     uint32_t slot, uint64_t epoch);
 
   // Advances while the process watcher's loop runs (at least every 200 ms), for the watchdog.
-  uint64_t heartbeat() const { return heartbeat_.load(std::memory_order_relaxed); }
+  uint64_t heartbeat() const { return watcher_.heartbeat(); }
 
   // --- admin ---
   // Root, or a member of options.admin_group (may read the group database: not on hot paths).
@@ -205,7 +198,7 @@ class DaemonCore {
   // writes the policy to options.state_file, where a tenant registering later with the same
   // name and uid (after a restart too) gets its class, priority, weight and quota back.
   absl::StatusOr<uint32_t> SetPolicy(const PeerCredentials& creds, const PolicyTarget& target,
-                                     const PolicyChange& change);
+                                     const PolicyChange& change) ABSL_LOCKS_EXCLUDED(policy_mu_);
   ClassDefaults class_defaults(TenantClass cls) const;
   // The pacing policy in force (the same on every GPU); nullopt when no GPU is paced.
   std::optional<PacingSettings> pacing_settings() const;
@@ -213,10 +206,12 @@ class DaemonCore {
   // decision. Root or the admin group only (PERMISSION_DENIED); a value out of range is
   // INVALID_ARGUMENT naming the field, and an empty change too; either way nothing changes.
   // Logs who (uid, pid) changed what (before -> after). Concurrent calls apply one at a time.
-  absl::StatusOr<PacingUpdate> SetPacing(const PeerCredentials& creds, const PacingChange& change);
+  absl::StatusOr<PacingUpdate> SetPacing(const PeerCredentials& creds, const PacingChange& change)
+      ABSL_LOCKS_EXCLUDED(pacing_mu_);
   // The whole policy, from missiled itself (a configuration re-read on SIGHUP): every GPU gets
   // `settings`; returns the policy in force before and after.
-  absl::StatusOr<PacingUpdate> ReplacePacing(const PacingSettings& settings);
+  absl::StatusOr<PacingUpdate> ReplacePacing(const PacingSettings& settings)
+      ABSL_LOCKS_EXCLUDED(pacing_mu_);
   std::chrono::steady_clock::duration uptime() const;
   // The wall-clock time the daemon started (missile_start_time_seconds).
   std::chrono::system_clock::time_point start_time() const { return started_wall_; }
@@ -225,76 +220,70 @@ class DaemonCore {
   uint64_t sessions_ended() const { return sessions_ended_.load(std::memory_order_relaxed); }
 
  private:
-  struct Session;
-
   // The registration's identity note (ResolveTenantIdentity), if any: a disagreement with the
   // tenant's claim as it comes, a failure to ask at most once per 10 s.
   void LogIdentityOutcome(uint64_t session, const TenantIdentityOutcome& outcome);
-
-  absl::StatusOr<std::shared_ptr<Session>> Authenticate(const PeerCredentials& creds,
-                                                        uint64_t session) const;
-  // The session's info as it is now (its policy may change on another thread).
-  SessionInfo SnapshotOf(const Session& session) const;
-  // The quota and priority parts of a policy change aimed at a whole class, made by `creds`.
-  absl::Status SetClassPolicyLocked(const PeerCredentials& creds, TenantClass cls,
-                                    const PolicyChange& change) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A policy change for one matched session; logs it and records it in policy_.
-  absl::Status ApplyToSessionLocked(const PeerCredentials& creds, Session& session,
-                                    const PolicyTarget& target, const PolicyChange& change)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // With `change` applied to the `matched` sessions (and, for a class target, to its class),
-  // one line for each tenant on each GPU, and each class, that would hold more than its quota.
-  std::vector<std::string> OverQuotaLocked(const PolicyTarget& target, const PolicyChange& change,
-                                           const std::vector<std::shared_ptr<Session>>& matched)
-      const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes policy_ to the state file (errors are logged: the change itself holds).
-  void SavePolicyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(save_mu_) ABSL_LOCKS_EXCLUDED(mu_);
-  // Loads the state file into policy_ and applies its class defaults (Start).
-  void RestorePolicy() ABSL_LOCKS_EXCLUDED(mu_);
-  // SetPolicy without telling the watchers; the ids of the sessions it changed go to `changed`.
-  absl::StatusOr<uint32_t> ApplyPolicy(const PeerCredentials& creds, const PolicyTarget& target,
-                                       const PolicyChange& change, std::vector<uint64_t>* changed)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(save_mu_);
-  void WatchProcesses();
+  // Register once `id` is reserved: the session's info, its process watched, the tenant on every
+  // GPU (no registry lock held), then published. Undoes all of it when any step fails, or when
+  // the session ended or the daemon began stopping before it could be published.
+  absl::StatusOr<SessionInfo> OpenReserved(uint64_t id, const PeerCredentials& creds,
+                                           const std::string& name, TenantClass cls,
+                                           uint64_t requested_quota, const K8sIdentity& k8s)
+      ABSL_SHARED_LOCKS_REQUIRED(policy_mu_);
+  // The GPU side of a session: its tenant in every pool (with `kept_quota` when an
+  // administrator set one) and its pacing slots; all or nothing.
+  absl::Status AddToGpus(const SessionInfo& info, uint64_t requested_quota,
+                         std::optional<uint64_t> kept_quota);
+  // Takes the session off every GPU: copy channels closed, pacing slots left, its blocks back to
+  // the pools (`process_lives`: see VramPool::RemoveTenant). Returns the blocks released.
+  size_t RemoveFromGpus(uint64_t session, bool process_lives);
+  // The process watched under `key` (a session id) exited.
+  void OnProcessExit(uint64_t key);
   // The process of an ended session exited: its released memory stops counting.
   void ForgetLingering(uint64_t session);
-  // Calls the session's watchers (see AddWatcher); `ended` drops them afterwards. Call with no
-  // lock held.
-  void NotifyWatchers(uint64_t session, bool ended);
+  void BeforeGpuCalls(std::string_view what) const;
+
+  // --- admin policy (core_policy.cc) ---
+  // SetPolicy once the caller and the request were checked; the ids of the sessions it changed
+  // go to `changed`.
+  absl::StatusOr<uint32_t> ApplyPolicy(const PeerCredentials& creds, const PolicyTarget& target,
+                                       const PolicyChange& change, std::vector<uint64_t>* changed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(policy_mu_);
+  // The quota and priority parts of a policy change aimed at a whole class, made by `creds`.
+  absl::Status SetClassPolicy(const PeerCredentials& creds, TenantClass cls,
+                              const PolicyChange& change) ABSL_EXCLUSIVE_LOCKS_REQUIRED(policy_mu_);
+  // A policy change for one matched session: its pools first, then its info in the registry,
+  // then its arbiters and pacing domains; logs it and records it in the policy store. A session
+  // that ends meanwhile is left alone.
+  absl::Status ApplyToSession(const PeerCredentials& creds, const SessionInfo& session,
+                              const PolicyTarget& target, const PolicyChange& change)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(policy_mu_);
+  // With `change` applied to the `matched` sessions (and, for a class target, to its class),
+  // one line for each tenant on each GPU, and each class, that would hold more than its quota.
+  std::vector<std::string> OverQuota(const PolicyTarget& target, const PolicyChange& change,
+                                     const std::vector<SessionInfo>& matched) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(policy_mu_);
+  // Loads the state file into the policy store and applies its class defaults (Start).
+  void RestorePolicy() ABSL_LOCKS_EXCLUDED(policy_mu_);
 
   const CoreOptions options_;
   const std::string instance_;
+  // The GPUs' class quotas (Gpu::quota) change under policy_mu_ held exclusively.
   std::vector<Gpu> gpus_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   const std::chrono::system_clock::time_point started_wall_ = std::chrono::system_clock::now();
 
-  // Taken before mu_ where both are held (AddWatcher), so that a session cannot end between
-  // its check and the watcher's registration unnoticed.
-  absl::Mutex watchers_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  // Serialises SetPolicy with its save, so the state file ends with the last change; taken
-  // before mu_.
-  absl::Mutex save_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  absl::flat_hash_map<uint64_t, absl::flat_hash_map<uint64_t, std::function<void()>>> watchers_
-      ABSL_GUARDED_BY(watchers_mu_);
-  uint64_t next_watcher_ ABSL_GUARDED_BY(watchers_mu_) = 1;
-
-  mutable absl::Mutex mu_;
-  absl::flat_hash_map<uint64_t, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<int, uint64_t> session_by_pid_ ABSL_GUARDED_BY(mu_);
-  // Ended sessions whose process still ran then: session id -> its pidfd (still in epoll_fd_).
-  absl::flat_hash_map<uint64_t, int> lingering_ ABSL_GUARDED_BY(mu_);
-  // Starts at a random base (from the instance id): a restarted daemon hands out other ids than
-  // the one before, so a request a shim sent in an ended session never names a new one.
-  uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
-  ClassDefaults ls_ ABSL_GUARDED_BY(mu_);
-  ClassDefaults be_ ABSL_GUARDED_BY(mu_);
-  // The policy set at run time, as the state file keeps it.
-  PolicyState policy_ ABSL_GUARDED_BY(mu_);
+  const AdminAuthorizer authorizer_;
+  PolicyStore policy_;
+  // Admin policy changes (SetPolicy, RestorePolicy) hold it exclusively, each with its pool
+  // calls and its save; a registration holds it shared from its policy lookup to its
+  // publication, so it gets a class's policy from before a change or after it, never a mix, and
+  // a change sees every session it could apply to. Taken before any registry lock.
+  absl::Mutex policy_mu_;
+  SessionRegistry registry_;
   // Quota refusals are a tenant's own doing and may come in floods: one warning per interval.
   LogLimiter quota_log_{std::chrono::seconds(10)};
   LogLimiter pod_log_{std::chrono::seconds(10)};  // identities the kubelet did not give
-  std::atomic<uint64_t> heartbeat_{0};
-  absl::CondVar changed_;
   // Serialises SetPacing, so every GPU ends with the same policy.
   absl::Mutex pacing_mu_;
 
@@ -302,8 +291,8 @@ class DaemonCore {
   std::atomic<bool> stopped_{false};
   std::atomic<uint64_t> sessions_opened_{0};
   std::atomic<uint64_t> sessions_ended_{0};
-  int epoll_fd_ = -1;
-  std::thread process_watcher_;
+  // Last: destroyed first, so its thread never calls into a part already gone.
+  ProcessWatcher watcher_;
 };
 
 }  // namespace missile::daemon

@@ -1,9 +1,8 @@
-// DaemonCore's admin policy (SetPolicy) and the state file that keeps it across restarts
-// (policy_state.h). The sessions themselves are in core.cc.
+// DaemonCore's admin policy (SetPolicy): what a change does to the sessions, the GPUs and the
+// policy store (policy_store.h keeps it across restarts). The sessions themselves are in core.cc.
 #include <unistd.h>
 
 #include <charconv>
-#include <cstdio>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -136,10 +135,9 @@ std::string Bytes(uint64_t b) { return FormatSize(b); }
 
 }  // namespace
 
-absl::Status DaemonCore::SetClassPolicyLocked(const PeerCredentials& creds, TenantClass cls,
-                                              const PolicyChange& change) {
-  ClassDefaults& defaults = cls == TenantClass::kLatencySensitive ? ls_ : be_;
-  const int priority_before = defaults.priority;
+absl::Status DaemonCore::SetClassPolicy(const PeerCredentials& creds, TenantClass cls,
+                                        const PolicyChange& change) {
+  const int priority_before = policy_.class_defaults(cls).priority;
   const QuotaPolicy quota_before =
       gpus_.empty() ? QuotaPolicy{} : gpus_[0].quota[ClassIndex(cls)];
   if (ChangesAQuota(change)) {
@@ -155,23 +153,20 @@ absl::Status DaemonCore::SetClassPolicyLocked(const PeerCredentials& creds, Tena
       }
       next.push_back(q);
     }
+    BeforeGpuCalls("policy");
     for (size_t g = 0; g < gpus_.size(); ++g) {
       if (absl::Status s = gpus_[g].pool->SetClassQuota(cls, next[g]); !s.ok()) return s;
       gpus_[g].quota[ClassIndex(cls)] = next[g];
     }
   }
-  if (change.priority) defaults.priority = *change.priority;
-  ClassPolicyState& kept = policy_.of(cls);
-  if (change.priority) kept.priority = change.priority;
   // The state file keeps bytes: a percentage is kept as what it came to on the first GPU.
   const PolicyChange first = gpus_.empty() ? change : OnGpu(change, gpus_[0]);
-  if (first.quota_bytes) kept.tenant_quota_bytes = first.quota_bytes;
-  if (first.class_quota_bytes) kept.class_quota_bytes = first.class_quota_bytes;
+  policy_.ChangeClass(cls, change.priority, first.quota_bytes, first.class_quota_bytes);
   const QuotaPolicy quota_after =
       gpus_.empty() ? QuotaPolicy{} : gpus_[0].quota[ClassIndex(cls)];
   Log()->info("class {} defaults changed by uid {} pid {}: {}", TenantClassName(cls), creds.uid,
               creds.pid,
-              Joined({Change("priority", priority_before, defaults.priority),
+              Joined({Change("priority", priority_before, policy_.class_defaults(cls).priority),
                       Change("tenant quota", Bytes(quota_before.tenant_quota_bytes),
                              Bytes(quota_after.tenant_quota_bytes)),
                       Change("class quota", Bytes(quota_before.class_quota_bytes),
@@ -182,70 +177,80 @@ absl::Status DaemonCore::SetClassPolicyLocked(const PeerCredentials& creds, Tena
 absl::StatusOr<uint32_t> DaemonCore::SetPolicy(const PeerCredentials& creds,
                                                const PolicyTarget& target,
                                                const PolicyChange& change) {
+  // Before policy_mu_: it may read the group database.
+  if (absl::Status s = authorizer_.Check(creds, "change policy"); !s.ok()) return s;
+  if (absl::Status s = CheckPolicyRequest(target, change); !s.ok()) return s;
   std::vector<uint64_t> changed;
   absl::StatusOr<uint32_t> n;
   {
     // One change and its save at a time, so the file ends with the last change.
-    absl::MutexLock save_lock(&save_mu_);
+    absl::MutexLock lock(&policy_mu_);
     n = ApplyPolicy(creds, target, change, &changed);
-    if (n.ok()) SavePolicyLocked();
+    if (n.ok()) policy_.Save();
   }
-  for (uint64_t id : changed) NotifyWatchers(id, /*ended=*/false);
+  for (uint64_t id : changed) registry_.NotifyWatchers(id, /*ended=*/false);
   return n;
 }
 
-absl::Status DaemonCore::ApplyToSessionLocked(const PeerCredentials& creds, Session& session,
-                                              const PolicyTarget& target,
-                                              const PolicyChange& change) {
-  SessionInfo& info = session.info;
-  const SessionInfo before = info;
-  const TenantPolicyState* kept = policy_.Find(info.name, info.creds.uid);
+absl::Status DaemonCore::ApplyToSession(const PeerCredentials& creds, const SessionInfo& session,
+                                        const PolicyTarget& target, const PolicyChange& change) {
+  const uint64_t id = session.id;
+  const std::optional<TenantPolicyState> kept =
+      policy_.FindTenant(session.name, session.creds.uid);
   std::optional<uint64_t> quota = kept ? kept->quota_bytes : std::nullopt;
+  BeforeGpuCalls("policy");
   std::optional<uint64_t> quota_before;
   if (!gpus_.empty()) {
-    if (absl::StatusOr<Usage> u = gpus_[0].pool->GetUsage(info.id); u.ok()) {
+    if (absl::StatusOr<Usage> u = gpus_[0].pool->GetUsage(id); u.ok()) {
       quota_before = u->quota_bytes;
     }
   }
   std::optional<uint64_t> quota_after;  // on the first GPU, for the log and the state file
   for (Gpu& gpu : gpus_) {
-    if (change.cls) {
-      if (absl::Status st = gpu.pool->SetTenantClass(info.id, *change.cls); !st.ok()) return st;
-    }
+    absl::Status st;
+    if (change.cls) st = gpu.pool->SetTenantClass(id, *change.cls);
     const PolicyChange on = OnGpu(change, gpu);
-    if (on.quota_bytes && !target.cls) {
-      if (absl::Status st = gpu.pool->SetTenantQuota(info.id, *on.quota_bytes); !st.ok()) {
-        return st;
-      }
-      if (!quota_after) quota_after = on.quota_bytes;
+    if (st.ok() && on.quota_bytes && !target.cls) {
+      st = gpu.pool->SetTenantQuota(id, *on.quota_bytes);
+      if (st.ok() && !quota_after) quota_after = on.quota_bytes;
+    }
+    if (!st.ok()) {
+      // A session that ended since it was matched has left the pools: nothing to change.
+      if (!registry_.Find(session.creds, id).ok()) return absl::OkStatus();
+      return st;
     }
   }
   if (quota_after) quota = quota_after;
-  if (change.cls) info.cls = *change.cls;
   // A tenant moved to another class takes that class's priority (and so its weight), as if
   // it had registered there, unless the same change names a priority or weight of its own.
-  if (change.cls && !change.priority) {
-    info.priority = (*change.cls == TenantClass::kLatencySensitive ? ls_ : be_).priority;
-  }
-  if (change.priority) info.priority = *change.priority;
-  if (change.priority || change.cls) info.weight = WeightOf(info.priority);
-  if (change.weight) info.weight = *change.weight;
+  const std::optional<int> class_priority =
+      change.cls ? std::optional<int>(policy_.class_defaults(*change.cls).priority) : std::nullopt;
+  SessionInfo before;
+  absl::StatusOr<SessionInfo> info = registry_.Update(id, [&](SessionInfo& info) {
+    before = info;
+    if (change.cls) info.cls = *change.cls;
+    if (change.cls && !change.priority) info.priority = *class_priority;
+    if (change.priority) info.priority = *change.priority;
+    if (change.priority || change.cls) info.weight = WeightOf(info.priority);
+    if (change.weight) info.weight = *change.weight;
+  });
+  if (!info.ok()) return absl::OkStatus();  // it ended meanwhile
+  BeforeGpuCalls("policy");
   for (Gpu& gpu : gpus_) {
-    if (gpu.arbiter) gpu.arbiter->SetPolicy(info.id, info.cls, info.weight);
-    if (gpu.pacing) gpu.pacing->SetPolicy(info.id, info.cls, info.weight);
+    if (gpu.arbiter) gpu.arbiter->SetPolicy(id, info->cls, info->weight);
+    if (gpu.pacing) gpu.pacing->SetPolicy(id, info->cls, info->weight);
   }
-  ++info.generation;
-  policy_.Put({info.name, info.creds.uid, info.cls, info.priority, info.weight, quota});
+  policy_.PutTenant({info->name, info->creds.uid, info->cls, info->priority, info->weight, quota});
   std::string quota_change;
   if (quota_before && quota_after) {
     quota_change = Change("quota", Bytes(*quota_before), Bytes(*quota_after));
   }
-  Log()->info("session {} ('{}', pid {}, uid {}): policy changed by uid {} pid {}: {}", info.id,
-              info.name, info.creds.pid, info.creds.uid, creds.uid, creds.pid,
+  Log()->info("session {} ('{}', pid {}, uid {}): policy changed by uid {} pid {}: {}", id,
+              info->name, info->creds.pid, info->creds.uid, creds.uid, creds.pid,
               Joined({Change("class", std::string(TenantClassName(before.cls)),
-                             std::string(TenantClassName(info.cls))),
-                      Change("priority", before.priority, info.priority),
-                      Change("weight", before.weight, info.weight), quota_change}));
+                             std::string(TenantClassName(info->cls))),
+                      Change("priority", before.priority, info->priority),
+                      Change("weight", before.weight, info->weight), quota_change}));
   return absl::OkStatus();
 }
 
@@ -253,17 +258,13 @@ absl::StatusOr<uint32_t> DaemonCore::ApplyPolicy(const PeerCredentials& creds,
                                                  const PolicyTarget& target,
                                                  const PolicyChange& change,
                                                  std::vector<uint64_t>* changed) {
-  if (!IsAdmin(creds)) {
-    return absl::PermissionDeniedError("uid " + std::to_string(creds.uid) +
-                                       " may not change policy: root or the admin group only");
-  }
-  if (absl::Status s = CheckPolicyRequest(target, change); !s.ok()) return s;
-  absl::MutexLock lock(&mu_);
-  std::vector<std::shared_ptr<Session>> matched;
-  for (const auto& [id, s] : sessions_) {
-    if ((target.pid && s->info.creds.pid == *target.pid) ||
-        (target.name && s->info.name == *target.name) || (target.cls && s->info.cls == *target.cls)) {
-      matched.push_back(s);
+  // Registrations hold policy_mu_ shared until they are published: every session this change
+  // could apply to is listed here.
+  std::vector<SessionInfo> matched;
+  for (SessionInfo& s : registry_.List()) {
+    if ((target.pid && s.creds.pid == *target.pid) || (target.name && s.name == *target.name) ||
+        (target.cls && s.cls == *target.cls)) {
+      matched.push_back(std::move(s));
     }
   }
   // A name is whatever a tenant chose to register with, so another user can take a name in
@@ -271,7 +272,7 @@ absl::StatusOr<uint32_t> DaemonCore::ApplyPolicy(const PeerCredentials& creds,
   // administrator's change meant for someone else. Within one uid the name is the owner's own.
   if (target.name) {
     std::set<uint32_t> uids;
-    for (const auto& s : matched) uids.insert(s->info.creds.uid);
+    for (const SessionInfo& s : matched) uids.insert(s.creds.uid);
     if (uids.size() > 1) {
       return absl::FailedPreconditionError(
           "tenants of several uids (" + absl::StrJoin(uids, ", ") + ") are named '" +
@@ -286,7 +287,7 @@ absl::StatusOr<uint32_t> DaemonCore::ApplyPolicy(const PeerCredentials& creds,
     // Lowering a quota takes nothing back, so a tenant above its new quota keeps what it holds
     // and cannot allocate again until it frees enough: likely a mistake (`--quota 95` was once
     // 95 bytes), so it must be asked for.
-    const std::vector<std::string> over = OverQuotaLocked(target, change, matched);
+    const std::vector<std::string> over = OverQuota(target, change, matched);
     if (!over.empty() && !change.force) {
       return absl::FailedPreconditionError(
           "the new quota is below what tenants hold: " + absl::StrJoin(over, "; ") +
@@ -299,22 +300,22 @@ absl::StatusOr<uint32_t> DaemonCore::ApplyPolicy(const PeerCredentials& creds,
     }
   }
   if (target.cls) {
-    if (absl::Status s = SetClassPolicyLocked(creds, *target.cls, change); !s.ok()) return s;
+    if (absl::Status s = SetClassPolicy(creds, *target.cls, change); !s.ok()) return s;
   }
-  for (auto& s : matched) {
-    changed->push_back(s->info.id);
-    if (absl::Status st = ApplyToSessionLocked(creds, *s, target, change); !st.ok()) return st;
+  for (const SessionInfo& s : matched) {
+    changed->push_back(s.id);
+    if (absl::Status st = ApplyToSession(creds, s, target, change); !st.ok()) return st;
   }
-  changed_.SignalAll();
   return static_cast<uint32_t>(matched.size());
 }
 
-std::vector<std::string> DaemonCore::OverQuotaLocked(
-    const PolicyTarget& target, const PolicyChange& change,
-    const std::vector<std::shared_ptr<Session>>& matched) const {
+std::vector<std::string> DaemonCore::OverQuota(const PolicyTarget& target,
+                                               const PolicyChange& change,
+                                               const std::vector<SessionInfo>& matched) const {
   absl::flat_hash_map<uint64_t, const SessionInfo*> sessions;
-  for (const auto& s : matched) sessions[s->info.id] = &s->info;
+  for (const SessionInfo& s : matched) sessions[s.id] = &s;
   std::vector<std::string> over;
+  BeforeGpuCalls("policy");
   for (size_t g = 0; g < gpus_.size(); ++g) {
     const Gpu& gpu = gpus_[g];
     const PolicyChange on = OnGpu(change, gpu);
@@ -351,45 +352,10 @@ std::vector<std::string> DaemonCore::OverQuotaLocked(
   return over;
 }
 
-void DaemonCore::SavePolicyLocked() {
-  if (options_.state_file.empty()) return;
-  PolicyState snapshot;
-  {
-    absl::MutexLock lock(&mu_);
-    snapshot = policy_;
-  }
-  if (absl::Status s = SavePolicyState(options_.state_file, snapshot); !s.ok()) {
-    Log()->error("policy state file not written, the change holds until missiled stops: {}",
-                 std::string(s.message()));
-  }
-}
-
 void DaemonCore::RestorePolicy() {
-  if (options_.state_file.empty()) {
-    Log()->info("policy set at run time is not kept across restarts (no daemon.state_file and "
-                "no systemd state directory)");
-    return;
-  }
-  absl::StatusOr<PolicyState> loaded = LoadPolicyState(options_.state_file);
-  if (absl::IsNotFound(loaded.status())) {
-    Log()->info("policy state file {}: none yet; policy changes will be kept there",
-                options_.state_file);
-    return;
-  }
-  if (!loaded.ok()) {
-    // A file that does not parse is kept for the administrator, beside the new one the next
-    // change writes; one that cannot be read is left where it is.
-    std::string kept_as;
-    const std::string bad = options_.state_file + ".bad";
-    if (absl::IsInvalidArgument(loaded.status()) &&
-        rename(options_.state_file.c_str(), bad.c_str()) == 0) {
-      kept_as = "; moved to " + bad;
-    }
-    Log()->error("policy state file ignored, starting with the configuration's policy: {}{}",
-                 std::string(loaded.status().message()), kept_as);
-    return;
-  }
-  absl::MutexLock lock(&mu_);
+  std::optional<PolicyState> loaded = policy_.Load();
+  if (!loaded) return;
+  absl::MutexLock lock(&policy_mu_);
   const PeerCredentials self{.pid = getpid(), .uid = getuid(), .gid = getgid()};
   for (TenantClass cls : {TenantClass::kLatencySensitive, TenantClass::kBestEffort}) {
     const ClassPolicyState& c = loaded->of(cls);
@@ -398,17 +364,12 @@ void DaemonCore::RestorePolicy() {
     change.priority = c.priority;
     change.quota_bytes = c.tenant_quota_bytes;
     change.class_quota_bytes = c.class_quota_bytes;
-    if (absl::Status s = SetClassPolicyLocked(self, cls, change); !s.ok()) {
-      Log()->warn("policy state file {}: class {} defaults not restored: {}", options_.state_file,
+    if (absl::Status s = SetClassPolicy(self, cls, change); !s.ok()) {
+      Log()->warn("policy state file {}: class {} defaults not restored: {}", policy_.state_file(),
                   TenantClassName(cls), std::string(s.message()));
     }
   }
-  policy_ = *std::move(loaded);
-  Log()->info("policy state file {}: restored {} tenant entries{}", options_.state_file,
-              policy_.tenants.size(),
-              policy_.ls == ClassPolicyState{} && policy_.be == ClassPolicyState{}
-                  ? ""
-                  : " and the class defaults changed at run time");
+  policy_.Restore(*std::move(loaded));
 }
 
 }  // namespace missile::daemon

@@ -1,5 +1,5 @@
-// DaemonCore's private parts shared by its two source files (core.cc: sessions and tenants;
-// core_policy.cc: admin policy and its state file). Not for other components.
+// DaemonCore's private helpers shared by its two source files (core.cc: sessions and tenants;
+// core_policy.cc: admin policy). Not for other components.
 #ifndef MISSILE_DAEMON_INTERNAL_CORE_SESSION_H_
 #define MISSILE_DAEMON_INTERNAL_CORE_SESSION_H_
 
@@ -8,18 +8,10 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "core.h"
 #include "missile/common/quote.h"
 #include "missile/pcie_sched/fair_scheduler.h"
 
-namespace missile::daemon {
-
-struct DaemonCore::Session {
-  SessionInfo info;
-  int pidfd = -1;
-};
-
-namespace core_internal {
+namespace missile::daemon::core_internal {
 
 inline constexpr size_t kMaxNameBytes = 64;
 
@@ -44,7 +36,6 @@ inline uint32_t WeightOf(int priority) {
   return w.ok() ? *w : 1024;
 }
 
-}  // namespace core_internal
-}  // namespace missile::daemon
+}  // namespace missile::daemon::core_internal
 
 #endif  // MISSILE_DAEMON_INTERNAL_CORE_SESSION_H_
