@@ -1,12 +1,14 @@
 #include "ctl_args.h"
 
+#include <algorithm>
 #include <limits>
+#include <map>
 
 #include "absl/strings/numbers.h"
 #include "flags.h"
 #include "missile/common/size.h"
 #include "missile/common/status_macros.h"
-#include "missile/flags/suggest.h"
+#include "missile/flags/parse.h"
 #include "run_args.h"
 
 namespace missile::cli {
@@ -57,20 +59,7 @@ std::string DefaultSocket(const char* env_socket) {
   return std::string(kDefaultSocket);
 }
 
-using flags::DidYouMean;
-
 namespace {
-
-absl::Status Twice(std::string_view flag) {
-  return absl::InvalidArgumentError(std::string(flag) + " given twice");
-}
-
-template <typename T>
-absl::Status SetOnce(std::optional<T>& slot, std::string_view flag, T value) {
-  if (slot.has_value()) return Twice(flag);
-  slot = std::move(value);
-  return absl::OkStatus();
-}
 
 absl::StatusOr<int64_t> ParseInt(std::string_view flag, const std::string& text, int64_t min,
                                  int64_t max, std::string_view what) {
@@ -124,119 +113,77 @@ constexpr PacingFlag kPacingFlags[] = {
     {"--ls-reserve-tpcs", 0, 127, "a TPC count in [0, 127]", &PacingArgs::ls_reserve_tpcs},
 };
 
-// A pacing option at the reader's position; false when the option is not one.
-absl::StatusOr<bool> ParsePacingOption(ArgReader& reader, PacingArgs& pacing) {
-  std::string flag(reader.CurrentName());
+// A pacing option's value into `pacing`; false when `flag` is not a pacing option.
+absl::StatusOr<bool> ParsePacingOption(const std::string& flag, const std::string& v,
+                                       PacingArgs& pacing) {
   if (flag == "--pacing") {
-    MISSILE_ASSIGN_OR_RETURN(std::string v, reader.TakeValue());
     if (v != "on" && v != "off") {
       return absl::InvalidArgumentError("--pacing: '" + v + "' is not on or off");
     }
-    MISSILE_RETURN_IF_ERROR(SetOnce(pacing.pacing, flag, v == "on"));
+    pacing.pacing = v == "on";
     return true;
   }
   if (flag == "--window-items") {
-    MISSILE_ASSIGN_OR_RETURN(std::string v, reader.TakeValue());
     MISSILE_ASSIGN_OR_RETURN(int64_t n, ParseInt(flag, v, 1, 1024, "a count in [1, 1024]"));
-    MISSILE_RETURN_IF_ERROR(SetOnce(pacing.window_items, flag, static_cast<uint32_t>(n)));
+    pacing.window_items = static_cast<uint32_t>(n);
     return true;
   }
   for (const PacingFlag& f : kPacingFlags) {
     if (flag != f.flag) continue;
-    MISSILE_ASSIGN_OR_RETURN(std::string v, reader.TakeValue());
     MISSILE_ASSIGN_OR_RETURN(int64_t n, ParseInt(flag, v, f.min, f.max, f.what));
-    MISSILE_RETURN_IF_ERROR(SetOnce(pacing.*f.field, flag, static_cast<uint64_t>(n)));
+    pacing.*f.field = static_cast<uint64_t>(n);
     return true;
   }
   return false;
 }
 
-// The options every command takes, and the commands, for "did you mean".
-constexpr std::string_view kGlobalOptions[] = {"--socket", "--json", "--help", "--version"};
-constexpr std::string_view kCommands[] = {"status", "tenants", "set", "top", "check", "help"};
-constexpr std::string_view kSetOptions[] = {
-    "--pid",   "--name",        "--class", "--class-to", "--priority",    "--weight",
-    "--quota", "--class-quota", "--force", "--pacing",   "--window-items"};
+// The options of `set` that take a value, in the order of the usage text.
+constexpr const char* kSetOptions[] = {"--pid",      "--name",        "--class", "--class-to",
+                                       "--priority", "--weight",      "--quota", "--class-quota",
+                                       "--pacing",   "--window-items"};
 
-std::optional<CtlCommand> CommandNamed(std::string_view word) {
-  static constexpr std::pair<std::string_view, CtlCommand> kNamed[] = {
-      {"status", CtlCommand::kStatus}, {"tenants", CtlCommand::kTenants},
-      {"set", CtlCommand::kSet},       {"top", CtlCommand::kTop},
-      {"check", CtlCommand::kCheck},   {"help", CtlCommand::kHelp}};
-  for (const auto& [name, command] : kNamed) {
-    if (word == name) return command;
-  }
-  return std::nullopt;
-}
-
-// `prefix` "unknown option 'X'", with a suggestion from the global options (and `more`).
-absl::Status UnknownOption(std::string_view prefix, std::string_view flag,
-                           const std::vector<std::string_view>& more = {}) {
-  std::vector<std::string_view> candidates(std::begin(kGlobalOptions), std::end(kGlobalOptions));
-  candidates.insert(candidates.end(), more.begin(), more.end());
-  return absl::InvalidArgumentError(std::string(prefix) + "unknown option '" + std::string(flag) +
-                                    "'" + DidYouMean(flag, candidates));
-}
-
-// One `set` option at the reader's position.
-absl::Status ParseSetOption(ArgReader& reader, SetArgs& set) {
-  MISSILE_ASSIGN_OR_RETURN(bool pacing, ParsePacingOption(reader, set.pacing));
+// The value of one `set` option into `set`.
+absl::Status ParseSetOption(const std::string& flag, const std::string& v, SetArgs& set) {
+  MISSILE_ASSIGN_OR_RETURN(bool pacing, ParsePacingOption(flag, v, set.pacing));
   if (pacing) return absl::OkStatus();
-  std::string flag(reader.CurrentName());
   if (flag == "--pid") {
-    MISSILE_ASSIGN_OR_RETURN(std::string v, reader.TakeValue());
     MISSILE_ASSIGN_OR_RETURN(
         int64_t pid, ParseInt(flag, v, 1, std::numeric_limits<int32_t>::max(), "a process id"));
-    return SetOnce(set.pid, flag, static_cast<uint32_t>(pid));
+    set.pid = static_cast<uint32_t>(pid);
+    return absl::OkStatus();
   }
   if (flag == "--name") {
-    MISSILE_ASSIGN_OR_RETURN(std::string v, reader.TakeValue());
     if (absl::Status s = ValidateTenantName(v); !s.ok()) {
       return absl::InvalidArgumentError("--name: " + std::string(s.message()));
     }
-    return SetOnce(set.name, flag, v);
-  }
-  if (flag == "--class" || flag == "--class-to") {
-    MISSILE_ASSIGN_OR_RETURN(std::string v, reader.TakeValue());
-    MISSILE_ASSIGN_OR_RETURN(v1::TenantClass cls, ParseClass(flag, v));
-    return SetOnce(flag == "--class" ? set.tenant_class : set.class_to, flag, cls);
-  }
-  if (flag == "--priority") {
-    MISSILE_ASSIGN_OR_RETURN(std::string v, reader.TakeValue());
-    MISSILE_ASSIGN_OR_RETURN(int64_t prio, ParseInt(flag, v, -20, 19, "a priority in [-20, 19]"));
-    return SetOnce(set.priority, flag, static_cast<int32_t>(prio));
-  }
-  if (flag == "--weight") {
-    MISSILE_ASSIGN_OR_RETURN(std::string v, reader.TakeValue());
-    MISSILE_ASSIGN_OR_RETURN(int64_t weight,
-                             ParseInt(flag, v, 1, 1 << 20, "a weight in [1, 1048576]"));
-    return SetOnce(set.weight, flag, static_cast<uint32_t>(weight));
-  }
-  if (flag == "--quota" || flag == "--class-quota") {
-    MISSILE_ASSIGN_OR_RETURN(std::string v, reader.TakeValue());
-    MISSILE_ASSIGN_OR_RETURN(SizeOrFraction quota, ParseQuotaFlag(flag, v));
-    const bool tenant = flag == "--quota";
-    if ((tenant ? set.quota_bytes || set.quota_percent
-                : set.class_quota_bytes || set.class_quota_percent)) {
-      return Twice(flag);
-    }
-    if (quota.is_fraction) {
-      (tenant ? set.quota_percent : set.class_quota_percent) = PercentAsWritten(v);
-    } else {
-      (tenant ? set.quota_bytes : set.class_quota_bytes) = quota.bytes;
-    }
+    set.name = v;
     return absl::OkStatus();
   }
-  if (flag == "--force") {
-    set.force = true;
-    return reader.TakeSwitch();
+  if (flag == "--class" || flag == "--class-to") {
+    MISSILE_ASSIGN_OR_RETURN(v1::TenantClass cls, ParseClass(flag, v));
+    (flag == "--class" ? set.tenant_class : set.class_to) = cls;
+    return absl::OkStatus();
   }
-  if (flag.starts_with("-")) {
-    std::vector<std::string_view> set_options(std::begin(kSetOptions), std::end(kSetOptions));
-    for (const PacingFlag& f : kPacingFlags) set_options.push_back(f.flag);
-    return UnknownOption("set: ", flag, set_options);
+  if (flag == "--priority") {
+    MISSILE_ASSIGN_OR_RETURN(int64_t prio, ParseInt(flag, v, -20, 19, "a priority in [-20, 19]"));
+    set.priority = static_cast<int32_t>(prio);
+    return absl::OkStatus();
   }
-  return absl::InvalidArgumentError("set: unexpected argument '" + reader.Current() + "'");
+  if (flag == "--weight") {
+    MISSILE_ASSIGN_OR_RETURN(int64_t weight,
+                             ParseInt(flag, v, 1, 1 << 20, "a weight in [1, 1048576]"));
+    set.weight = static_cast<uint32_t>(weight);
+    return absl::OkStatus();
+  }
+  // --quota or --class-quota: the options left.
+  MISSILE_ASSIGN_OR_RETURN(SizeOrFraction quota, ParseQuotaFlag(flag, v));
+  const bool tenant = flag == "--quota";
+  if (quota.is_fraction) {
+    (tenant ? set.quota_percent : set.class_quota_percent) = PercentAsWritten(v);
+  } else {
+    (tenant ? set.quota_bytes : set.class_quota_bytes) = quota.bytes;
+  }
+  return absl::OkStatus();
 }
 
 // The first pacing option given, in the order of the usage text.
@@ -314,20 +261,49 @@ absl::Status CheckSet(const SetArgs& set) {
   return absl::OkStatus();
 }
 
-// An option of `top` at the reader's position.
-absl::Status ParseTopOption(ArgReader& reader, TopArgs& top) {
-  const std::string flag(reader.CurrentName());
-  if (flag == "--once") {
-    top.once = true;
-    return reader.TakeSwitch();
+// The options every command takes, before or after it.
+struct GlobalFlags {
+  std::string socket;
+  bool json = false;
+  bool help = false;
+  bool version = false;
+  std::vector<const CLI::Option*> socket_options;  // one for missilectl and one per command
+
+  void AddTo(CLI::App& app) {
+    socket_options.push_back(app.add_option("--socket", socket));
+    app.add_flag("--json", json);
+    app.add_flag("-h,--help", help);
+    app.add_flag("--version", version);
   }
-  if (flag != "--interval") {
-    if (reader.Current().starts_with("-")) {
-      return UnknownOption("top: ", flag, {"--interval", "--once"});
-    }
-    return absl::InvalidArgumentError("top takes no arguments, got '" + reader.Current() + "'");
+};
+
+// The commands, in the order of the usage text.
+constexpr std::pair<const char*, CtlCommand> kCommands[] = {{"status", CtlCommand::kStatus},
+                                                            {"tenants", CtlCommand::kTenants},
+                                                            {"set", CtlCommand::kSet},
+                                                            {"top", CtlCommand::kTop},
+                                                            {"check", CtlCommand::kCheck}};
+
+// `set`'s options that take a value: kSetOptions, then the pacing ones.
+std::vector<std::string> SetValueOptions() {
+  std::vector<std::string> names(std::begin(kSetOptions), std::end(kSetOptions));
+  for (const PacingFlag& f : kPacingFlags) names.emplace_back(f.flag);
+  return names;
+}
+
+// The values `set` was given, each once, into `set`.
+absl::Status ReadSet(const CLI::App& command, const std::map<std::string, std::string>& values,
+                     SetArgs& set) {
+  for (const std::string& flag : SetValueOptions()) {
+    const CLI::Option* option = command.get_option(flag);
+    if (option->count() == 0) continue;
+    MISSILE_RETURN_IF_ERROR(flags::GivenOnce({option}));
+    MISSILE_RETURN_IF_ERROR(ParseSetOption(flag, values.at(flag), set));
   }
-  MISSILE_ASSIGN_OR_RETURN(std::string v, reader.TakeValue());
+  return absl::OkStatus();
+}
+
+absl::Status ReadInterval(const std::string& v, TopArgs& top) {
   double seconds = 0;
   if (!absl::SimpleAtod(v, &seconds) || !(seconds >= 0.1 && seconds <= 3600)) {
     return absl::InvalidArgumentError("--interval: '" + v + "' is not seconds in [0.1, 3600]");
@@ -341,72 +317,60 @@ absl::Status ParseTopOption(ArgReader& reader, TopArgs& top) {
 absl::StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& args,
                                      std::string_view default_socket) {
   CtlArgs out;
-  std::optional<std::string> socket;
-  bool have_command = false;
-  ArgReader reader(args);
-  while (!reader.Done()) {
-    std::string flag(reader.CurrentName());
-    if (flag == "-h" || flag == "--help") {
-      out.command = CtlCommand::kHelp;
-      return out;
-    }
-    if (flag == "--version") {
-      out.command = CtlCommand::kVersion;
-      return out;
-    }
-    if (flag == "--socket") {
-      MISSILE_ASSIGN_OR_RETURN(std::string v, reader.TakeValue());
-      if (v.empty()) return absl::InvalidArgumentError("--socket: empty path");
-      MISSILE_RETURN_IF_ERROR(SetOnce(socket, flag, v));
-      continue;
-    }
-    if (flag == "--json") {
-      MISSILE_RETURN_IF_ERROR(reader.TakeSwitch());
-      out.json = true;
-      continue;
-    }
-    if (!have_command) {
-      const std::string& word = reader.Current();
-      if (word.starts_with("-")) return UnknownOption("", flag);
-      if (std::optional<CtlCommand> command = CommandNamed(word)) {
-        out.command = *command;
-        if (out.command == CtlCommand::kHelp) return out;
-      } else {
-        std::string suggestion = DidYouMean(
-            word, std::vector<std::string_view>(std::begin(kCommands), std::end(kCommands)));
-        return absl::InvalidArgumentError(
-            "unknown command '" + word + "'" +
-            (suggestion.empty() ? std::string(" (status, tenants, set, top or check; try --help)")
-                                : suggestion));
-      }
-      reader.TakePositional();
-      have_command = true;
-      continue;
-    }
-    if (out.command == CtlCommand::kSet) {
-      MISSILE_RETURN_IF_ERROR(ParseSetOption(reader, out.set));
-      continue;
-    }
-    if (out.command == CtlCommand::kTop) {
-      MISSILE_RETURN_IF_ERROR(ParseTopOption(reader, out.top));
-      continue;
-    }
-    std::string command = out.command == CtlCommand::kStatus  ? "status"
-                          : out.command == CtlCommand::kCheck ? "check"
-                                                              : "tenants";
-    if (reader.Current().starts_with("-")) return UnknownOption(command + ": ", flag);
-    return absl::InvalidArgumentError(command + " takes no arguments, got '" + reader.Current() +
-                                      "'");
+  GlobalFlags global;
+  CLI::App app;
+  flags::Configure(app);
+  global.AddTo(app);
+  std::vector<std::pair<const CLI::App*, CtlCommand>> commands;
+  CLI::App* set = nullptr;
+  CLI::App* top = nullptr;
+  for (const auto& [name, command] : kCommands) {
+    CLI::App* sub = flags::AddCommand(app, name);
+    global.AddTo(*sub);
+    commands.emplace_back(sub, command);
+    if (command == CtlCommand::kSet) set = sub;
+    if (command == CtlCommand::kTop) top = sub;
   }
-  if (!have_command) {
+  CLI::App* help = flags::AddCommand(app, "help", /*listed=*/false);
+  global.AddTo(*help);
+  std::map<std::string, std::string> set_values;
+  for (const std::string& flag : SetValueOptions()) set->add_option(flag, set_values[flag]);
+  set->add_flag("--force", out.set.force);
+  std::string interval;
+  top->add_option("--interval", interval);
+  top->add_flag("--once", out.top.once);
+
+  MISSILE_RETURN_IF_ERROR(flags::Parse(app, args));
+  if (global.help || help->parsed()) return out;  // CtlCommand::kHelp
+  if (global.version) {
+    out.command = CtlCommand::kVersion;
+    return out;
+  }
+  MISSILE_RETURN_IF_ERROR(flags::GivenOnce(global.socket_options));
+  const bool socket_given = app.get_option("--socket")->count() > 0 ||
+                            std::any_of(commands.begin(), commands.end(), [](const auto& c) {
+                              return c.first->get_option("--socket")->count() > 0;
+                            });
+  if (socket_given && global.socket.empty()) {
+    return absl::InvalidArgumentError("--socket: empty path");
+  }
+  auto parsed = std::find_if(commands.begin(), commands.end(),
+                             [](const auto& c) { return c.first->parsed(); });
+  if (parsed == commands.end()) {
     return absl::InvalidArgumentError(
         "no command (status, tenants, set, top or check; try --help)");
   }
+  out.command = parsed->second;
+  out.json = global.json;
   if (out.command == CtlCommand::kSet) {
+    MISSILE_RETURN_IF_ERROR(ReadSet(*set, set_values, out.set));
     MISSILE_RETURN_IF_ERROR(CheckSet(out.set));
     if (out.set.pacing.any()) out.command = CtlCommand::kSetPacing;
   }
-  out.socket = socket.value_or(std::string(default_socket));
+  if (out.command == CtlCommand::kTop && top->count("--interval") > 0) {
+    MISSILE_RETURN_IF_ERROR(ReadInterval(interval, out.top));
+  }
+  out.socket = socket_given ? global.socket : std::string(default_socket);
   return out;
 }
 

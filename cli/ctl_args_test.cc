@@ -108,11 +108,14 @@ TEST(CtlArgsTest, UsageErrors) {
   EXPECT_THAT(Error({}), HasSubstr("no command"));
   EXPECT_THAT(Error({"stats"}), HasSubstr("unknown command 'stats'"));
   EXPECT_THAT(Error({"--verbose", "status"}), HasSubstr("unknown option '--verbose'"));
-  EXPECT_THAT(Error({"status", "extra"}), HasSubstr("status takes no arguments, got 'extra'"));
+  EXPECT_THAT(Error({"status", "extra"}), HasSubstr("status: unexpected argument 'extra'"));
   EXPECT_THAT(Error({"tenants", "--pid", "3"}), HasSubstr("tenants: unknown option '--pid'"));
   EXPECT_THAT(Error({"--socket"}), HasSubstr("--socket needs a value"));
   EXPECT_THAT(Error({"--socket=", "status"}), HasSubstr("--socket: empty path"));
   EXPECT_THAT(Error({"--socket", "/a", "--socket", "/b", "status"}), HasSubstr("given twice"));
+  EXPECT_THAT(Error({"--socket", "/a", "status", "--socket=/b"}),
+              HasSubstr("--socket given twice"));
+  EXPECT_THAT(Error({"status", "tenants"}), HasSubstr("status: unexpected argument 'tenants'"));
   EXPECT_THAT(Error({"--json=yes", "status"}), HasSubstr("--json takes no value"));
 }
 

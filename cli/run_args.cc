@@ -12,6 +12,7 @@
 #include "flags.h"
 #include "missile/common/size.h"
 #include "missile/common/status_macros.h"
+#include "missile/flags/parse.h"
 
 namespace missile::cli {
 
@@ -53,20 +54,6 @@ absl::Status ValidateTenantName(std::string_view name) {
 
 namespace {
 
-absl::Status Twice(std::string_view flag) {
-  return absl::InvalidArgumentError(std::string(flag) + " given twice");
-}
-
-// Takes the current option's value into `slot`, once.
-absl::Status TakeOnce(ArgReader& reader, std::optional<std::string>& slot) {
-  std::string flag(reader.CurrentName());
-  MISSILE_ASSIGN_OR_RETURN(std::string v, reader.TakeValue());
-  if (slot.has_value()) return Twice(flag);
-  if (v.empty()) return absl::InvalidArgumentError(flag + ": empty value");
-  slot = v;
-  return absl::OkStatus();
-}
-
 bool IsFile(const std::filesystem::path& p) {
   std::error_code ec;
   return std::filesystem::is_regular_file(p, ec);
@@ -90,56 +77,40 @@ absl::StatusOr<std::string> Usable(const std::filesystem::path& p) {
 
 absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
   RunArgs out;
-  std::optional<std::string> name, cls, quota, sm_percent;
-  ArgReader reader(args);
-  while (!reader.Done()) {
-    const std::string& arg = reader.Current();
-    if (arg == "--") {
-      reader.TakePositional();
-      break;
+  std::string name, cls, quota, sm_percent, socket, shim, no_daemon, report;
+  CLI::App app;
+  flags::Configure(app);
+  app.add_flag("-h,--help", out.help);
+  app.add_flag("--version", out.version);
+  const std::vector<CLI::Option*> options = {
+      app.add_option("--name", name),     app.add_option("--class", cls),
+      app.add_option("--quota", quota),   app.add_option("--socket", socket),
+      app.add_option("--shim", shim),     app.add_option("--no-daemon", no_daemon),
+      app.add_option("--report", report), app.add_option("--be-sm-percent", sm_percent)};
+  // The program and its arguments never reach CLI11.
+  MISSILE_RETURN_IF_ERROR(flags::ParseThenRest(app, args, out.command));
+  if (out.help || out.version) return out;
+  for (const CLI::Option* option : options) {
+    MISSILE_RETURN_IF_ERROR(flags::GivenOnce({option}));
+    if (option->count() > 0 && option->as<std::string>().empty()) {
+      return absl::InvalidArgumentError(option->get_name() + ": empty value");
     }
-    if (!arg.starts_with("-")) break;  // the program
-    std::string flag(reader.CurrentName());
-    absl::Status s;
-    if (flag == "-h" || flag == "--help") {
-      out.help = true;
-      return out;
-    } else if (flag == "--version") {
-      out.version = true;
-      return out;
-    } else if (flag == "--name") {
-      s = TakeOnce(reader, name);
-    } else if (flag == "--class") {
-      s = TakeOnce(reader, cls);
-    } else if (flag == "--quota") {
-      s = TakeOnce(reader, quota);
-    } else if (flag == "--socket") {
-      s = TakeOnce(reader, out.socket);
-    } else if (flag == "--shim") {
-      s = TakeOnce(reader, out.shim);
-    } else if (flag == "--no-daemon") {
-      s = TakeOnce(reader, out.no_daemon);
-    } else if (flag == "--report") {
-      s = TakeOnce(reader, out.report);
-    } else if (flag == "--be-sm-percent") {
-      s = TakeOnce(reader, sm_percent);
-    } else {
-      return absl::InvalidArgumentError("unknown option '" + flag + "'");
-    }
-    if (!s.ok()) return s;
   }
-  out.command = reader.Rest();
+  if (app.count("--socket") > 0) out.socket = socket;
+  if (app.count("--shim") > 0) out.shim = shim;
+  if (app.count("--no-daemon") > 0) out.no_daemon = no_daemon;
+  if (app.count("--report") > 0) out.report = report;
 
-  if (!name) return absl::InvalidArgumentError("--name NAME is required");
-  if (absl::Status s = ValidateTenantName(*name); !s.ok()) {
+  if (app.count("--name") == 0) return absl::InvalidArgumentError("--name NAME is required");
+  if (absl::Status s = ValidateTenantName(name); !s.ok()) {
     return absl::InvalidArgumentError("--name: " + std::string(s.message()));
   }
-  out.name = *name;
-  if (!cls) return absl::InvalidArgumentError("--class ls|be is required");
-  if (absl::StatusOr<v1::TenantClass> c = ParseClass("--class", *cls); !c.ok()) return c.status();
-  out.tenant_class = *cls;
-  if (quota) {
-    absl::StatusOr<uint64_t> bytes = ParseSize(*quota);
+  out.name = name;
+  if (app.count("--class") == 0) return absl::InvalidArgumentError("--class ls|be is required");
+  if (absl::StatusOr<v1::TenantClass> c = ParseClass("--class", cls); !c.ok()) return c.status();
+  out.tenant_class = cls;
+  if (app.count("--quota") > 0) {
+    absl::StatusOr<uint64_t> bytes = ParseSize(quota);
     if (!bytes.ok()) {
       return absl::InvalidArgumentError("--quota: " + std::string(bytes.status().message()));
     }
@@ -150,10 +121,10 @@ absl::StatusOr<RunArgs> ParseRunArgs(const std::vector<std::string>& args) {
     return absl::InvalidArgumentError("--no-daemon: '" + *out.no_daemon +
                                       "' is not passthrough or refuse");
   }
-  if (sm_percent) {
+  if (app.count("--be-sm-percent") > 0) {
     int percent = 0;
-    if (!absl::SimpleAtoi(*sm_percent, &percent) || percent < 1 || percent > 100) {
-      return absl::InvalidArgumentError("--be-sm-percent: '" + *sm_percent +
+    if (!absl::SimpleAtoi(sm_percent, &percent) || percent < 1 || percent > 100) {
+      return absl::InvalidArgumentError("--be-sm-percent: '" + sm_percent +
                                         "' is not a percentage in [1, 100]");
     }
     if (out.tenant_class != "be") {

@@ -66,6 +66,10 @@ TEST(RunArgsTest, ProgramWithoutDashDash) {
   absl::StatusOr<RunArgs> a = ParseRunArgs({"--name", "j", "--class", "be", "prog", "--x"});
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_THAT(a->command, ElementsAre("prog", "--x"));
+  a = ParseRunArgs({"--name", "j", "--class", "be", "--", "-x", "--class", "ls"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->tenant_class, "be");
+  EXPECT_THAT(a->command, ElementsAre("-x", "--class", "ls"));
   EXPECT_FALSE(a->quota_bytes.has_value());
   EXPECT_FALSE(a->socket.has_value());
 }

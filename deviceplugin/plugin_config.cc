@@ -7,8 +7,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "flags.h"
 #include "missile/common/status_macros.h"
+#include "missile/flags/parse.h"
 
 namespace missile::deviceplugin {
 
@@ -144,21 +144,15 @@ const std::map<std::string, Setter, std::less<>>& Setters() {
 
 absl::StatusOr<PluginArgs> ParsePluginArgs(const std::vector<std::string>& args) {
   PluginArgs out;
-  cli::ArgReader reader(args);
-  while (!reader.Done()) {
-    const std::string name(reader.CurrentName());
-    if (name == "--help" || name == "-h" || name == "--version") {
-      MISSILE_RETURN_IF_ERROR(reader.TakeSwitch());
-      (name == "--version" ? out.version : out.help) = true;
-      continue;
-    }
-    auto it = Setters().find(name);
-    if (it == Setters().end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown argument '", reader.Current(), "' (see --help)"));
-    }
-    MISSILE_ASSIGN_OR_RETURN(std::string value, reader.TakeValue());
-    MISSILE_RETURN_IF_ERROR(it->second(out.config, name, value));
+  CLI::App app;
+  flags::Configure(app);
+  app.add_flag("-h,--help", out.help);
+  app.add_flag("--version", out.version);
+  std::map<std::string, std::string, std::less<>> values;
+  for (const auto& [name, setter] : Setters()) app.add_option(name, values[name]);
+  MISSILE_RETURN_IF_ERROR(flags::Parse(app, args));
+  for (const auto& [name, setter] : Setters()) {
+    if (app.count(name) > 0) MISSILE_RETURN_IF_ERROR(setter(out.config, name, values[name]));
   }
   if (out.config.Resources().empty() && !out.help && !out.version) {
     return absl::InvalidArgumentError("--ls-slots and --be-slots are both 0: nothing to advertise");

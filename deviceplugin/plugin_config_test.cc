@@ -79,7 +79,9 @@ TEST(PluginConfigTest, BadArgumentsNameTheFlag) {
     std::string message;
   };
   const std::vector<Case> cases = {
-      {{"--frobnicate"}, "unknown argument '--frobnicate'"},
+      {{"--frobnicate"}, "unknown option '--frobnicate'"},
+      {{"--ls-slot", "2"}, "unknown option '--ls-slot'; did you mean '--ls-slots'?"},
+      {{"serve"}, "unexpected argument 'serve'"},
       {{"--ls-slots"}, "--ls-slots needs a value"},
       {{"--ls-slots", "x"}, "--ls-slots: 'x' is not a whole number in 0..1000"},
       {{"--be-slots", "1001"}, "--be-slots: '1001' is not a whole number"},

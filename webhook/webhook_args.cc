@@ -1,22 +1,15 @@
 #include "webhook_args.h"
 
-#include <algorithm>
 #include <cctype>
 #include <cstdint>
-#include <iterator>
-#include <optional>
 #include <string_view>
 
 #include "absl/strings/numbers.h"
-#include "flags.h"
 #include "missile/common/status_macros.h"
-#include "missile/flags/suggest.h"
+#include "missile/flags/parse.h"
 
 namespace missile::webhook {
 namespace {
-
-constexpr std::string_view kOptions[] = {"--listen",     "--tls-cert",   "--tls-key", "--shim-dir",
-                                         "--socket-dir", "--socket-gid", "--version", "--help"};
 
 absl::Status Invalid(std::string_view flag, const std::string& why) {
   return absl::InvalidArgumentError(std::string(flag) + ": " + why);
@@ -62,51 +55,34 @@ absl::Status ParseGid(const std::string& text, WebhookArgs& out) {
   return absl::OkStatus();
 }
 
-// The value of one option into `out`.
-absl::Status Apply(const std::string& flag, const std::string& value, WebhookArgs& out) {
-  if (value.empty()) return Invalid(flag, "empty value");
-  if (flag == "--listen") return ParseListen(value, out);
-  if (flag == "--tls-cert") {
-    out.tls_cert = value;
-  } else if (flag == "--tls-key") {
-    out.tls_key = value;
-  } else if (flag == "--socket-gid") {
-    return ParseGid(value, out);
-  } else {
-    MISSILE_ASSIGN_OR_RETURN(std::string dir, ParseDir(flag, value));
-    (flag == "--shim-dir" ? out.mutation.shim_dir : out.mutation.socket_dir) = dir;
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::StatusOr<WebhookArgs> ParseWebhookArgs(const std::vector<std::string>& args) {
   WebhookArgs out;
-  std::vector<std::string> seen;
-  cli::ArgReader reader(args);
-  while (!reader.Done()) {
-    std::string flag(reader.CurrentName());
-    if (flag == "-h" || flag == "--help" || flag == "--version") {
-      MISSILE_RETURN_IF_ERROR(reader.TakeSwitch());
-      (flag == "--version" ? out.version : out.help) = true;
-      continue;
+  std::string listen, gid, shim_dir, socket_dir;
+  CLI::App app;
+  flags::Configure(app);
+  app.add_flag("-h,--help", out.help);
+  app.add_flag("--version", out.version);
+  const std::vector<CLI::Option*> options = {
+      app.add_option("--listen", listen),         app.add_option("--tls-cert", out.tls_cert),
+      app.add_option("--tls-key", out.tls_key),   app.add_option("--shim-dir", shim_dir),
+      app.add_option("--socket-dir", socket_dir), app.add_option("--socket-gid", gid)};
+  MISSILE_RETURN_IF_ERROR(flags::Parse(app, args));
+  for (const CLI::Option* option : options) {
+    MISSILE_RETURN_IF_ERROR(flags::GivenOnce({option}));
+    if (option->count() > 0 && option->as<std::string>().empty()) {
+      return Invalid(option->get_name(), "empty value");
     }
-    if (!flag.starts_with("-"))
-      return absl::InvalidArgumentError("unexpected argument '" + flag + "'");
-    if (std::find(std::begin(kOptions), std::end(kOptions), flag) == std::end(kOptions)) {
-      return absl::InvalidArgumentError(
-          "unknown option '" + flag + "'" +
-          flags::DidYouMean(
-              flag, std::vector<std::string_view>(std::begin(kOptions), std::end(kOptions))));
-    }
-    if (std::find(seen.begin(), seen.end(), flag) != seen.end()) {
-      return absl::InvalidArgumentError(flag + " given twice");
-    }
-    seen.push_back(flag);
-    MISSILE_ASSIGN_OR_RETURN(std::string value, reader.TakeValue());
-    MISSILE_RETURN_IF_ERROR(Apply(flag, value, out));
   }
+  if (options[0]->count() > 0) MISSILE_RETURN_IF_ERROR(ParseListen(listen, out));
+  if (options[3]->count() > 0) {
+    MISSILE_ASSIGN_OR_RETURN(out.mutation.shim_dir, ParseDir("--shim-dir", shim_dir));
+  }
+  if (options[4]->count() > 0) {
+    MISSILE_ASSIGN_OR_RETURN(out.mutation.socket_dir, ParseDir("--socket-dir", socket_dir));
+  }
+  if (options[5]->count() > 0) MISSILE_RETURN_IF_ERROR(ParseGid(gid, out));
   if (out.help || out.version) return out;
   if (out.tls_cert.empty()) return absl::InvalidArgumentError("--tls-cert FILE is required");
   if (out.tls_key.empty()) return absl::InvalidArgumentError("--tls-key FILE is required");
