@@ -99,6 +99,11 @@ class DaemonTest : public ::testing::Test {
     ASSERT_TRUE(daemon_.Start({MISSILED, "--config", WriteConfig(extra)}, DaemonEnv(), daemon_log_));
     ASSERT_TRUE(WaitForFile(socket_, 5)) << "missiled did not create " << socket_ << DaemonLog();
     channel_ = grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials());
+    // The socket's file exists from bind(); a call made before missiled listens is refused
+    // (seen on a loaded machine), so wait until the channel connects.
+    ASSERT_TRUE(channel_->WaitForConnected(std::chrono::system_clock::now() +
+                                           std::chrono::seconds(5)))
+        << "missiled does not answer on " << socket_ << DaemonLog();
     admin_ = v1::Admin::NewStub(channel_);
     tenant_ = v1::Tenant::NewStub(channel_);
   }
