@@ -1,4 +1,5 @@
-// Which copies cross PCIe, and the copy gate of each GPU (copy_gate.h).
+// Which copies cross PCIe, and which GPU's copy gate (copy_gate.h, owned by the GPU's
+// SessionGpu, session_gpu.h) a copy goes through.
 //
 // A copy is scheduled when it moves between host and device memory, is at least the daemon's
 // bypass size, is not being captured into a CUDA graph, and the daemon is reachable. Each GPU's
@@ -14,18 +15,12 @@
 #include <cuda.h>
 
 #include <atomic>
-#include <memory>
-#include <optional>
-#include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 #include "copy_gate.h"
 #include "driver_api.h"
 #include "allocation_table.h"
+#include "session_gpu.h"
 #include "session_manager.h"
-#include "spdlog/logger.h"
 
 namespace missile::shim {
 
@@ -34,17 +29,19 @@ enum class MemKind { kDevice, kPinnedHost, kPageableHost, kOther };
 class CopyManager {
  public:
   // `sessions` and `allocations` (Missile's device allocations) must outlive the manager.
-  CopyManager(const DriverApi& api, SessionManager* sessions, const AllocationTable* allocations,
-              spdlog::logger* log)
-      : api_(api), sessions_(sessions), allocations_(allocations), log_(log) {}
+  CopyManager(const DriverApi& api, SessionManager* sessions, const AllocationTable* allocations)
+      : api_(api), sessions_(sessions), allocations_(allocations) {}
 
   // The gate for a copy of `bytes` whose device side is `device_memory`, or null when the copy
   // is not scheduled (too small, no daemon, stream being captured). The gate is that of the GPU
   // holding the memory, which is the link the copy crosses, whatever context is current: with
-  // unified addressing a thread may copy another GPU's memory. The calling thread's current GPU
-  // is used when `device_memory` is 0 (an array) or the driver does not say.
-  CopyGate* GateFor(uint64_t bytes, CUdeviceptr device_memory);
-  CopyGate* GateForAsync(uint64_t bytes, CUdeviceptr device_memory, CUstream stream, bool ptsz);
+  // unified addressing a thread may copy another GPU's memory. The GPU the hook resolved for
+  // `call` (the current context's) is used when `device_memory` is 0 (an array) or the driver
+  // does not say, and when the memory is on that GPU.
+  CopyGate* GateFor(const WorkCall& call, uint64_t bytes, CUdeviceptr device_memory);
+  // The same for an asynchronous copy on `stream` (the call's stream): not while it is captured.
+  CopyGate* GateForAsync(WorkCall& call, uint64_t bytes, CUdeviceptr device_memory,
+                         CUstream stream, bool ptsz);
 
   // Whether a copy of `bytes` is too small ever to be scheduled (one atomic load).
   bool Bypassed(uint64_t bytes) const {
@@ -60,18 +57,8 @@ class CopyManager {
   const DriverApi& api_;
   SessionManager* sessions_;
   const AllocationTable* allocations_;
-  spdlog::logger* log_;
   // Copies below this never need a gate; 0 until the first gate tells the daemon's setting.
   std::atomic<uint64_t> bypass_below_{0};
-  // A GPU's gate in one daemon session: opened, or failed to open (not retried in that session).
-  struct Slot {
-    SessionClient* session = nullptr;
-    std::unique_ptr<CopyGate> gate;  // null: opening failed
-  };
-  absl::Mutex mu_;
-  absl::flat_hash_map<int, Slot> gates_ ABSL_GUARDED_BY(mu_);
-  // Gates of ended sessions, replaced after the daemon restarted: threads may still be in them.
-  std::vector<std::unique_ptr<CopyGate>> retired_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> scheduled_{0};
 };
 

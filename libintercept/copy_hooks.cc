@@ -9,7 +9,7 @@
 #include "copy.h"
 #include "copy_box.h"
 #include "copy_policy.h"
-#include "pacer.h"
+#include "session_gpu.h"
 #include "shim.h"
 
 namespace missile::shim {
@@ -28,15 +28,16 @@ CUstream SyncOrder(bool ptds) { return ptds ? CU_STREAM_PER_THREAD : CU_STREAM_L
 // from pageable memory, which the driver copies synchronously anyway, it runs chunk by chunk in
 // this thread, each chunk on `s`. `chunk(off, len, stream)` copies payload [off, off + len).
 // A paced BE tenant sends its asynchronous copies as host-paced chunks (copy_gate.h).
-bool HostPaced() {
-  PacingManager* p = Shim::Get().pacing();
-  return p != nullptr && p->HostPacedCopies();
+// The decision is the SessionGpu's where the work runs (the one the hook resolved), whose pacer
+// holds the state it needs.
+bool HostPaced(const WorkCall& call) {
+  return call.gpu() != nullptr && call.gpu()->HostPacedCopies();
 }
 
 template <typename Chunk>
-CUresult RunAsync(CopyGate* gate, copych::Direction dir, bool pinned, uint64_t n, CUstream s,
-                  bool ptsz, const Chunk& chunk) {
-  if (pinned) return gate->EnqueueAsync(dir, n, s, ptsz, chunk, HostPaced());
+CUresult RunAsync(const WorkCall& call, CopyGate* gate, copych::Direction dir, bool pinned,
+                  uint64_t n, CUstream s, bool ptsz, const Chunk& chunk) {
+  if (pinned) return gate->EnqueueAsync(dir, n, s, ptsz, chunk, HostPaced(call));
   return gate->RunSync(dir, n, s, ptsz,
                        [&](uint64_t off, uint64_t len) { return chunk(off, len, s); });
 }
@@ -45,10 +46,10 @@ CUresult RunAsync(CopyGate* gate, copych::Direction dir, bool pinned, uint64_t n
 // its device side `device` (0 for an array: the calling thread's GPU), chunk by chunk
 // (`chunk(off, len)`), or `whole()` when it is not scheduled.
 template <typename Whole, typename Chunk>
-CUresult NamedSync(copych::Direction dir, uint64_t n, CUdeviceptr device, bool ptds,
+CUresult NamedSync(WorkCall& call, copych::Direction dir, uint64_t n, CUdeviceptr device, bool ptds,
                    const Whole& whole, const Chunk& chunk) {
   CopyManager* m = Copies();
-  CopyGate* gate = m ? m->GateFor(n, device) : nullptr;
+  CopyGate* gate = m ? m->GateFor(call, n, device) : nullptr;
   if (gate == nullptr) return whole();
   m->CountScheduled();
   return gate->RunSync(dir, n, SyncOrder(ptds), false, chunk);
@@ -56,47 +57,50 @@ CUresult NamedSync(copych::Direction dir, uint64_t n, CUdeviceptr device, bool p
 
 // The same for an asynchronous one; `host` is its host side.
 template <typename Whole, typename Chunk>
-CUresult NamedAsync(copych::Direction dir, uint64_t n, CUdeviceptr device, CUstream s, bool ptsz,
-                    const void* host, const Whole& whole, const Chunk& chunk) {
+CUresult NamedAsync(WorkCall& call, copych::Direction dir, uint64_t n, CUdeviceptr device,
+                    CUstream s, bool ptsz, const void* host, const Whole& whole,
+                    const Chunk& chunk) {
   CopyManager* m = Copies();
-  CopyGate* gate = m ? m->GateForAsync(n, device, s, ptsz) : nullptr;
+  CopyGate* gate = m ? m->GateForAsync(call, n, device, s, ptsz) : nullptr;
   if (gate == nullptr) return whole();
   m->CountScheduled();
   const bool pinned = m->Classify(reinterpret_cast<CUdeviceptr>(host)) == MemKind::kPinnedHost;
-  return RunAsync(gate, dir, pinned, n, s, ptsz, chunk);
+  return RunAsync(call, gate, dir, pinned, n, s, ptsz, chunk);
 }
 
 template <typename Fn>
-CUresult SyncHtoD(Fn real, bool ptds, CUdeviceptr dst, const void* src, size_t n) {
+CUresult SyncHtoD(WorkCall& call, Fn real, bool ptds, CUdeviceptr dst, const void* src, size_t n) {
   const char* from = static_cast<const char*>(src);
   return NamedSync(
-      kHostToDevice, n, dst, ptds, [&] { return real(dst, src, n); },
+      call, kHostToDevice, n, dst, ptds, [&] { return real(dst, src, n); },
       [&](uint64_t off, uint64_t len) { return real(dst + off, from + off, len); });
 }
 
 template <typename Fn>
-CUresult SyncDtoH(Fn real, bool ptds, void* dst, CUdeviceptr src, size_t n) {
+CUresult SyncDtoH(WorkCall& call, Fn real, bool ptds, void* dst, CUdeviceptr src, size_t n) {
   char* to = static_cast<char*>(dst);
   return NamedSync(
-      kDeviceToHost, n, src, ptds, [&] { return real(dst, src, n); },
+      call, kDeviceToHost, n, src, ptds, [&] { return real(dst, src, n); },
       [&](uint64_t off, uint64_t len) { return real(to + off, src + off, len); });
 }
 
 template <typename Fn>
-CUresult AsyncHtoD(Fn real, bool ptsz, CUdeviceptr dst, const void* src, size_t n, CUstream s) {
+CUresult AsyncHtoD(WorkCall& call, Fn real, bool ptsz, CUdeviceptr dst, const void* src, size_t n,
+                   CUstream s) {
   const char* from = static_cast<const char*>(src);
   return NamedAsync(
-      kHostToDevice, n, dst, s, ptsz, src, [&] { return real(dst, src, n, s); },
+      call, kHostToDevice, n, dst, s, ptsz, src, [&] { return real(dst, src, n, s); },
       [&](uint64_t off, uint64_t len, CUstream st) {
         return real(dst + off, from + off, len, st);
       });
 }
 
 template <typename Fn>
-CUresult AsyncDtoH(Fn real, bool ptsz, void* dst, CUdeviceptr src, size_t n, CUstream s) {
+CUresult AsyncDtoH(WorkCall& call, Fn real, bool ptsz, void* dst, CUdeviceptr src, size_t n,
+                   CUstream s) {
   char* to = static_cast<char*>(dst);
   return NamedAsync(
-      kDeviceToHost, n, src, s, ptsz, dst, [&] { return real(dst, src, n, s); },
+      call, kDeviceToHost, n, src, s, ptsz, dst, [&] { return real(dst, src, n, s); },
       [&](uint64_t off, uint64_t len, CUstream st) { return real(to + off, src + off, len, st); });
 }
 
@@ -122,11 +126,12 @@ std::optional<Crossing> CrossingOf(MemKind src, MemKind dst, CUdeviceptr src_dev
 }
 
 template <typename Fn>
-CUresult SyncUnified(Fn real, bool ptds, CUdeviceptr dst, CUdeviceptr src, size_t n) {
+CUresult SyncUnified(WorkCall& call, Fn real, bool ptds, CUdeviceptr dst, CUdeviceptr src,
+                     size_t n) {
   CopyManager* m = Copies();
   if (m == nullptr || m->Bypassed(n)) return real(dst, src, n);
   std::optional<Crossing> crossing = CrossingOf(m->Classify(src), m->Classify(dst), src, dst);
-  CopyGate* gate = crossing ? m->GateFor(n, crossing->device) : nullptr;
+  CopyGate* gate = crossing ? m->GateFor(call, n, crossing->device) : nullptr;
   if (gate == nullptr) return real(dst, src, n);
   m->CountScheduled();
   return gate->RunSync(crossing->dir, n, SyncOrder(ptds), false,
@@ -134,15 +139,16 @@ CUresult SyncUnified(Fn real, bool ptds, CUdeviceptr dst, CUdeviceptr src, size_
 }
 
 template <typename Fn>
-CUresult AsyncUnified(Fn real, bool ptsz, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+CUresult AsyncUnified(WorkCall& call, Fn real, bool ptsz, CUdeviceptr dst, CUdeviceptr src,
+                      size_t n, CUstream s) {
   CopyManager* m = Copies();
   if (m == nullptr || m->Bypassed(n)) return real(dst, src, n, s);
   std::optional<Crossing> crossing = CrossingOf(m->Classify(src), m->Classify(dst), src, dst);
-  CopyGate* gate = crossing ? m->GateForAsync(n, crossing->device, s, ptsz) : nullptr;
+  CopyGate* gate = crossing ? m->GateForAsync(call, n, crossing->device, s, ptsz) : nullptr;
   if (gate == nullptr) return real(dst, src, n, s);
   m->CountScheduled();
   return RunAsync(
-      gate, crossing->dir, crossing->pinned, n, s, ptsz,
+      call, gate, crossing->dir, crossing->pinned, n, s, ptsz,
       [&](uint64_t off, uint64_t len, CUstream st) { return real(dst + off, src + off, len, st); });
 }
 
@@ -247,12 +253,12 @@ std::optional<uint64_t> PayloadOf(const Desc* c) {
 }
 
 template <typename Desc, typename Fn>
-CUresult SyncShaped(Fn real, bool ptds, const Desc* c) {
+CUresult SyncShaped(WorkCall& call, Fn real, bool ptds, const Desc* c) {
   CopyManager* m = Copies();
   std::optional<uint64_t> bytes = m ? PayloadOf(c) : std::nullopt;
   if (!bytes || m->Bypassed(*bytes)) return real(c);
   std::optional<Crossing> crossing = CrossingOf(m, *c);
-  CopyGate* gate = crossing ? m->GateFor(*bytes, crossing->device) : nullptr;
+  CopyGate* gate = crossing ? m->GateFor(call, *bytes, crossing->device) : nullptr;
   if (gate == nullptr) return real(c);
   m->CountScheduled();
   const Desc copy = *c;
@@ -263,16 +269,16 @@ CUresult SyncShaped(Fn real, bool ptds, const Desc* c) {
 }
 
 template <typename Desc, typename Fn>
-CUresult AsyncShaped(Fn real, bool ptsz, const Desc* c, CUstream s) {
+CUresult AsyncShaped(WorkCall& call, Fn real, bool ptsz, const Desc* c, CUstream s) {
   CopyManager* m = Copies();
   std::optional<uint64_t> bytes = m ? PayloadOf(c) : std::nullopt;
   if (!bytes || m->Bypassed(*bytes)) return real(c, s);
   std::optional<Crossing> crossing = CrossingOf(m, *c);
-  CopyGate* gate = crossing ? m->GateForAsync(*bytes, crossing->device, s, ptsz) : nullptr;
+  CopyGate* gate = crossing ? m->GateForAsync(call, *bytes, crossing->device, s, ptsz) : nullptr;
   if (gate == nullptr) return real(c, s);
   m->CountScheduled();
   const Desc copy = *c;
-  return RunAsync(gate, crossing->dir, crossing->pinned, *bytes, s, ptsz,
+  return RunAsync(call, gate, crossing->dir, crossing->pinned, *bytes, s, ptsz,
                   [&](uint64_t off, uint64_t len, CUstream st) {
                     return CopyRange(copy, off, len,
                                      [&](const Desc* part) { return real(part, st); });
@@ -284,37 +290,39 @@ CUresult AsyncShaped(Fn real, bool ptsz, const Desc* c, CUstream s) {
 // boundary each chunk starts on one too (elements are 1 to 16 bytes).
 
 template <typename Fn>
-CUresult SyncHtoA(Fn real, bool ptds, CUarray dst, size_t at, const void* src, size_t n) {
+CUresult SyncHtoA(WorkCall& call, Fn real, bool ptds, CUarray dst, size_t at, const void* src,
+                  size_t n) {
   const char* from = static_cast<const char*>(src);
   return NamedSync(
-      kHostToDevice, n, 0, ptds, [&] { return real(dst, at, src, n); },
+      call, kHostToDevice, n, 0, ptds, [&] { return real(dst, at, src, n); },
       [&](uint64_t off, uint64_t len) { return real(dst, at + off, from + off, len); });
 }
 
 template <typename Fn>
-CUresult SyncAtoH(Fn real, bool ptds, void* dst, CUarray src, size_t at, size_t n) {
+CUresult SyncAtoH(WorkCall& call, Fn real, bool ptds, void* dst, CUarray src, size_t at, size_t n) {
   char* to = static_cast<char*>(dst);
   return NamedSync(
-      kDeviceToHost, n, 0, ptds, [&] { return real(dst, src, at, n); },
+      call, kDeviceToHost, n, 0, ptds, [&] { return real(dst, src, at, n); },
       [&](uint64_t off, uint64_t len) { return real(to + off, src, at + off, len); });
 }
 
 template <typename Fn>
-CUresult AsyncHtoA(Fn real, bool ptsz, CUarray dst, size_t at, const void* src, size_t n,
-                   CUstream s) {
+CUresult AsyncHtoA(WorkCall& call, Fn real, bool ptsz, CUarray dst, size_t at, const void* src,
+                   size_t n, CUstream s) {
   const char* from = static_cast<const char*>(src);
   return NamedAsync(
-      kHostToDevice, n, 0, s, ptsz, src, [&] { return real(dst, at, src, n, s); },
+      call, kHostToDevice, n, 0, s, ptsz, src, [&] { return real(dst, at, src, n, s); },
       [&](uint64_t off, uint64_t len, CUstream st) {
         return real(dst, at + off, from + off, len, st);
       });
 }
 
 template <typename Fn>
-CUresult AsyncAtoH(Fn real, bool ptsz, void* dst, CUarray src, size_t at, size_t n, CUstream s) {
+CUresult AsyncAtoH(WorkCall& call, Fn real, bool ptsz, void* dst, CUarray src, size_t at, size_t n,
+                   CUstream s) {
   char* to = static_cast<char*>(dst);
   return NamedAsync(
-      kDeviceToHost, n, 0, s, ptsz, dst, [&] { return real(dst, src, at, n, s); },
+      call, kDeviceToHost, n, 0, s, ptsz, dst, [&] { return real(dst, src, at, n, s); },
       [&](uint64_t off, uint64_t len, CUstream st) {
         return real(to + off, src, at + off, len, st);
       });
@@ -331,14 +339,14 @@ constexpr bool PerThreadName(std::string_view symbol) {
 }
 template <HookId id>
 struct CopyEntry;
-#define MISSILE_COPY_POLICY(sym, pfn, helper, per_thread)       \
-  static_assert(PerThreadName(#sym) == (per_thread), #sym);     \
-  template <>                                                   \
-  struct CopyEntry<HookId::k_##sym> {                           \
-    template <typename... Args>                                 \
-    static CUresult Run(pfn real, Args... args) {               \
-      return helper(real, per_thread, args...);                 \
-    }                                                           \
+#define MISSILE_COPY_POLICY(sym, pfn, helper, per_thread)         \
+  static_assert(PerThreadName(#sym) == (per_thread), #sym);       \
+  template <>                                                     \
+  struct CopyEntry<HookId::k_##sym> {                             \
+    template <typename... Args>                                   \
+    static CUresult Run(WorkCall& call, pfn real, Args... args) { \
+      return helper(call, real, per_thread, args...);             \
+    }                                                             \
   };
 #include "copy_policy_list.inc"
 #undef MISSILE_COPY_POLICY
@@ -346,9 +354,10 @@ struct CopyEntry;
 }  // namespace
 
 template <HookId id, typename... Args>
-CUresult CopyPolicy<id, CUresult(CUDAAPI*)(Args...)>::Run(CUresult(CUDAAPI* real)(Args...),
-                                                         Args... args) {
-  return CopyEntry<id>::Run(real, args...);
+CUresult CopyPolicy<id, CUresult(CUDAAPI*)(Args...)>::Run(WorkCall& call,
+                                                          CUresult(CUDAAPI* real)(Args...),
+                                                          Args... args) {
+  return CopyEntry<id>::Run(call, real, args...);
 }
 
 #define MISSILE_COPY_POLICY(sym, pfn, helper, per_thread) \

@@ -1,5 +1,7 @@
-// The policies of the host-device copy entry points: each asks the CopyManager for a gate and
-// runs the copy through it (copy_gate.h), or passes it to the driver. Declared here so hooks.cc
+// The policies of the host-device copy entry points: each asks the CopyManager for the gate of
+// its GPU's SessionGpu and runs the copy through it (copy_gate.h), or passes it to the driver.
+// They run inside the pacing step (pacing_hooks.h, RunPaced), which hands them the call's
+// WorkCall: its GPU and its stream's capture state, resolved once. Declared here so hooks.cc
 // instantiates these; defined in copy_hooks.cc.
 #ifndef MISSILE_LIBINTERCEPT_COPY_POLICY_H_
 #define MISSILE_LIBINTERCEPT_COPY_POLICY_H_
@@ -8,6 +10,7 @@
 #include <cudaTypedefs.h>
 
 #include "policy.h"
+#include "session_gpu.h"
 
 namespace missile::shim {
 
@@ -16,7 +19,7 @@ template <HookId id, typename Fn>
 struct CopyPolicy;
 template <HookId id, typename... Args>
 struct CopyPolicy<id, CUresult(CUDAAPI*)(Args...)> {
-  static CUresult Run(CUresult(CUDAAPI* real)(Args...), Args... args);
+  static CUresult Run(WorkCall& call, CUresult(CUDAAPI* real)(Args...), Args... args);
 };
 
 #define MISSILE_COPY_POLICY(sym, pfn, helper, per_thread) \

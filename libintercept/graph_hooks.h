@@ -41,8 +41,8 @@ CUresult RunGraphHook(Fn real, Args... args) {
   Pacer* pacer = nullptr;
   std::optional<pacing::TpcMask> mask;
   if constexpr (sym.starts_with("cuGraphInstantiate") || sym.starts_with("cuGraphUpload")) {
-    PacingManager* manager = Shim::Get().pacing();
-    pacer = manager != nullptr ? manager->Current() : nullptr;
+    SessionGpu* gpu = CurrentGpu();
+    pacer = gpu != nullptr ? gpu->pacer() : nullptr;
     if (pacer != nullptr) mask = pacer->BeMask();
   }
   const TpcMasker::Scope masked(mask.has_value() ? &*mask : nullptr);

@@ -1,8 +1,8 @@
-// The shim's end of one GPU's pacing regions (common/pacing_region.h), and the manager that
-// opens one per GPU and daemon session. A pacer maps the GPU's directory read-only, its own
-// lanes page read-write (and seals it against every other writer), and, for a BE tenant, the
-// other tenants' published lanes pages read-only, fetched from the daemon as the directory's
-// entries change (PeerOpener).
+// The shim's end of one GPU's pacing regions (common/pacing_region.h), opened by that GPU's
+// SessionGpu (session_gpu.h) once per daemon session. A pacer maps the GPU's directory
+// read-only, its own lanes page read-write (and seals it against every other writer), and, for a
+// BE tenant, the other tenants' published lanes pages read-only, fetched from the daemon as the
+// directory's entries change (PeerOpener).
 //
 // Every GPU work item of the program (a kernel launch of any kind, a graph launch, a memset, a
 // copy) passes through Begin and End around the real driver call (pacing_hooks.h):
@@ -259,40 +259,12 @@ class Pacer {
   std::atomic<uint64_t> held_by_ns_[kReasons] = {};
 };
 
-// One Pacer per GPU and daemon session, opened at the first work item on that GPU.
-// Thread-safety: every method may be called from any thread.
-class PacingManager {
- public:
-  // `sessions` and `masker` (null: no LS reserve) must outlive the manager.
-  PacingManager(const DriverApi& api, SessionManager* sessions, spdlog::logger* log,
-                TpcMasker* masker = nullptr)
-      : api_(api), sessions_(sessions), log_(log), masker_(masker) {}
-
-  // The pacer of the calling thread's GPU, or null (no daemon, no pacing there, or it failed).
-  Pacer* Current();
-  // Whether this process's copies should go to the GPU as host-paced pieces (a paced BE on a
-  // GPU with an LS tenant).
-  bool HostPacedCopies();
-  // For the exit report: "N work items marked, M held for X ms" over every pacer.
-  std::string Summary();
-  // For the exit report: the LS reserve per GPU where a BE tenant looked at it ("" if nowhere).
-  std::string ReserveSummary();
-
- private:
-  struct Slot {
-    SessionClient* session = nullptr;
-    std::unique_ptr<Pacer> pacer;  // null: opening failed in this session
-  };
-  const DriverApi& api_;
-  SessionManager* sessions_;
-  spdlog::logger* log_;
-  TpcMasker* masker_;
-  absl::Mutex open_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // held while a pacer is opened
-  absl::Mutex mu_;
-  absl::flat_hash_map<int, Slot> pacers_ ABSL_GUARDED_BY(mu_);
-  // Pacers of ended sessions: threads may still be inside them.
-  std::vector<std::unique_ptr<Pacer>> retired_ ABSL_GUARDED_BY(mu_);
-};
+// For the exit report, over the pacer of every GPU in every session (session_gpu.h): "N work
+// items marked, M held for X ms in all (...)".
+std::string PacingSummary(const SessionManager& sessions);
+// For the exit report: the LS reserve per GPU where a BE tenant looked at it, from the newest
+// session that opened a pacer on it ("" if nowhere); `masker` (may be null) adds its counts.
+std::string ReserveSummary(const SessionManager& sessions, const TpcMasker* masker);
 
 }  // namespace missile::shim
 

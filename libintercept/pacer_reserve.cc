@@ -56,24 +56,4 @@ std::string Pacer::reserve_note() const {
   return reserve_note_;
 }
 
-std::string PacingManager::ReserveSummary() {
-  std::string out;
-  absl::MutexLock lock(&mu_);
-  for (const auto& [dev, slot] : pacers_) {
-    const Pacer* p = slot.pacer.get();
-    if (p == nullptr || p->reserve_state() == pacingreg::kReserveOff) continue;
-    absl::StrAppend(&out, out.empty() ? "" : "; ", "GPU ", dev, ": ");
-    if (p->reserve_state() == pacingreg::kReserveActive) {
-      absl::StrAppend(&out, p->reserve_tpcs(), " TPCs kept free for LS tenants, ");
-    }
-    absl::StrAppend(&out, p->reserve_note());
-  }
-  if (out.empty()) return out;
-  if (masker_ != nullptr) {
-    absl::StrAppend(&out, "; ", masker_->applied(), " launches masked, ", masker_->refused(),
-                    " refused");
-  }
-  return out;
-}
-
 }  // namespace missile::shim

@@ -4,6 +4,8 @@
 // (cuLaunchKernelEx: the launch configuration's), or, for a synchronous entry point, the stream
 // it is ordered on (the legacy default stream; the per-thread one for _ptds). A stream being
 // captured into a graph is left alone: nothing runs then, and nothing may be added to the graph.
+// Each call resolves its GPU's SessionGpu (session_gpu.h: the current context's device) and its
+// stream's capture state once, and hands both to its policy in a WorkCall.
 // Thread-safety: RunPaced may be called from any thread.
 #ifndef MISSILE_LIBINTERCEPT_PACING_HOOKS_H_
 #define MISSILE_LIBINTERCEPT_PACING_HOOKS_H_
@@ -19,6 +21,8 @@
 #include "hooks.h"
 #include "pacer.h"
 #include "policy.h"
+#include "session_gpu.h"
+#include "session_manager.h"
 #include "shim.h"
 #include "tpc_mask.h"
 
@@ -171,14 +175,38 @@ class PacerAdmitter final : public PieceAdmitter {
   Pacer* pacer_;
 };
 
+// The SessionGpu of the calling thread's current context (session_gpu.h), null without a daemon.
+inline SessionGpu* CurrentGpu() {
+  SessionManager* sessions = Shim::Get().sessions();
+  return sessions != nullptr ? sessions->CurrentGpu() : nullptr;
+}
+
+// Runs the policy of work entry point `id` with the call's context: a policy that takes one
+// (the copies, copy_policy.h) gets it, so it resolves nothing the hook already has.
+template <HookId id, typename Fn, typename... Args>
+CUresult RunPolicy(WorkCall& call, Fn real, Args... args) {
+  if constexpr (requires { Policy<id>::Run(call, real, args...); }) {
+    return Policy<id>::Run(call, real, args...);
+  } else {
+    return Policy<id>::Run(real, args...);
+  }
+}
+
 // Runs a work entry point's policy between the pacer's Begin and End, under the BE's TPC mask
 // where the LS reserve applies (tpc_mask.h). A graph that was split launches piece by piece
-// (graph_split.h), whether or not it is paced now.
+// (graph_split.h), whether or not it is paced now. The GPU (the current context's) and the
+// stream's capture state are resolved once here and handed down in a WorkCall.
 template <HookId id, typename Fn, typename... Args>
 CUresult RunPaced(Fn real, Args... args) {
-  PacingManager* manager = Shim::Get().pacing();
-  Pacer* pacer = manager != nullptr ? manager->Current() : nullptr;
+  SessionGpu* gpu = CurrentGpu();
+  Pacer* pacer = gpu != nullptr ? gpu->pacer() : nullptr;
   const CUstream stream = WorkStream<id>(args...);
+  // Synchronous entry points (no stream argument) are ordered on an explicit default-stream
+  // handle, which needs no per-thread flavour.
+  constexpr bool kPtsz =
+      PerThreadFlavour(id) && (pacing_detail::HasStreamArg<Args...>() ||
+                               kHookInfo[Index(id)].symbol.starts_with("cuLaunchKernelEx"));
+  WorkCall call(Shim::Get().api(), gpu, stream, kPtsz);
   // A BE's kernels (and a graph's, when it is uploaded) leave the LS reserve of TPCs free.
   const std::optional<pacing::TpcMask> mask = pacer != nullptr ? pacer->BeMask() : std::nullopt;
   const TpcMasker::Scope masked(mask.has_value() ? &*mask : nullptr);
@@ -192,23 +220,18 @@ CUresult RunPaced(Fn real, Args... args) {
       if (r.has_value()) return *r;
     }
   }
-  if (pacer == nullptr || !pacer->Paces()) return Policy<id>::Run(real, args...);
-  // Synchronous entry points (no stream argument) are ordered on an explicit default-stream
-  // handle, which needs no per-thread flavour.
-  constexpr bool kPtsz =
-      PerThreadFlavour(id) && (pacing_detail::HasStreamArg<Args...>() ||
-                               kHookInfo[Index(id)].symbol.starts_with("cuLaunchKernelEx"));
-  if (pacer->Capturing(stream, kPtsz)) return Policy<id>::Run(real, args...);
+  if (pacer == nullptr || !pacer->Paces()) return RunPolicy<id>(call, real, args...);
+  if (call.Capturing()) return RunPolicy<id>(call, real, args...);
   Pacer::Ticket ticket = pacer->Begin(stream, kPtsz, WorkKey<id>(args...));
-  CUresult result = Policy<id>::Run(real, args...);
+  CUresult result = RunPolicy<id>(call, real, args...);
   pacer->End(ticket, result);
   return result;
 }
 
 template <HookId id, typename Fn, typename... Args>
 CUresult RunSynced(Fn real, Args... args) {
-  PacingManager* manager = Shim::Get().pacing();
-  Pacer* pacer = manager != nullptr ? manager->Current() : nullptr;
+  SessionGpu* gpu = CurrentGpu();
+  Pacer* pacer = gpu != nullptr ? gpu->pacer() : nullptr;
   if (pacer == nullptr || !pacer->enabled() || !pacer->best_effort()) {
     return Policy<id>::Run(real, args...);
   }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "missile/common/gpu_uuid.h"
+#include "session_gpu.h"
 #include "session_policy.h"
 
 namespace missile::shim {
@@ -23,8 +24,9 @@ std::string Uuid(const CUuuid& u) {
 }  // namespace
 
 SessionManager::SessionManager(const Config& config, const DriverApi& api,
-                               SessionConnector* connector, spdlog::logger* log)
-    : config_(config), api_(api), connector_(connector), log_(log) {}
+                               SessionConnector* connector, spdlog::logger* log,
+                               TpcMasker* masker)
+    : config_(config), api_(api), connector_(connector), log_(log), masker_(masker) {}
 
 SessionManager::~SessionManager() {
   {
@@ -225,6 +227,37 @@ absl::StatusOr<const GpuLink*> SessionManager::LinkOf(SessionClient* session, CU
   }
   if (link == nullptr) return absl::NotFoundError("missiled does not manage " + id);
   return link;
+}
+
+SessionGpu* SessionManager::GpuOf(CUdevice dev) {
+  SessionClient* session = Client();
+  if (session == nullptr) return nullptr;
+  const int key = static_cast<int>(dev);
+  const bool cached = key >= 0 && key < kCachedDevices;
+  if (cached) {
+    SessionGpu* recent = recent_[key].load(std::memory_order_acquire);
+    if (recent != nullptr && recent->session() == session) return recent;
+  }
+  absl::MutexLock lock(&gpus_mu_);
+  SessionGpu*& slot = gpu_of_[{session, key}];
+  if (slot == nullptr) {
+    gpus_.push_back(std::make_unique<SessionGpu>(this, session, dev, api_, log_, masker_));
+    slot = gpus_.back().get();
+  }
+  if (cached) recent_[key].store(slot, std::memory_order_release);
+  return slot;
+}
+
+SessionGpu* SessionManager::CurrentGpu() {
+  if (Client() == nullptr) return nullptr;  // no daemon: no driver call either
+  CUdevice dev = 0;
+  if (api_.CtxGetDevice == nullptr || api_.CtxGetDevice(&dev) != CUDA_SUCCESS) return nullptr;
+  return GpuOf(dev);
+}
+
+void SessionManager::ForEachGpu(const std::function<void(const SessionGpu&)>& fn) const {
+  absl::MutexLock lock(&gpus_mu_);
+  for (const auto& g : gpus_) fn(*g);
 }
 
 void SessionManager::SetEndListener(std::function<void(SessionClient*)> listener) {

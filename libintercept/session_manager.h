@@ -11,7 +11,9 @@
 // registers again and in the exit report.
 //
 // Sessions are never destroyed: per-GPU state of the memory, copy and pacing paths belongs to
-// one session and keeps a pointer to it, and threads may be inside its calls.
+// one session and keeps a pointer to it, and threads may be inside its calls. The copy gate and
+// the pacer of each GPU live in one SessionGpu per (session, GPU) (session_gpu.h), which the
+// manager creates at first use and keeps as long as the process lives.
 // Thread-safety: every method may be called from any thread.
 #ifndef MISSILE_LIBINTERCEPT_SESSION_MANAGER_H_
 #define MISSILE_LIBINTERCEPT_SESSION_MANAGER_H_
@@ -23,9 +25,11 @@
 #include <functional>
 #include <memory>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "config.h"
@@ -35,11 +39,15 @@
 
 namespace missile::shim {
 
+class SessionGpu;
+class TpcMasker;
+
 class SessionManager {
  public:
-  // `connector` opens the sessions and must outlive the manager.
+  // `connector` opens the sessions and must outlive the manager, as must `masker` (the LS
+  // reserve of the GPUs' pacers; null: none).
   SessionManager(const Config& config, const DriverApi& api, SessionConnector* connector,
-                 spdlog::logger* log);
+                 spdlog::logger* log, TpcMasker* masker = nullptr);
   // Stops the reconnection thread.
   ~SessionManager();
   SessionManager(const SessionManager&) = delete;
@@ -57,6 +65,17 @@ class SessionManager {
   // The daemon's GPU for CUDA device `dev` in `session`, matched by UUID; NOT_FOUND when the
   // daemon does not manage it. The link lives as long as the session.
   absl::StatusOr<const GpuLink*> LinkOf(SessionClient* session, CUdevice dev);
+
+  // This process's state on CUDA device `dev` in the current session (Client(), so the first
+  // call registers), created at the first call for that pair and the same object after;
+  // nullptr without a session. It may belong to a session that has ended.
+  SessionGpu* GpuOf(CUdevice dev) ABSL_LOCKS_EXCLUDED(gpus_mu_);
+  // The same for the calling thread's current context's device; nullptr also when there is no
+  // current context. Where GPU work runs (session_gpu.h).
+  SessionGpu* CurrentGpu() ABSL_LOCKS_EXCLUDED(gpus_mu_);
+  // Calls `fn` with every SessionGpu made so far, oldest first (the exit report).
+  void ForEachGpu(const std::function<void(const SessionGpu&)>& fn) const
+      ABSL_LOCKS_EXCLUDED(gpus_mu_);
 
   // Called with each ended session, once, from the thread that notices the end (in Serving, or
   // the thread that registers again, which checks every second).
@@ -90,6 +109,7 @@ class SessionManager {
   const DriverApi& api_;
   SessionConnector* connector_;
   spdlog::logger* log_;
+  TpcMasker* masker_;
 
   absl::Mutex client_mu_;
   // Every session of this process, oldest first.
@@ -113,6 +133,16 @@ class SessionManager {
   bool stop_reconnect_ ABSL_GUARDED_BY(reconnect_mu_) = false;
   std::atomic<bool> reconnect_started_{false};
   std::thread reconnect_;
+
+  // Every SessionGpu, oldest first, and by (session, device). Never removed while the manager
+  // lives (threads may be inside one of an ended session); declared last, so they go first.
+  mutable absl::Mutex gpus_mu_;
+  std::vector<std::unique_ptr<SessionGpu>> gpus_ ABSL_GUARDED_BY(gpus_mu_);
+  absl::flat_hash_map<std::pair<SessionClient*, int>, SessionGpu*> gpu_of_
+      ABSL_GUARDED_BY(gpus_mu_);
+  // The last one looked up per device, read without the lock (matched against the session).
+  static constexpr int kCachedDevices = 64;
+  std::atomic<SessionGpu*> recent_[kCachedDevices] = {};
 };
 
 }  // namespace missile::shim

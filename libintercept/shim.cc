@@ -99,12 +99,13 @@ void Shim::ResolveOnce() {
   api_.Resolve(driver_);
   if (!config_.disabled) {
     // The memory, copy and pacing paths each reach the daemon through the one session manager.
+    // Each GPU's copy gate and pacer live in its SessionGpu, which the session manager owns.
     connector_ = std::make_unique<DaemonConnector>();
-    sessions_ = std::make_unique<SessionManager>(config_, api_, connector_.get(), log_.get());
-    memory_ = std::make_unique<MemoryManager>(config_, api_, sessions_.get(), log_.get());
-    copies_ = std::make_unique<CopyManager>(api_, sessions_.get(), &memory_->table(), log_.get());
     masker_ = std::make_unique<TpcMasker>(api_, log_.get());
-    pacing_ = std::make_unique<PacingManager>(api_, sessions_.get(), log_.get(), masker_.get());
+    sessions_ = std::make_unique<SessionManager>(config_, api_, connector_.get(), log_.get(),
+                                                 masker_.get());
+    memory_ = std::make_unique<MemoryManager>(config_, api_, sessions_.get(), log_.get());
+    copies_ = std::make_unique<CopyManager>(api_, sessions_.get(), &memory_->table());
     graphs_ = std::make_unique<GraphSplitter>(api_, log_.get());
   }
   if (config_.disabled) {
@@ -205,10 +206,10 @@ void Shim::WriteReport() {
     text += fmt::format("# {} host-device copies went through the PCIe scheduler\n",
                         copies_->scheduled());
   }
-  if (pacing_ != nullptr) text += fmt::format("# pacing: {}\n", pacing_->Summary());
+  if (sessions_ != nullptr) text += fmt::format("# pacing: {}\n", PacingSummary(*sessions_));
   if (graphs_ != nullptr) text += fmt::format("# graphs: {}\n", graphs_->Summary());
-  if (pacing_ != nullptr) {
-    if (std::string reserve = pacing_->ReserveSummary(); !reserve.empty()) {
+  if (sessions_ != nullptr) {
+    if (std::string reserve = ReserveSummary(*sessions_, masker_.get()); !reserve.empty()) {
       text += fmt::format("# reserve: {}\n", reserve);
     }
   }

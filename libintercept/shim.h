@@ -73,8 +73,11 @@ class Shim {
   class MemoryManager* memory() const { return memory_.get(); }
   // Host-device copies through missiled's PCIe scheduler; null when disabled or unresolved.
   class CopyManager* copies() const { return copies_.get(); }
-  // Pacing of GPU work next to other tenants; null when disabled or unresolved.
-  class PacingManager* pacing() const { return pacing_.get(); }
+  // The daemon sessions and, per session and GPU, the copy gate and pacer (session_gpu.h);
+  // null when disabled or unresolved.
+  class SessionManager* sessions() const { return sessions_.get(); }
+  // The real driver's functions the shim's own logic calls. After EnsureResolved.
+  const DriverApi& api() const { return api_; }
   // A BE tenant's graphs, split into pieces; null when disabled or unresolved.
   class GraphSplitter* graphs() const { return graphs_.get(); }
 
@@ -101,11 +104,10 @@ class Shim {
   DriverApi api_;
   // Created once, in this order, by ResolveOnce; the later ones hold pointers to the earlier.
   std::unique_ptr<class SessionConnector> connector_;
+  std::unique_ptr<class TpcMasker> masker_;  // never destroyed (the driver calls into it)
   std::unique_ptr<class SessionManager> sessions_;
   std::unique_ptr<class MemoryManager> memory_;
   std::unique_ptr<class CopyManager> copies_;
-  std::unique_ptr<class TpcMasker> masker_;  // never destroyed (the driver calls into it)
-  std::unique_ptr<class PacingManager> pacing_;
   std::unique_ptr<class GraphSplitter> graphs_;
   void* real_[kHookCount] = {};
   void* hook_fn_[kHookCount] = {};

@@ -1,0 +1,108 @@
+#include "session_gpu.h"
+
+#include <string>
+#include <utility>
+
+#include "session_manager.h"
+
+namespace missile::shim {
+
+CopyGate* SessionGpu::Gate() {
+  if (gate_tried_.load(std::memory_order_acquire)) {
+    CopyGate* gate = gate_ptr_.load(std::memory_order_acquire);
+    if (gate == nullptr) return nullptr;  // failed in this session
+    if (session_->connected()) return gate;
+  }
+  // An ended session: say so once and watch for a restarted daemon, as an allocation would.
+  if (!session_->connected()) {
+    sessions_->Serving();
+    return nullptr;
+  }
+  absl::MutexLock lock(&gate_mu_);
+  if (gate_tried_.load(std::memory_order_relaxed)) return gate_.get();
+  absl::StatusOr<const GpuLink*> link = sessions_->LinkOf(session_, device_);
+  absl::StatusOr<std::unique_ptr<CopyGate>> opened = absl::UnavailableError("no daemon");
+  if (link.ok()) {
+    auto fds = session_->OpenCopyChannel((*link)->index);
+    if (fds.ok()) {
+      // Open owns the descriptors from here, and closes them itself if it fails.
+      SessionClient* session = session_;
+      opened = CopyGate::Open(fds->first, fds->second, api_, log_,
+                              [session] { return session->connected(); });
+    } else {
+      opened = fds.status();
+    }
+  }
+  // Ended and replaced meanwhile: nothing is kept, and this object is not asked again.
+  if (session_ != sessions_->Client()) return nullptr;
+  if (!opened.ok()) {
+    if (session_->connected() && opened.status().code() != absl::StatusCode::kAlreadyExists) {
+      log_->warn("PCIe copies on device {} are not scheduled: {}", static_cast<int>(device_),
+                 std::string(opened.status().message()));
+    }
+    gate_tried_.store(true, std::memory_order_release);
+    return nullptr;
+  }
+  gate_ = std::move(*opened);
+  gate_ptr_.store(gate_.get(), std::memory_order_release);
+  gate_tried_.store(true, std::memory_order_release);
+  return gate_.get();
+}
+
+Pacer* SessionGpu::pacer() {
+  if (pacer_tried_.load(std::memory_order_acquire)) {
+    return pacer_ptr_.load(std::memory_order_acquire);
+  }
+  if (!session_->connected()) return nullptr;
+  absl::MutexLock lock(&pacer_mu_);
+  if (pacer_tried_.load(std::memory_order_relaxed)) return pacer_.get();
+  absl::StatusOr<std::unique_ptr<Pacer>> opened = absl::UnavailableError("no daemon GPU");
+  if (absl::StatusOr<const GpuLink*> link = sessions_->LinkOf(session_, device_); link.ok()) {
+    const uint32_t gpu = (*link)->index;
+    absl::StatusOr<std::pair<int, int>> fds = session_->OpenPacing(gpu);
+    if (fds.ok()) {
+      SessionClient* session = session_;
+      auto open_peer = [session, gpu](uint32_t slot, uint64_t epoch) {
+        return session->OpenPeerLanes(gpu, slot, epoch);
+      };
+      opened = Pacer::Open(fds->first, fds->second, session_->session_id(), session_, open_peer,
+                           api_, log_);
+    } else {
+      opened = fds.status();
+    }
+  }
+  if (!opened.ok()) {
+    if (session_->connected()) {
+      log_->warn("GPU work on device {} is not paced: {}", static_cast<int>(device_),
+                 std::string(opened.status().message()));
+    }
+    pacer_tried_.store(true, std::memory_order_release);
+    return nullptr;
+  }
+  pacer_ = std::move(*opened);
+  pacer_->AttachMasker(masker_, device_);  // before any other thread sees it
+  pacer_ptr_.store(pacer_.get(), std::memory_order_release);
+  pacer_tried_.store(true, std::memory_order_release);
+  return pacer_.get();
+}
+
+bool SessionGpu::HostPacedCopies() {
+  Pacer* p = pacer();
+  // Only next to an LS tenant: a BE copy's gate waiting on the GPU would make its context
+  // runnable and cost the LS a time slice. With BE tenants only there is nobody to protect, and
+  // the copies stay asynchronous for the program (their gates wait on its stream).
+  return p != nullptr && p->best_effort() && p->Paces() && p->LsTenantsPresent();
+}
+
+bool WorkCall::Capturing(CUstream stream, bool ptsz) {
+  const bool own = stream == stream_ && ptsz == ptsz_;
+  if (own && capturing_.has_value()) return *capturing_;
+  auto query = ptsz ? api_.StreamIsCapturingPtsz : api_.StreamIsCapturing;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  const bool capturing = query == nullptr || query(stream, &status) != CUDA_SUCCESS ||
+                         status != CU_STREAM_CAPTURE_STATUS_NONE;
+  if (own) capturing_ = capturing;
+  return capturing;
+}
+
+}  // namespace missile::shim
