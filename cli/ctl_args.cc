@@ -5,7 +5,9 @@
 #include <map>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "flags.h"
+#include "missile/common/compute_settings.h"
 #include "missile/common/size.h"
 #include "missile/common/status_macros.h"
 #include "missile/flags/parse.h"
@@ -13,7 +15,9 @@
 
 namespace missile::cli {
 
-const char kCtlUsage[] =
+namespace {
+
+constexpr const char* kUsageHead =
     "usage: missilectl [--socket PATH] [--json] COMMAND ...\n"
     "\n"
     "commands:\n"
@@ -35,11 +39,9 @@ const char kCtlUsage[] =
     "                              terminal, or with --once\n"
     "  set PACING...               change the daemon's pacing of BE GPU work on every GPU\n"
     "                              (no TARGET); prints what changed, before -> after\n"
-    "      PACING: --pacing on|off  --window-items N (1..1024)  --window-us N (0..1000000)\n"
-    "              --ls-idle-us N (0..1000000)  --ls-stale-ms N (1..600000)\n"
-    "              --max-hold-ms N (0..600000)  --unknown-us N (0..1000000)\n"
-    "              --share-slack-us N (0..1000000)  --refill-us N (0..1000000)\n"
-    "              --ls-reserve-tpcs N (0..127: TPCs BE kernels leave free, on MPS)\n"
+    "      PACING:";
+// After the pacing options.
+constexpr const char* kUsageTail =
     "\n"
     "options:\n"
     "  --socket PATH   missiled's socket (default $MISSILE_SOCKET or /run/missile/missiled.sock)\n"
@@ -53,6 +55,34 @@ const char kCtlUsage[] =
     "\n"
     "exit status: 0 done; 1 missiled could not be reached, refused, or went away while top\n"
     "ran (check: a check FAILed); 2 bad usage.\n";
+
+// The text of a pacing option's value: "on|off", or "N (min..max)".
+std::string UsageValue(const settings::Setting& s) {
+  if (s.unit == settings::Unit::kBool) return "on|off";
+  return absl::StrCat("N (", s.min, "..", s.max, ")");
+}
+
+}  // namespace
+
+std::string CtlUsage() {
+  // The pacing options, two spaces apart, wrapped under "PACING:".
+  constexpr size_t kWidth = 90;
+  const std::string indent(14, ' ');
+  std::string out = kUsageHead;
+  size_t line = out.size() - out.rfind('\n') - 1;
+  for (const settings::Setting& s : settings::kComputeSettings) {
+    const std::string option = absl::StrCat(s.flag, " ", UsageValue(s));
+    if (line > indent.size() && line + 2 + option.size() > kWidth) {
+      absl::StrAppend(&out, "\n", indent, option);
+      line = indent.size() + option.size();
+    } else {
+      const char* gap = line == indent.size() ? "" : (out.back() == ':' ? " " : "  ");
+      absl::StrAppend(&out, gap, option);
+      line += std::string_view(gap).size() + option.size();
+    }
+  }
+  return absl::StrCat(out, "\n", kUsageTail);
+}
 
 std::string DefaultSocket(const char* env_socket) {
   if (env_socket != nullptr && *env_socket != '\0') return env_socket;
@@ -92,55 +122,51 @@ double PercentAsWritten(const std::string& text) {
   return percent;
 }
 
-// A pacing option's flag, its range and where it goes.
-struct PacingFlag {
-  const char* flag;
-  int64_t min;
-  int64_t max;
-  const char* what;
-  std::optional<uint64_t> PacingArgs::*field;
-};
+// Calls f(setting, field) for each line of compute_settings.inc, with its field of `pacing`.
+template <typename Args, typename F>
+void ForEachPacingField(Args& pacing, F f) {
+  const settings::Setting* setting = settings::kComputeSettings;
+#define MISSILE_COMPUTE_SETTING(key, field, type, unit, min, max, def, live, flag, help) \
+  f(*setting++, pacing.key);
+#include "missile/common/compute_settings.inc"
+#undef MISSILE_COMPUTE_SETTING
+}
 
-constexpr PacingFlag kPacingFlags[] = {
-    {"--window-us", 0, 1'000'000, "microseconds in [0, 1000000]", &PacingArgs::window_us},
-    {"--ls-idle-us", 0, 1'000'000, "microseconds in [0, 1000000]", &PacingArgs::ls_idle_us},
-    {"--ls-stale-ms", 1, 600'000, "milliseconds in [1, 600000]", &PacingArgs::ls_stale_ms},
-    {"--max-hold-ms", 0, 600'000, "milliseconds in [0, 600000]", &PacingArgs::max_hold_ms},
-    {"--unknown-us", 0, 1'000'000, "microseconds in [0, 1000000]", &PacingArgs::unknown_us},
-    {"--share-slack-us", 0, 1'000'000, "microseconds in [0, 1000000]",
-     &PacingArgs::share_slack_us},
-    {"--refill-us", 0, 1'000'000, "microseconds in [0, 1000000]", &PacingArgs::refill_us},
-    {"--ls-reserve-tpcs", 0, 127, "a TPC count in [0, 127]", &PacingArgs::ls_reserve_tpcs},
-};
+// One pacing option's value, checked against its range.
+absl::Status ParsePacingValue(const settings::Setting& s, const std::string& v,
+                              std::optional<bool>& out) {
+  if (v != "on" && v != "off") {
+    return absl::InvalidArgumentError(absl::StrCat(s.flag, ": '", v, "' is not on or off"));
+  }
+  out = v == "on";
+  return absl::OkStatus();
+}
+absl::Status ParsePacingValue(const settings::Setting& s, const std::string& v,
+                              std::optional<uint64_t>& out) {
+  const std::string what =
+      absl::StrCat(settings::UnitNoun(s.unit), " in [", s.min, ", ", s.max, "]");
+  MISSILE_ASSIGN_OR_RETURN(int64_t n, ParseInt(s.flag, v, s.min, s.max, what));
+  out = static_cast<uint64_t>(n);
+  return absl::OkStatus();
+}
 
 // A pacing option's value into `pacing`; false when `flag` is not a pacing option.
 absl::StatusOr<bool> ParsePacingOption(const std::string& flag, const std::string& v,
                                        PacingArgs& pacing) {
-  if (flag == "--pacing") {
-    if (v != "on" && v != "off") {
-      return absl::InvalidArgumentError("--pacing: '" + v + "' is not on or off");
-    }
-    pacing.pacing = v == "on";
-    return true;
-  }
-  if (flag == "--window-items") {
-    MISSILE_ASSIGN_OR_RETURN(int64_t n, ParseInt(flag, v, 1, 1024, "a count in [1, 1024]"));
-    pacing.window_items = static_cast<uint32_t>(n);
-    return true;
-  }
-  for (const PacingFlag& f : kPacingFlags) {
-    if (flag != f.flag) continue;
-    MISSILE_ASSIGN_OR_RETURN(int64_t n, ParseInt(flag, v, f.min, f.max, f.what));
-    pacing.*f.field = static_cast<uint64_t>(n);
-    return true;
-  }
-  return false;
+  bool found = false;
+  absl::Status status;
+  ForEachPacingField(pacing, [&](const settings::Setting& s, auto& field) {
+    if (found || flag != s.flag) return;
+    found = true;
+    status = ParsePacingValue(s, v, field);
+  });
+  if (!status.ok()) return status;
+  return found;
 }
 
 // The options of `set` that take a value, in the order of the usage text.
-constexpr const char* kSetOptions[] = {"--pid",      "--name",        "--class", "--class-to",
-                                       "--priority", "--weight",      "--quota", "--class-quota",
-                                       "--pacing",   "--window-items"};
+constexpr const char* kSetOptions[] = {"--pid",      "--name",   "--class", "--class-to",
+                                       "--priority", "--weight", "--quota", "--class-quota"};
 
 // The value of one `set` option into `set`.
 absl::Status ParseSetOption(const std::string& flag, const std::string& v, SetArgs& set) {
@@ -188,12 +214,11 @@ absl::Status ParseSetOption(const std::string& flag, const std::string& v, SetAr
 
 // The first pacing option given, in the order of the usage text.
 std::string FirstPacingFlag(const PacingArgs& p) {
-  if (p.pacing) return "--pacing";
-  if (p.window_items) return "--window-items";
-  for (const PacingFlag& f : kPacingFlags) {
-    if ((p.*f.field).has_value()) return f.flag;
-  }
-  return "";
+  std::string first;
+  ForEachPacingField(p, [&first](const settings::Setting& s, const auto& field) {
+    if (first.empty() && field.has_value()) first = s.flag;
+  });
+  return first;
 }
 
 // The first tenant target or change given.
@@ -287,7 +312,7 @@ constexpr std::pair<const char*, CtlCommand> kCommands[] = {{"status", CtlComman
 // `set`'s options that take a value: kSetOptions, then the pacing ones.
 std::vector<std::string> SetValueOptions() {
   std::vector<std::string> names(std::begin(kSetOptions), std::end(kSetOptions));
-  for (const PacingFlag& f : kPacingFlags) names.emplace_back(f.flag);
+  for (const settings::Setting& s : settings::kComputeSettings) names.emplace_back(s.flag);
   return names;
 }
 
@@ -392,18 +417,10 @@ v1::SetPolicyRequest BuildSetPolicyRequest(const SetArgs& set) {
 
 v1::SetPacingRequest BuildSetPacingRequest(const PacingArgs& pacing) {
   v1::SetPacingRequest req;
-  if (pacing.pacing) req.set_pacing(*pacing.pacing);
-  if (pacing.window_items) req.set_window_items(*pacing.window_items);
-  if (pacing.window_us) req.set_window_us(*pacing.window_us);
-  if (pacing.ls_idle_us) req.set_ls_idle_us(*pacing.ls_idle_us);
-  if (pacing.ls_stale_ms) req.set_ls_stale_ms(*pacing.ls_stale_ms);
-  if (pacing.max_hold_ms) req.set_max_hold_ms(*pacing.max_hold_ms);
-  if (pacing.unknown_us) req.set_unknown_us(*pacing.unknown_us);
-  if (pacing.share_slack_us) req.set_share_slack_us(*pacing.share_slack_us);
-  if (pacing.refill_us) req.set_refill_us(*pacing.refill_us);
-  if (pacing.ls_reserve_tpcs) {
-    req.set_ls_reserve_tpcs(static_cast<uint32_t>(*pacing.ls_reserve_tpcs));
-  }
+#define MISSILE_COMPUTE_SETTING(key, field, type, unit, min, max, def, live, flag, help) \
+  if (pacing.key) req.set_##key(static_cast<decltype(req.key())>(*pacing.key));
+#include "missile/common/compute_settings.inc"
+#undef MISSILE_COMPUTE_SETTING
   return req;
 }
 

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -22,27 +23,25 @@ namespace missile::cli {
 
 inline constexpr std::string_view kDefaultSocket = "/run/missile/missiled.sock";
 
-// Printed for --help (and only then).
-extern const char kCtlUsage[];
+// Printed for --help (and only then); the pacing options' lines come from compute_settings.inc.
+std::string CtlUsage();
 
 // kSet: a tenant or class policy change; kSetPacing: `set` with pacing options only.
 enum class CtlCommand { kHelp, kVersion, kStatus, kTenants, kSet, kSetPacing, kTop, kCheck };
 
-// `set` with pacing options: the daemon's pacing policy, no target. Ranges as in [compute].
+// `set` with pacing options: the daemon's pacing policy, no target. One field per line of
+// missile/common/compute_settings.inc, named by its key, in its unit and range.
 struct PacingArgs {
-  std::optional<bool> pacing;              // --pacing on|off
-  std::optional<uint32_t> window_items;    // 1..1024
-  std::optional<uint64_t> window_us;       // 0..1000000
-  std::optional<uint64_t> ls_idle_us;      // 0..1000000
-  std::optional<uint64_t> ls_stale_ms;     // 1..600000
-  std::optional<uint64_t> max_hold_ms;     // 0..600000
-  std::optional<uint64_t> unknown_us;      // 0..1000000
-  std::optional<uint64_t> share_slack_us;  // 0..1000000
-  std::optional<uint64_t> refill_us;       // 0..1000000
-  std::optional<uint64_t> ls_reserve_tpcs;  // 0..127
+#define MISSILE_COMPUTE_SETTING(key, field, type, unit, min, max, def, live, flag, help) \
+  std::optional<std::conditional_t<std::is_same_v<type, bool>, bool, uint64_t>> key;
+#include "missile/common/compute_settings.inc"
+#undef MISSILE_COMPUTE_SETTING
   bool any() const {
-    return pacing || window_items || window_us || ls_idle_us || ls_stale_ms || max_hold_ms ||
-           unknown_us || share_slack_us || refill_us || ls_reserve_tpcs;
+#define MISSILE_COMPUTE_SETTING(key, field, type, unit, min, max, def, live, flag, help) \
+  if (key) return true;
+#include "missile/common/compute_settings.inc"
+#undef MISSILE_COMPUTE_SETTING
+    return false;
   }
 };
 

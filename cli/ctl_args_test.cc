@@ -3,8 +3,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "missile/common/compute_settings.h"
 #include "missile/flags/suggest.h"
 
 namespace missile::cli {
@@ -61,7 +63,7 @@ TEST(CtlArgsTest, Help) {
     ASSERT_TRUE(a.ok()) << a.status();
     EXPECT_EQ(a->command, CtlCommand::kHelp);
   }
-  EXPECT_THAT(kCtlUsage, HasSubstr("usage: missilectl"));
+  EXPECT_THAT(CtlUsage(), HasSubstr("usage: missilectl"));
 }
 
 TEST(CtlArgsTest, Version) {
@@ -71,7 +73,7 @@ TEST(CtlArgsTest, Version) {
     ASSERT_TRUE(a.ok()) << a.status();
     EXPECT_EQ(a->command, CtlCommand::kVersion);
   }
-  EXPECT_THAT(kCtlUsage, HasSubstr("--version"));
+  EXPECT_THAT(CtlUsage(), HasSubstr("--version"));
 }
 
 TEST(CtlArgsTest, DidYouMean) {
@@ -323,7 +325,35 @@ TEST(CtlArgsTest, UsageListsThePacingOptions) {
   for (const char* flag : {"--pacing on|off", "--window-items N", "--window-us N", "--ls-idle-us N",
                            "--ls-stale-ms N", "--max-hold-ms N", "--unknown-us N",
                            "--share-slack-us N"}) {
-    EXPECT_THAT(kCtlUsage, HasSubstr(flag));
+    EXPECT_THAT(CtlUsage(), HasSubstr(flag));
+  }
+}
+
+// Each line of compute_settings.inc is a `set` option with its range, in the usage text.
+TEST(CtlArgsTest, EveryPacingSettingIsAnOptionWithItsRange) {
+  for (const settings::Setting& s : settings::kComputeSettings) {
+    SCOPED_TRACE(s.key);
+    const std::string flag(s.flag);
+    EXPECT_THAT(CtlUsage(), HasSubstr(flag + " "));
+    if (s.unit == settings::Unit::kBool) {
+      EXPECT_TRUE(Parse({"set", flag, "on"}).ok());
+      EXPECT_THAT(Error({"set", flag, "1"}), HasSubstr(flag + ": '1' is not on or off"));
+      continue;
+    }
+    for (int64_t v : {s.min, s.max}) {
+      absl::StatusOr<CtlArgs> a = Parse({"set", flag, std::to_string(v)});
+      ASSERT_TRUE(a.ok()) << a.status();
+      EXPECT_EQ(a->command, CtlCommand::kSetPacing);
+      const v1::SetPacingRequest req = BuildSetPacingRequest(a->set.pacing);
+      const google::protobuf::FieldDescriptor* field =
+          req.GetDescriptor()->FindFieldByName(std::string(s.key));
+      ASSERT_NE(field, nullptr);
+      EXPECT_TRUE(req.GetReflection()->HasField(req, field));
+    }
+    for (int64_t v : {s.min - 1, s.max + 1}) {
+      EXPECT_THAT(Error({"set", flag, std::to_string(v)}),
+                  HasSubstr(absl::StrCat(flag, ": '", v, "' is not ")));
+    }
   }
 }
 

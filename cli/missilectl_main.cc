@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (parsed->command == missile::cli::CtlCommand::kHelp) {
-    std::fputs(missile::cli::kCtlUsage, stdout);
+    std::fputs(missile::cli::CtlUsage().c_str(), stdout);
     return 0;
   }
   if (parsed->command == missile::cli::CtlCommand::kVersion) {

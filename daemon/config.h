@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -167,36 +168,13 @@ struct PcieSection {
 
 // [compute]: pacing of BE tenants' GPU work next to LS work, per GPU (see docs/pacing.md).
 struct ComputeSection {
-  // BE tenants' kernel launches, graph launches, memsets and device copies are held while an
-  // LS tenant of the GPU is busy, and their work in flight is bounded while none is.
-  bool pacing = true;
-  // BE items (kernels, graphs, memsets, copies) in flight per tenant, in [1, 1024].
-  int window_items = 8;
-  // Microseconds of predicted BE work in flight per tenant, in [0, 1000000]: what an arriving
-  // LS request may have to wait for (one item always runs, however long).
-  int window_us = 100;
-  // Microseconds an LS tenant counts as busy after its last work finished or was submitted, in
-  // [0, 1000000]: an eager LS leaves CPU gaps between its kernels.
-  int ls_idle_us = 200;
-  // Milliseconds after which an LS tenant's unfinished work no longer holds BE tenants, in
-  // [1, 600000]: a hung or lying LS cannot stop them for longer.
-  int ls_stale_ms = 200;
-  // Milliseconds a BE submission may be held before it goes ahead alone (a minimum share for
-  // BE tenants however busy the LS tenants are), in [0, 600000]; 0: no bound.
-  int max_hold_ms = 20;
-  // Microseconds predicted for BE work never seen before, in [0, 1000000].
-  int unknown_us = 50;
-  // Microseconds of GPU time by which BE tenants may run ahead of their weighted share before
-  // they are held for the others, in [0, 1000000].
-  int share_slack_us = 2000;
-  // Microseconds: a BE item goes (count allowing) once less than this much predicted work is
-  // left in flight, even if it does not fit in window_us, so the GPU stays fed across the host's
-  // refill latency behind a long item; in [0, 1000000], 0: never.
-  int refill_us = 25;
-  // TPCs (2 SMs each on Hopper) that BE tenants' kernels leave free while an LS tenant is on
-  // the GPU, when the tenants run on MPS (docs/pacing.md, "The LS reserve on MPS"); in [0, 127],
-  // 0: none. At most all TPCs but one are kept. Time-sliced tenants need none.
-  int ls_reserve_tpcs = 0;
+  // The pacing settings, one field per line of missile/common/compute_settings.inc (where each
+  // one's unit, range, default and meaning are written), named by its key: int, or bool for a
+  // switch. Their ranges are checked by the parser.
+#define MISSILE_COMPUTE_SETTING(key, field, type, unit, min, max, def, live, flag, help) \
+  std::conditional_t<std::is_same_v<type, bool>, bool, int> key = def;
+#include "missile/common/compute_settings.inc"
+#undef MISSILE_COMPUTE_SETTING
   // "start": missiled makes sure an MPS control daemon runs (starting one when none answers in
   // mps_pipe_directory) before it opens the GPUs, and stops one it started when it stops.
   // "off": missiled leaves MPS alone (tenants still run under one that runs).

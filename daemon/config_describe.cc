@@ -1,6 +1,7 @@
 // DescribeConfig: the effective configuration as TOML lines, for the start-up log.
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -19,16 +20,17 @@ namespace {
 void DescribeCompute(const ComputeSection& c, std::vector<std::string>* out) {
   std::vector<std::string>& lines = *out;
   auto boolean = [](bool b) { return b ? "true" : "false"; };
-  lines.push_back(absl::StrCat("compute.pacing = ", boolean(c.pacing)));
-  lines.push_back(absl::StrCat("compute.window_items = ", c.window_items));
-  lines.push_back(absl::StrCat("compute.window_us = ", c.window_us));
-  lines.push_back(absl::StrCat("compute.ls_idle_us = ", c.ls_idle_us));
-  lines.push_back(absl::StrCat("compute.ls_stale_ms = ", c.ls_stale_ms));
-  lines.push_back(absl::StrCat("compute.max_hold_ms = ", c.max_hold_ms));
-  lines.push_back(absl::StrCat("compute.unknown_us = ", c.unknown_us));
-  lines.push_back(absl::StrCat("compute.share_slack_us = ", c.share_slack_us));
-  lines.push_back(absl::StrCat("compute.refill_us = ", c.refill_us));
-  lines.push_back(absl::StrCat("compute.ls_reserve_tpcs = ", c.ls_reserve_tpcs));
+  auto value = [&boolean](auto v) {
+    if constexpr (std::is_same_v<decltype(v), bool>) {
+      return std::string(boolean(v));
+    } else {
+      return absl::StrCat(v);
+    }
+  };
+#define MISSILE_COMPUTE_SETTING(key, field, type, unit, min, max, def, live, flag, help) \
+  lines.push_back(absl::StrCat("compute." #key " = ", value(c.key)));
+#include "missile/common/compute_settings.inc"
+#undef MISSILE_COMPUTE_SETTING
   lines.push_back(absl::StrCat("compute.mps = ", QuoteString(c.mps)));
   lines.push_back(absl::StrCat("compute.mps_pipe_directory = ", QuoteString(c.mps_pipe_directory)));
   lines.push_back(absl::StrCat("compute.mps_log_directory = ", QuoteString(c.mps_log_directory)));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -153,21 +154,22 @@ void Parser::ParsePcie(const toml::node& node, const std::string& path) {
          {"ls_quiet_ms", [&](Node n, Key k) { GetInt(n, k, 0, 600000, &p.ls_quiet_ms); }}});
 }
 
-// The ranges are also those of ApplyPacingChange (daemon/pacing_domain.cc: missilectl set).
+// The pacing settings as compute_settings.inc defines them, then the MPS keys.
 void Parser::ParseCompute(const toml::node& node, const std::string& path) {
   ComputeSection& c = c_->compute;
+  auto get = [this](Node n, Key k, int min, int max, auto* out) {
+    if constexpr (std::is_same_v<decltype(out), bool*>) {
+      GetBool(n, k, out);
+    } else {
+      GetInt(n, k, min, max, out);
+    }
+  };
   Table(node, path,
-        {{"pacing", [&](Node n, Key k) { GetBool(n, k, &c.pacing); }},
-         {"window_items", [&](Node n, Key k) { GetInt(n, k, 1, 1024, &c.window_items); }},
-         {"window_us", [&](Node n, Key k) { GetInt(n, k, 0, 1000000, &c.window_us); }},
-         {"ls_idle_us", [&](Node n, Key k) { GetInt(n, k, 0, 1000000, &c.ls_idle_us); }},
-         {"ls_stale_ms", [&](Node n, Key k) { GetInt(n, k, 1, 600000, &c.ls_stale_ms); }},
-         {"max_hold_ms", [&](Node n, Key k) { GetInt(n, k, 0, 600000, &c.max_hold_ms); }},
-         {"unknown_us", [&](Node n, Key k) { GetInt(n, k, 0, 1000000, &c.unknown_us); }},
-         {"share_slack_us",
-          [&](Node n, Key k) { GetInt(n, k, 0, 1000000, &c.share_slack_us); }},
-         {"refill_us", [&](Node n, Key k) { GetInt(n, k, 0, 1000000, &c.refill_us); }},
-         {"ls_reserve_tpcs", [&](Node n, Key k) { GetInt(n, k, 0, 127, &c.ls_reserve_tpcs); }},
+        {
+#define MISSILE_COMPUTE_SETTING(key, field, type, unit, min, max, def, live, flag, help) \
+  {#key, [&](Node n, Key k) { get(n, k, min, max, &c.key); }},
+#include "missile/common/compute_settings.inc"
+#undef MISSILE_COMPUTE_SETTING
          {"mps",
           [&](Node n, Key k) {
             std::string v;

@@ -4,6 +4,7 @@
 #include <memory>
 #include <utility>
 
+#include "missile/common/compute_settings.h"
 #include "missile/colorer/channel_map.h"
 
 namespace missile::daemon {
@@ -115,16 +116,10 @@ CopyArbiter::Options ArbiterOptionsFor(const PcieSection& pcie) {
 
 PacingSettings PacingSettingsOf(const ComputeSection& c) {
   PacingSettings s;
-  s.pacing = c.pacing;
-  s.window_items = static_cast<uint32_t>(c.window_items);
-  s.window_ns = static_cast<uint64_t>(c.window_us) * 1000;
-  s.ls_idle_ns = static_cast<uint64_t>(c.ls_idle_us) * 1000;
-  s.ls_stale_ns = static_cast<uint64_t>(c.ls_stale_ms) * 1000000;
-  s.max_hold_ns = static_cast<uint64_t>(c.max_hold_ms) * 1000000;
-  s.unknown_ns = static_cast<uint64_t>(c.unknown_us) * 1000;
-  s.share_slack_ns = static_cast<uint64_t>(c.share_slack_us) * 1000;
-  s.refill_ns = static_cast<uint64_t>(c.refill_us) * 1000;
-  s.ls_reserve_tpcs = static_cast<uint32_t>(c.ls_reserve_tpcs);
+#define MISSILE_COMPUTE_SETTING(key, field, type, unit, min, max, def, live, flag, help) \
+  s.field = settings::ToField<type>(c.key, settings::Unit::unit);
+#include "missile/common/compute_settings.inc"
+#undef MISSILE_COMPUTE_SETTING
   return s;
 }
 

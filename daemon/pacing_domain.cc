@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "missile/common/status_macros.h"
 
 namespace missile::daemon {
 
@@ -17,17 +19,32 @@ using pacingreg::kSlots;
 
 namespace {
 
-constexpr uint64_t kUs = 1000;
-constexpr uint64_t kMs = 1000 * 1000;
-
-absl::Status CheckRange(const char* field, const std::optional<uint64_t>& v, uint64_t min,
-                        uint64_t max) {
+// A value of `key` out of the table's range is InvalidArgument naming it.
+absl::Status CheckRange(const settings::Setting& key, const std::optional<uint64_t>& v) {
+  const auto min = static_cast<uint64_t>(key.min);
+  const auto max = static_cast<uint64_t>(key.max);
   if (v && (*v < min || *v > max)) {
-    return absl::InvalidArgumentError(absl::StrCat(field, " must be in [", min, ", ", max,
+    return absl::InvalidArgumentError(absl::StrCat(key.key, " must be in [", min, ", ", max,
                                                    "], got ", *v));
   }
   return absl::OkStatus();
 }
+absl::Status CheckRange(const settings::Setting&, const std::optional<bool>&) {
+  return absl::OkStatus();
+}
+
+// Every setting of the table can change live (PacingChange holds them all), and the shims read
+// each from the Policy field of its name, which stays as it is (a bool as a uint32_t 1 or 0).
+#define MISSILE_COMPUTE_SETTING(key, field, type, unit, min, max, def, live, flag, help) \
+  static_assert(std::is_same_v<decltype(pacingreg::Policy::field)::value_type,                 \
+                               std::conditional_t<std::is_same_v<type, bool>, uint32_t, type>>, \
+                "pacingreg::Policy::" #field " must hold a " #type);
+#include "missile/common/compute_settings.inc"
+#undef MISSILE_COMPUTE_SETTING
+#define MISSILE_COMPUTE_SETTING(key, field, type, unit, min, max, def, live, flag, help) \
+  static_assert(live, #key " is not live, but missilectl set and a reload change it");
+#include "missile/common/compute_settings.inc"
+#undef MISSILE_COMPUTE_SETTING
 
 const char* OnOff(bool b) { return b ? "on" : "off"; }
 
@@ -35,51 +52,34 @@ const char* OnOff(bool b) { return b ? "on" : "off"; }
 
 absl::StatusOr<PacingSettings> ApplyPacingChange(const PacingSettings& before,
                                                  const PacingChange& change) {
-  // The ranges of [compute] (daemon/config.cc).
-  for (absl::Status s : {CheckRange("window_items", change.window_items, 1, 1024),
-                         CheckRange("window_us", change.window_us, 0, 1'000'000),
-                         CheckRange("ls_idle_us", change.ls_idle_us, 0, 1'000'000),
-                         CheckRange("ls_stale_ms", change.ls_stale_ms, 1, 600'000),
-                         CheckRange("max_hold_ms", change.max_hold_ms, 0, 600'000),
-                         CheckRange("unknown_us", change.unknown_us, 0, 1'000'000),
-                         CheckRange("share_slack_us", change.share_slack_us, 0, 1'000'000),
-                         CheckRange("refill_us", change.refill_us, 0, 1'000'000),
-                         CheckRange("ls_reserve_tpcs", change.ls_reserve_tpcs, 0, 127)}) {
-    if (!s.ok()) return s;
-  }
+  const settings::Setting* setting = settings::kComputeSettings;
+#define MISSILE_COMPUTE_SETTING(key, field, type, unit, min, max, def, live, flag, help) \
+  MISSILE_RETURN_IF_ERROR(CheckRange(*setting++, change.key));
+#include "missile/common/compute_settings.inc"
+#undef MISSILE_COMPUTE_SETTING
   PacingSettings after = before;
-  if (change.pacing) after.pacing = *change.pacing;
-  if (change.window_items) after.window_items = static_cast<uint32_t>(*change.window_items);
-  if (change.window_us) after.window_ns = *change.window_us * kUs;
-  if (change.ls_idle_us) after.ls_idle_ns = *change.ls_idle_us * kUs;
-  if (change.ls_stale_ms) after.ls_stale_ns = *change.ls_stale_ms * kMs;
-  if (change.max_hold_ms) after.max_hold_ns = *change.max_hold_ms * kMs;
-  if (change.unknown_us) after.unknown_ns = *change.unknown_us * kUs;
-  if (change.share_slack_us) after.share_slack_ns = *change.share_slack_us * kUs;
-  if (change.refill_us) after.refill_ns = *change.refill_us * kUs;
-  if (change.ls_reserve_tpcs) {
-    after.ls_reserve_tpcs = static_cast<uint32_t>(*change.ls_reserve_tpcs);
-  }
+#define MISSILE_COMPUTE_SETTING(key, field, type, unit, min, max, def, live, flag, help) \
+  if (change.key) after.field = settings::ToField<type>(*change.key, settings::Unit::unit);
+#include "missile/common/compute_settings.inc"
+#undef MISSILE_COMPUTE_SETTING
   return after;
 }
 
 std::string DescribePacingChange(const PacingSettings& before, const PacingSettings& after) {
   std::vector<std::string> parts;
-  if (before.pacing != after.pacing) {
-    parts.push_back(absl::StrCat("pacing ", OnOff(before.pacing), " -> ", OnOff(after.pacing)));
-  }
-  auto number = [&parts](const char* field, uint64_t from, uint64_t to) {
-    if (from != to) parts.push_back(absl::StrCat(field, " ", from, " -> ", to));
+  auto describe = [&parts](const char* key, auto from, auto to) {
+    if (from == to) return;
+    if constexpr (std::is_same_v<decltype(from), bool>) {
+      parts.push_back(absl::StrCat(key, " ", OnOff(from), " -> ", OnOff(to)));
+    } else {
+      parts.push_back(absl::StrCat(key, " ", from, " -> ", to));
+    }
   };
-  number("window_items", before.window_items, after.window_items);
-  number("window_us", before.window_ns / kUs, after.window_ns / kUs);
-  number("ls_idle_us", before.ls_idle_ns / kUs, after.ls_idle_ns / kUs);
-  number("ls_stale_ms", before.ls_stale_ns / kMs, after.ls_stale_ns / kMs);
-  number("max_hold_ms", before.max_hold_ns / kMs, after.max_hold_ns / kMs);
-  number("unknown_us", before.unknown_ns / kUs, after.unknown_ns / kUs);
-  number("share_slack_us", before.share_slack_ns / kUs, after.share_slack_ns / kUs);
-  number("refill_us", before.refill_ns / kUs, after.refill_ns / kUs);
-  number("ls_reserve_tpcs", before.ls_reserve_tpcs, after.ls_reserve_tpcs);
+#define MISSILE_COMPUTE_SETTING(key, field, type, unit, min, max, def, live, flag, help) \
+  describe(#key, settings::FromField(before.field, settings::Unit::unit),                \
+           settings::FromField(after.field, settings::Unit::unit));
+#include "missile/common/compute_settings.inc"
+#undef MISSILE_COMPUTE_SETTING
   return parts.empty() ? "unchanged" : absl::StrJoin(parts, ", ");
 }
 
@@ -115,16 +115,10 @@ PacingDomain::~PacingDomain() {
 void PacingDomain::Publish(const PacingSettings& s) {
   settings_ = s;
   pacingreg::Policy& p = dir()->policy;
-  p.window_items.store(s.window_items, std::memory_order_relaxed);
-  p.window_ns.store(s.window_ns, std::memory_order_relaxed);
-  p.ls_idle_ns.store(s.ls_idle_ns, std::memory_order_relaxed);
-  p.ls_stale_ns.store(s.ls_stale_ns, std::memory_order_relaxed);
-  p.max_hold_ns.store(s.max_hold_ns, std::memory_order_relaxed);
-  p.unknown_ns.store(s.unknown_ns, std::memory_order_relaxed);
-  p.share_slack_ns.store(s.share_slack_ns, std::memory_order_relaxed);
-  p.refill_ns.store(s.refill_ns, std::memory_order_relaxed);
-  p.ls_reserve_tpcs.store(s.ls_reserve_tpcs, std::memory_order_relaxed);
-  p.pacing.store(s.pacing ? 1 : 0, std::memory_order_relaxed);
+#define MISSILE_COMPUTE_SETTING(key, field, type, unit, min, max, def, live, flag, help) \
+  p.field.store(s.field, std::memory_order_relaxed);
+#include "missile/common/compute_settings.inc"
+#undef MISSILE_COMPUTE_SETTING
   p.generation.fetch_add(1, std::memory_order_release);
 }
 

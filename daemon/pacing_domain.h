@@ -21,52 +21,46 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <type_traits>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "missile/common/compute_settings.h"
 #include "missile/common/pacing_region.h"
 #include "missile/common/shm_region.h"
 #include "missile/common/tenant_class.h"
 
 namespace missile::daemon {
 
-// The policy published to the shims; see [compute] in deploy/missiled.toml.
+// The policy published to the shims: one field per line of compute_settings.inc ([compute] in
+// missiled.toml), in nanoseconds for a time.
 struct PacingSettings {
-  bool pacing = true;
-  uint32_t window_items = 8;
-  uint64_t window_ns = 100'000;
-  uint64_t ls_idle_ns = 200'000;
-  uint64_t ls_stale_ns = 200'000'000;
-  uint64_t max_hold_ns = 20'000'000;
-  uint64_t unknown_ns = 50'000;
-  uint64_t share_slack_ns = 2'000'000;
-  uint64_t refill_ns = 25'000;
-  uint32_t ls_reserve_tpcs = 0;
+#define MISSILE_COMPUTE_SETTING(key, field, type, unit, min, max, def, live, flag, help) \
+  type field = settings::ToField<type>(def, settings::Unit::unit);
+#include "missile/common/compute_settings.inc"
+#undef MISSILE_COMPUTE_SETTING
   bool operator==(const PacingSettings&) const = default;
 };
 
-// A change of the policy in force, in the units of [compute] (and of SetPacingRequest); unset
-// fields keep their value.
+// A change of the policy in force, in the units of [compute] (and of SetPacingRequest): one
+// field per line of compute_settings.inc, named by its key; unset fields keep their value.
 struct PacingChange {
-  std::optional<bool> pacing;
-  std::optional<uint64_t> window_items;    // 1..1024
-  std::optional<uint64_t> window_us;       // 0..1000000
-  std::optional<uint64_t> ls_idle_us;      // 0..1000000
-  std::optional<uint64_t> ls_stale_ms;     // 1..600000
-  std::optional<uint64_t> max_hold_ms;     // 0..600000
-  std::optional<uint64_t> unknown_us;      // 0..1000000
-  std::optional<uint64_t> share_slack_us;  // 0..1000000
-  std::optional<uint64_t> refill_us;       // 0..1000000
-  std::optional<uint64_t> ls_reserve_tpcs;  // 0..127
+#define MISSILE_COMPUTE_SETTING(key, field, type, unit, min, max, def, live, flag, help) \
+  std::optional<std::conditional_t<std::is_same_v<type, bool>, bool, uint64_t>> key;
+#include "missile/common/compute_settings.inc"
+#undef MISSILE_COMPUTE_SETTING
   bool empty() const {
-    return !pacing && !window_items && !window_us && !ls_idle_us && !ls_stale_ms &&
-           !max_hold_ms && !unknown_us && !share_slack_us && !refill_us && !ls_reserve_tpcs;
+#define MISSILE_COMPUTE_SETTING(key, field, type, unit, min, max, def, live, flag, help) \
+  if (key) return false;
+#include "missile/common/compute_settings.inc"
+#undef MISSILE_COMPUTE_SETTING
+    return true;
   }
 };
 
-// `before` with `change` applied. The ranges are those of [compute] (daemon/config.cc); a value
+// `before` with `change` applied. The ranges are those of compute_settings.inc; a value
 // out of range is InvalidArgument naming the field ("window_us must be in [0, 1000000], got
 // 5000000"), checked for every field before anything is applied. Pure.
 absl::StatusOr<PacingSettings> ApplyPacingChange(const PacingSettings& before,

@@ -2,8 +2,10 @@
 
 #include <map>
 #include <sstream>
+#include <string_view>
 
 #include "gpu_setup.h"
+#include "missile/common/compute_settings.h"
 
 namespace missile::daemon {
 namespace {
@@ -23,9 +25,15 @@ std::map<std::string, std::string> Values(const DaemonConfig& config) {
   return out;
 }
 
+// The keys a reload applies without a restart: the log level and the live settings of
+// compute_settings.inc.
 bool Live(const std::string& key) {
-  return key == "daemon.log_level" ||
-         (key.rfind("compute.", 0) == 0 && key.rfind("compute.mps", 0) != 0);
+  if (key == "daemon.log_level") return true;
+  const std::string_view name = key;
+  const size_t dot = name.find('.');
+  if (dot == std::string_view::npos) return false;
+  const settings::Setting* setting = settings::FindSetting(name.substr(0, dot), name.substr(dot + 1));
+  return setting != nullptr && setting->live;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "missile/common/compute_settings.h"
 #include "missile/pcie_sched/fair_scheduler.h"
 
 namespace missile::daemon::rpc {
@@ -47,16 +48,11 @@ void FillGpu(uint32_t index, const Gpu& gpu, v1::GpuInfo* out) {
 }
 
 void FillPacing(const PacingSettings& s, v1::PacingPolicy* out) {
-  out->set_pacing(s.pacing);
-  out->set_window_items(s.window_items);
-  out->set_window_us(s.window_ns / 1000);
-  out->set_ls_idle_us(s.ls_idle_ns / 1000);
-  out->set_ls_stale_ms(s.ls_stale_ns / 1000000);
-  out->set_max_hold_ms(s.max_hold_ns / 1000000);
-  out->set_unknown_us(s.unknown_ns / 1000);
-  out->set_share_slack_us(s.share_slack_ns / 1000);
-  out->set_refill_us(s.refill_ns / 1000);
-  out->set_ls_reserve_tpcs(s.ls_reserve_tpcs);
+#define MISSILE_COMPUTE_SETTING(key, field, type, unit, min, max, def, live, flag, help) \
+  out->set_##key(static_cast<decltype(out->key())>(                                    \
+      settings::FromField(s.field, settings::Unit::unit)));
+#include "missile/common/compute_settings.inc"
+#undef MISSILE_COMPUTE_SETTING
 }
 
 void FillCompute(uint32_t gpu, const PacingStats& st, v1::ComputeUse* out) {
@@ -278,16 +274,10 @@ grpc::Status SetPolicy(DaemonCore* core, const PeerCredentials& creds,
 grpc::Status SetPacing(DaemonCore* core, const PeerCredentials& creds,
                        const v1::SetPacingRequest& req, v1::SetPacingResponse* resp) {
   PacingChange change;
-  if (req.has_pacing()) change.pacing = req.pacing();
-  if (req.has_window_items()) change.window_items = req.window_items();
-  if (req.has_window_us()) change.window_us = req.window_us();
-  if (req.has_ls_idle_us()) change.ls_idle_us = req.ls_idle_us();
-  if (req.has_ls_stale_ms()) change.ls_stale_ms = req.ls_stale_ms();
-  if (req.has_max_hold_ms()) change.max_hold_ms = req.max_hold_ms();
-  if (req.has_unknown_us()) change.unknown_us = req.unknown_us();
-  if (req.has_share_slack_us()) change.share_slack_us = req.share_slack_us();
-  if (req.has_refill_us()) change.refill_us = req.refill_us();
-  if (req.has_ls_reserve_tpcs()) change.ls_reserve_tpcs = req.ls_reserve_tpcs();
+#define MISSILE_COMPUTE_SETTING(key, field, type, unit, min, max, def, live, flag, help) \
+  if (req.has_##key()) change.key = req.key();
+#include "missile/common/compute_settings.inc"
+#undef MISSILE_COMPUTE_SETTING
   absl::StatusOr<PacingUpdate> update = core->SetPacing(creds, change);
   if (!update.ok()) return ToGrpc(update.status());
   FillPacing(update->after, resp->mutable_pacing());
