@@ -98,7 +98,11 @@ class DaemonTest : public ::testing::Test {
   void StartDaemon(const std::string& extra = "") {
     ASSERT_TRUE(daemon_.Start({MISSILED, "--config", WriteConfig(extra)}, DaemonEnv(), daemon_log_));
     ASSERT_TRUE(WaitForFile(socket_, 5)) << "missiled did not create " << socket_ << DaemonLog();
-    channel_ = grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials());
+    // A channel of its own: one sharing gRPC's global subchannel pool would reuse the connection
+    // to a daemon this test stopped, and report it connected.
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    channel_ = grpc::CreateCustomChannel("unix:" + socket_, grpc::InsecureChannelCredentials(), args);
     // The socket's file exists from bind(); a call made before missiled listens is refused
     // (seen on a loaded machine), so wait until the channel connects.
     ASSERT_TRUE(channel_->WaitForConnected(std::chrono::system_clock::now() +
