@@ -1,0 +1,175 @@
+#include "missile/pacing/budget.h"
+
+#include <algorithm>
+
+namespace missile::pacing {
+
+namespace {
+
+// What a period held, as one number: its item count and the sum of its items' keys, mixed
+// (splitmix64's finaliser) so that nearby sums do not make nearby signatures.
+uint64_t Signature(uint64_t items, uint64_t key_sum) {
+  uint64_t x = key_sum ^ (items * 0x9e3779b97f4a7c15ull);
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+std::optional<BusyPeriod> BusyPeriodTracker::Poll(const LsPoll& p, const Limits& limits) {
+  if (!seen_) {
+    seen_ = true;
+    // Work already in flight at the first look began at an unknown time: its period is dropped.
+    if (p.in_flight) {
+      open_ = true;
+      valid_ = false;
+      end_ns_ = 0;
+    }
+    last_now_ = p.now;
+    last_submissions_ = p.submissions;
+    last_work_sum_ = p.work_sum;
+    last_be_in_flight_ = p.be_in_flight;
+    return std::nullopt;
+  }
+  const uint64_t gap = p.now > last_now_ ? p.now - last_now_ : 0;
+  const bool work = p.in_flight || p.submissions != last_submissions_;
+  std::optional<BusyPeriod> ended;
+  if (open_ && end_ns_ != 0 && p.now - end_ns_ >= limits.idle_ns) {
+    // Over: nothing new for idle_ns since the first poll that saw it done.
+    const uint64_t ns = end_ns_ - start_ns_;
+    if (valid_ && ns <= limits.max_period_ns) {
+      ended = BusyPeriod{Signature(period_submissions_, period_work_sum_), ns, alone_};
+    }
+    open_ = false;
+  }
+  if (open_) {
+    if (gap > limits.max_gap_ns) valid_ = false;
+    if (work) {
+      end_ns_ = 0;
+      if (p.be_in_flight) alone_ = false;
+      period_submissions_ = p.submissions - base_submissions_;
+      period_work_sum_ = p.work_sum - base_work_sum_;
+    } else if (end_ns_ == 0) {
+      end_ns_ = p.now;
+      // What ran until this poll may have been delayed by BE work seen now.
+      if (p.be_in_flight) alone_ = false;
+    }
+  } else if (work) {
+    open_ = true;
+    valid_ = gap <= limits.max_gap_ns;
+    // BE work seen at the poll before may have been running when the LS's work arrived.
+    alone_ = !p.be_in_flight && !last_be_in_flight_;
+    start_ns_ = last_now_;
+    end_ns_ = 0;
+    base_submissions_ = last_submissions_;
+    base_work_sum_ = last_work_sum_;
+    period_submissions_ = p.submissions - base_submissions_;
+    period_work_sum_ = p.work_sum - base_work_sum_;
+  }
+  last_now_ = std::max(last_now_, p.now);
+  last_submissions_ = p.submissions;
+  last_work_sum_ = p.work_sum;
+  last_be_in_flight_ = p.be_in_flight;
+  return ended;
+}
+
+void AloneDurations::Learn(uint64_t signature, uint64_t ns) {
+  if (table_.size() >= capacity_ && !table_.contains(signature)) table_.clear();
+  Mean& m = table_[signature];
+  m.ns = m.samples == 0 ? static_cast<double>(ns) : m.ns + (static_cast<double>(ns) - m.ns) / 8;
+  if (m.samples < UINT32_MAX) ++m.samples;
+}
+
+std::optional<double> AloneDurations::Stretch(const BusyPeriod& p, uint32_t min_samples) const {
+  auto it = table_.find(p.signature);
+  if (it == table_.end() || it->second.samples < std::max<uint32_t>(min_samples, 1) ||
+      it->second.ns <= 0) {
+    return std::nullopt;
+  }
+  return static_cast<double>(p.ns) / it->second.ns;
+}
+
+const char* BudgetStateName(BudgetState s) {
+  switch (s) {
+    case BudgetState::kOff:
+      return "off";
+    case BudgetState::kLearning:
+      return "learning";
+    case BudgetState::kSpending:
+      return "spending";
+    case BudgetState::kUnmet:
+      return "unmet";
+  }
+  return "?";
+}
+
+void BudgetController::set_budget_pct(uint32_t pct) {
+  if (pct == budget_pct_) return;
+  budget_pct_ = pct;
+  pending_.clear();
+  over_at_zero_ = 0;
+  const uint64_t periods = status_.periods;
+  status_ = BudgetStatus();
+  status_.periods = periods;
+  status_.state = pct <= kNoBudgetPct ? BudgetState::kOff : BudgetState::kLearning;
+}
+
+void BudgetController::Observe(double stretch) {
+  ++status_.periods;
+  pending_.push_back(stretch);
+  if (pending_.size() >= kDecisionEvery) Decide();
+}
+
+void BudgetController::Decide() {
+  std::sort(pending_.begin(), pending_.end());
+  const double high = pending_[pending_.size() - 2];  // about the 90th percentile of 8
+  pending_.clear();
+  status_.stretch = high;
+  if (budget_pct_ <= kNoBudgetPct) {
+    status_.state = BudgetState::kOff;
+    status_.share_ppm = 0;
+    return;
+  }
+  const double budget = budget_pct_ / 100.0;
+  if (high > budget) {
+    if (status_.share_ppm == 0) {
+      ++over_at_zero_;
+    } else {
+      status_.share_ppm /= 2;
+      if (status_.share_ppm < kFullSharePpm / 100) status_.share_ppm = 0;
+    }
+    status_.state = over_at_zero_ >= 3 ? BudgetState::kUnmet : BudgetState::kSpending;
+    return;
+  }
+  over_at_zero_ = 0;
+  const double room = std::clamp((budget - high) / (budget - 1.0), 0.0, 1.0);
+  const auto step = static_cast<uint32_t>(room * kFullSharePpm / 10);
+  status_.share_ppm = std::min(kFullSharePpm, status_.share_ppm + step);
+  status_.state = BudgetState::kSpending;
+}
+
+bool BusyCredit::Take(uint64_t now, bool ls_busy, uint32_t share_ppm, uint64_t predicted_ns,
+                      uint64_t cap_ns) {
+  if (!ls_busy) {
+    was_busy_ = false;
+    credit_ns_ = 0;
+    last_ns_ = now;
+    return true;
+  }
+  if (!was_busy_) {
+    was_busy_ = true;
+    credit_ns_ = 0;
+  } else if (now > last_ns_) {
+    const auto earned = static_cast<int64_t>(
+        static_cast<unsigned __int128>(now - last_ns_) * std::min(share_ppm, kFullSharePpm) /
+        kFullSharePpm);
+    credit_ns_ = std::min(credit_ns_ + earned, static_cast<int64_t>(cap_ns));
+  }
+  last_ns_ = std::max(last_ns_, now);
+  if (share_ppm == 0 || credit_ns_ <= 0) return false;
+  credit_ns_ -= static_cast<int64_t>(std::min<uint64_t>(predicted_ns, INT64_MAX / 2));
+  return true;
+}
+
+}  // namespace missile::pacing

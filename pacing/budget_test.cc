@@ -1,0 +1,240 @@
+#include "missile/pacing/budget.h"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <vector>
+
+namespace missile::pacing {
+namespace {
+
+constexpr uint64_t kUs = 1000;
+constexpr uint64_t kMs = 1000 * kUs;
+
+// Polls an LS every 20 us: `work` says, per poll, whether its work is in flight; every rising
+// edge is one new item with key `key`.
+struct Feed {
+  BusyPeriodTracker tracker;
+  BusyPeriodTracker::Limits limits{200 * kUs, 200 * kUs, 1000 * kMs};
+  uint64_t now = 0;
+  uint64_t submissions = 0;
+  uint64_t work_sum = 0;
+  std::vector<BusyPeriod> periods;
+
+  void Run(uint64_t ns, bool in_flight, bool be = false, uint64_t items = 0, uint64_t key = 7) {
+    for (uint64_t t = 0; t < ns; t += 20 * kUs) {
+      now += 20 * kUs;
+      if (items > 0) {
+        submissions += items;
+        work_sum += items * key;
+        items = 0;
+      }
+      if (auto p = tracker.Poll({now, in_flight, submissions, work_sum, be}, limits)) {
+        periods.push_back(*p);
+      }
+    }
+  }
+};
+
+TEST(BusyPeriodTracker, APeriodLastsFromThePollBeforeItsWorkToThePollThatSawItDone) {
+  Feed f;
+  f.Run(1 * kMs, false);
+  f.Run(1 * kMs, true, false, 3);  // 1 ms in flight
+  f.Run(1 * kMs, false);
+  ASSERT_EQ(f.periods.size(), 1u);
+  // Starts at the poll before the first one that saw work, ends at the first that saw none.
+  EXPECT_EQ(f.periods[0].ns, 1 * kMs + 20 * kUs);
+  EXPECT_TRUE(f.periods[0].alone);
+}
+
+TEST(BusyPeriodTracker, GapsShorterThanTheIdleTimeAreOnePeriod) {
+  Feed f;
+  f.Run(1 * kMs, false);
+  f.Run(300 * kUs, true, false, 1);
+  f.Run(100 * kUs, false);  // a CPU gap of an eager LS
+  f.Run(300 * kUs, true, false, 1);
+  f.Run(1 * kMs, false);
+  ASSERT_EQ(f.periods.size(), 1u);
+  EXPECT_EQ(f.periods[0].ns, 720 * kUs);
+  // The same work in two periods apart makes another signature than one period of both.
+  f.Run(300 * kUs, true, false, 1);
+  f.Run(300 * kUs, false);
+  f.Run(300 * kUs, true, false, 1);
+  f.Run(1 * kMs, false);
+  ASSERT_EQ(f.periods.size(), 3u);
+  EXPECT_EQ(f.periods[1].signature, f.periods[2].signature);
+  EXPECT_NE(f.periods[0].signature, f.periods[1].signature);
+}
+
+TEST(BusyPeriodTracker, AnItemDoneBetweenTwoPollsStillMakesAPeriod) {
+  Feed f;
+  f.Run(1 * kMs, false);
+  f.Run(20 * kUs, false, false, 1);  // submitted and completed between two polls
+  f.Run(1 * kMs, false);
+  ASSERT_EQ(f.periods.size(), 1u);
+}
+
+TEST(BusyPeriodTracker, BeWorkAtAnyPollOfThePeriodOrJustBeforeItMakesItNotAlone) {
+  Feed f;
+  f.Run(1 * kMs, false);
+  f.Run(200 * kUs, true, false, 1);
+  f.Run(100 * kUs, true, true);
+  f.Run(1 * kMs, false);
+  f.Run(1 * kMs, false, true);  // BE work while the LS is idle: no matter
+  f.Run(20 * kUs, false, false);
+  f.Run(300 * kUs, true, false, 1);
+  f.Run(1 * kMs, false);
+  f.Run(20 * kUs, false, true);  // BE work running when the LS arrives
+  f.Run(300 * kUs, true, false, 1);
+  f.Run(1 * kMs, false);
+  ASSERT_EQ(f.periods.size(), 3u);
+  EXPECT_FALSE(f.periods[0].alone);
+  EXPECT_TRUE(f.periods[1].alone);
+  EXPECT_FALSE(f.periods[2].alone);
+}
+
+TEST(BusyPeriodTracker, ALatePollOrWorkInFlightAtTheFirstLookDropsThePeriod) {
+  Feed f;
+  f.Run(500 * kUs, true, false, 1);  // in flight from the first poll: start unknown
+  f.Run(1 * kMs, false);
+  EXPECT_TRUE(f.periods.empty());
+  f.Run(100 * kUs, true, false, 1);
+  f.now += 5 * kMs;  // the poller slept through the period's middle
+  f.Run(100 * kUs, true);
+  f.Run(1 * kMs, false);
+  EXPECT_TRUE(f.periods.empty());
+  f.Run(100 * kUs, true, false, 1);
+  f.Run(1 * kMs, false);
+  EXPECT_EQ(f.periods.size(), 1u);
+}
+
+TEST(BusyPeriodTracker, APeriodLongerThanTheBoundIsDropped) {
+  Feed f;
+  f.limits.max_period_ns = 2 * kMs;
+  f.Run(1 * kMs, false);
+  f.Run(3 * kMs, true, false, 1);  // a hung LS: in flight too long to be a request
+  f.Run(1 * kMs, false);
+  EXPECT_TRUE(f.periods.empty());
+}
+
+TEST(AloneDurations, StretchIsTheDurationOverTheMeanAloneOnceKnown) {
+  AloneDurations alone;
+  BusyPeriod p{42, 1500 * kUs, false};
+  EXPECT_FALSE(alone.Stretch(p).has_value());
+  alone.Learn(42, 1000 * kUs);
+  EXPECT_FALSE(alone.Stretch(p).has_value());  // one sample is not enough
+  alone.Learn(42, 1000 * kUs);
+  ASSERT_TRUE(alone.Stretch(p).has_value());
+  EXPECT_DOUBLE_EQ(*alone.Stretch(p), 1.5);
+  EXPECT_FALSE(alone.Stretch({43, 1500 * kUs, false}).has_value());
+  // The newest sample weighs 1/8.
+  alone.Learn(42, 1800 * kUs);
+  EXPECT_DOUBLE_EQ(*alone.Stretch(p), 1.5e6 / 1.1e6);
+}
+
+TEST(AloneDurations, IsBoundedInSize) {
+  AloneDurations alone(4);
+  for (uint64_t s = 0; s < 10; ++s) alone.Learn(s, kMs);
+  EXPECT_LE(alone.size(), 4u);
+}
+
+// Feeds `n` decisions' worth of periods of stretch `s`.
+void Feed8(BudgetController* c, double s, int decisions = 1) {
+  for (int d = 0; d < decisions; ++d) {
+    for (size_t i = 0; i < BudgetController::kDecisionEvery; ++i) c->Observe(s);
+  }
+}
+
+TEST(BudgetController, ABudgetOfAHundredPercentGivesNoShare) {
+  BudgetController c;
+  EXPECT_EQ(c.status().state, BudgetState::kOff);
+  Feed8(&c, 1.0, 5);
+  EXPECT_EQ(c.status().share_ppm, 0u);
+  EXPECT_EQ(c.status().state, BudgetState::kOff);
+  EXPECT_EQ(c.status().periods, 40u);
+}
+
+TEST(BudgetController, TheShareGrowsWithinTheBudgetAndHalvesAboveIt) {
+  BudgetController c;
+  c.set_budget_pct(125);
+  EXPECT_EQ(c.status().state, BudgetState::kLearning);
+  Feed8(&c, 1.0);  // all the room: +10 points
+  EXPECT_EQ(c.status().share_ppm, 100'000u);
+  EXPECT_EQ(c.status().state, BudgetState::kSpending);
+  Feed8(&c, 1.125);  // half the room: +5 points
+  EXPECT_EQ(c.status().share_ppm, 150'000u);
+  Feed8(&c, 1.3);  // over: halves
+  EXPECT_EQ(c.status().share_ppm, 75'000u);
+  EXPECT_DOUBLE_EQ(c.status().stretch, 1.3);
+  Feed8(&c, 1.0, 20);
+  EXPECT_EQ(c.status().share_ppm, kFullSharePpm);  // never past the whole busy time
+}
+
+TEST(BudgetController, OneSlowPeriodInEightDoesNotDecideButTwoDo) {
+  BudgetController c;
+  c.set_budget_pct(150);
+  Feed8(&c, 1.0, 3);
+  const uint32_t share = c.status().share_ppm;
+  for (size_t i = 0; i < 7; ++i) c.Observe(1.1);
+  c.Observe(3.0);  // one outlier: the decision reads the second highest
+  EXPECT_GT(c.status().share_ppm, share);
+  for (size_t i = 0; i < 6; ++i) c.Observe(1.1);
+  c.Observe(3.0);
+  c.Observe(2.0);
+  EXPECT_LT(c.status().share_ppm, share);
+}
+
+TEST(BudgetController, ABudgetThatCannotBeMetFallsBackToNoShareAndSaysSo) {
+  BudgetController c;
+  c.set_budget_pct(110);
+  Feed8(&c, 1.0);
+  EXPECT_GT(c.status().share_ppm, 0u);
+  Feed8(&c, 1.3, 4);  // halves to nothing
+  EXPECT_EQ(c.status().share_ppm, 0u);
+  EXPECT_EQ(c.status().state, BudgetState::kSpending);
+  Feed8(&c, 1.3, 3);  // and still over, 3 times
+  EXPECT_EQ(c.status().share_ppm, 0u);
+  EXPECT_EQ(c.status().state, BudgetState::kUnmet);
+  Feed8(&c, 1.05);  // met again
+  EXPECT_EQ(c.status().state, BudgetState::kSpending);
+  EXPECT_GT(c.status().share_ppm, 0u);
+}
+
+TEST(BudgetController, ANewBudgetStartsOver) {
+  BudgetController c;
+  c.set_budget_pct(200);
+  Feed8(&c, 1.0, 3);
+  EXPECT_GT(c.status().share_ppm, 0u);
+  c.set_budget_pct(100);
+  EXPECT_EQ(c.status().share_ppm, 0u);
+  EXPECT_EQ(c.status().state, BudgetState::kOff);
+  Feed8(&c, 1.0, 3);
+  EXPECT_EQ(c.status().share_ppm, 0u);
+}
+
+TEST(BusyCredit, AccruesTheShareOfTheBusyTimeAndStartsAtZeroEachPeriod) {
+  BusyCredit c;
+  EXPECT_TRUE(c.Take(0, false, 250'000, 50 * kUs, 100 * kUs));  // LS idle: always
+  EXPECT_FALSE(c.Take(1 * kMs, true, 250'000, 50 * kUs, 100 * kUs));  // a period starts
+  // 25 us earned: positive, so a 50 us item goes (the debt is paid back before the next).
+  EXPECT_TRUE(c.Take(1 * kMs + 100 * kUs, true, 250'000, 50 * kUs, 100 * kUs));
+  EXPECT_FALSE(c.Take(1 * kMs + 200 * kUs, true, 250'000, 50 * kUs, 100 * kUs));  // at 0
+  EXPECT_TRUE(c.Take(1 * kMs + 300 * kUs, true, 250'000, 50 * kUs, 100 * kUs));
+  // Over 1 ms of busy time, 250 us of items went: a quarter.
+  uint64_t took = 0;
+  for (uint64_t t = 1300; t < 2300; t += 10) {
+    if (c.Take(1 * kMs + t * kUs, true, 250'000, 50 * kUs, 100 * kUs)) took += 50;
+  }
+  EXPECT_NEAR(static_cast<double>(took), 300, 50);
+  // The credit is capped: a long busy period does not save up a burst.
+  c.Take(10 * kMs, true, 250'000, 0, 100 * kUs);
+  EXPECT_LE(c.credit_ns(), static_cast<int64_t>(100 * kUs));
+  // Idle, then busy again: from zero.
+  c.Take(11 * kMs, false, 250'000, 50 * kUs, 100 * kUs);
+  EXPECT_FALSE(c.Take(12 * kMs, true, 250'000, 50 * kUs, 100 * kUs));
+  // No share, no BE work while busy.
+  for (uint64_t t = 0; t < 100; ++t) EXPECT_FALSE(c.Take(13 * kMs + t * kMs, true, 0, 1, kMs));
+}
+
+}  // namespace
+}  // namespace missile::pacing

@@ -1,0 +1,174 @@
+// An LS latency budget: how much longer than alone an LS tenant's work may take beside BE work
+// (docs/pacing.md, "The LS latency budget"). Pure logic over plain numbers (nanoseconds of
+// CLOCK_MONOTONIC, counts), in three parts:
+//   BusyPeriodTracker  turns polls of one LS tenant's lanes page into its busy periods: how long
+//                      each took, what work it held (a signature), and whether any BE work was on
+//                      the GPU meanwhile.
+//   AloneDurations     learns, per signature, how long a period takes with no BE work on the
+//                      GPU, and so gives each other period its stretch (duration over alone).
+//   BudgetController   spends the budget: from the stretches it sets the share of the LS's busy
+//                      time in which BE work may run, raising it while the stretch stays within
+//                      the budget and halving it when it does not; a budget it cannot meet even
+//                      with no share it reports as unmet.
+// and, on the BE's side, BusyCredit: the GPU time a BE tenant may use while an LS tenant is busy,
+// accrued at the published share.
+// The daemon owns the first three (daemon/pacing_domain.h: it polls the LS lanes pages and
+// publishes the share in the directory, which no tenant can write); each BE shim owns a
+// BusyCredit. Thread-safety: none of these classes lock; their owner serialises access.
+#ifndef MISSILE_PACING_BUDGET_H_
+#define MISSILE_PACING_BUDGET_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+
+namespace missile::pacing {
+
+// A budget in percent of the alone time: 100 is "LS first, always" (no BE work while an LS is
+// busy); 125 lets the LS's work take up to 1.25x its alone time.
+inline constexpr uint32_t kNoBudgetPct = 100;
+// The share of an LS tenant's busy time that BE work may use, in parts per million.
+inline constexpr uint32_t kFullSharePpm = 1'000'000;
+
+// --- Busy periods -------------------------------------------------------------------------
+
+// One poll of an LS tenant's lanes page, with what the poller saw of the BE tenants.
+struct LsPoll {
+  uint64_t now = 0;
+  bool in_flight = false;    // some lane of the LS had submitted != completed
+  uint64_t submissions = 0;  // the LS's items marked so far (a counter)
+  uint64_t work_sum = 0;     // the sum of the keys of those items (wraps)
+  bool be_in_flight = false;  // some BE tenant of the GPU had work in flight
+};
+
+struct BusyPeriod {
+  uint64_t signature = 0;  // the items the period held: their count and the sum of their keys
+  uint64_t ns = 0;         // from the poll before its first work to the first poll that saw it over
+  bool alone = false;      // no poll of it saw BE work in flight
+};
+
+// The busy periods of one LS tenant, from polls at a short period (tens of microseconds): a
+// period begins at the first poll that sees work in flight or new submissions, and ends at the
+// first poll that sees neither, once `idle_ns` have passed with no new work (an eager LS leaves
+// CPU gaps between its kernels; its request is one period). Its duration counts from the poll
+// before its first work, so the error is at most one poll period at each end, the same for a
+// period alone and one beside BE work. A period with a gap between polls longer than
+// `max_gap_ns` (the poller was late), or longer than `max_period_ns`, is dropped: its duration
+// is not known well enough.
+class BusyPeriodTracker {
+ public:
+  struct Limits {
+    uint64_t idle_ns = 200'000;
+    uint64_t max_gap_ns = 200'000;
+    uint64_t max_period_ns = 1'000'000'000;
+  };
+  // Feeds one poll (polls come in time order); returns the period that ended, if one did.
+  std::optional<BusyPeriod> Poll(const LsPoll& p, const Limits& limits);
+  // Whether a period is open now.
+  bool busy() const { return open_; }
+  void Reset() { *this = BusyPeriodTracker(); }
+
+ private:
+  bool seen_ = false;  // a poll came before
+  uint64_t last_now_ = 0;
+  uint64_t last_submissions_ = 0;
+  uint64_t last_work_sum_ = 0;
+  bool last_be_in_flight_ = false;
+  bool open_ = false;
+  bool valid_ = true;
+  bool alone_ = true;
+  uint64_t start_ns_ = 0;
+  uint64_t end_ns_ = 0;  // the first poll that saw it over; 0 while work is in flight
+  uint64_t base_submissions_ = 0;
+  uint64_t base_work_sum_ = 0;
+  uint64_t period_submissions_ = 0;
+  uint64_t period_work_sum_ = 0;
+};
+
+// --- Alone durations ----------------------------------------------------------------------
+
+// Learns how long a period of each signature takes with no BE work on the GPU (a mean over its
+// alone periods, the newest weighing 1/8), and gives a period's stretch against it. Bounded:
+// past `capacity` signatures it forgets everything and starts again.
+class AloneDurations {
+ public:
+  explicit AloneDurations(size_t capacity = 4096) : capacity_(capacity) {}
+  void Learn(uint64_t signature, uint64_t ns);
+  // The period's duration over its signature's alone duration; nullopt while that is known from
+  // fewer than `min_samples` alone periods.
+  std::optional<double> Stretch(const BusyPeriod& p, uint32_t min_samples = 2) const;
+  size_t size() const { return table_.size(); }
+
+ private:
+  struct Mean {
+    double ns = 0;
+    uint32_t samples = 0;
+  };
+  size_t capacity_;
+  absl::flat_hash_map<uint64_t, Mean> table_;
+};
+
+// --- The controller -----------------------------------------------------------------------
+
+enum class BudgetState {
+  kOff,       // the budget is 100 %: BE work waits while the LS is busy, as without a budget
+  kLearning,  // no stretch measured yet: no share
+  kSpending,  // a share, within the budget as far as measured
+  kUnmet,     // the stretch exceeds the budget even with no share: BE work waits, as kOff
+};
+const char* BudgetStateName(BudgetState s);
+
+struct BudgetStatus {
+  BudgetState state = BudgetState::kOff;
+  uint32_t share_ppm = 0;      // of the LS's busy time, BE work may use this much
+  double stretch = 0;          // the stretch the last decision saw (its high quantile); 0: none
+  uint64_t periods = 0;        // busy periods measured (with a stretch)
+};
+
+// Decides, every `kDecisionEvery` measured periods, from the second highest stretch of those
+// (about their 90th percentile): above the budget, the share halves (under 1 % it is 0); within
+// it, the share grows by up to 10 points, in proportion to the room left. With no share and the
+// stretch still above the budget at 3 decisions in a row, the budget is unmet (until a decision
+// finds it met). A budget of 100 % (or less) keeps the share at 0.
+class BudgetController {
+ public:
+  static constexpr size_t kDecisionEvery = 8;
+  void set_budget_pct(uint32_t pct);
+  uint32_t budget_pct() const { return budget_pct_; }
+  // One measured period's stretch.
+  void Observe(double stretch);
+  const BudgetStatus& status() const { return status_; }
+
+ private:
+  void Decide();
+  uint32_t budget_pct_ = kNoBudgetPct;
+  std::vector<double> pending_;
+  int over_at_zero_ = 0;
+  BudgetStatus status_;
+};
+
+// --- The BE's side ------------------------------------------------------------------------
+
+// The GPU time a BE tenant may put on the GPU while an LS tenant is busy: credit accrues at
+// `share_ppm` of the time the LS is busy (up to `cap_ns`, so a burst is at most that), each item
+// that goes takes its predicted duration, and an item may go while the credit is positive. The
+// credit starts at 0 with each busy period: BE work never goes at the start of one.
+class BusyCredit {
+ public:
+  // Brings the credit to `now`; returns whether an item may go (and takes `predicted_ns` if so).
+  bool Take(uint64_t now, bool ls_busy, uint32_t share_ppm, uint64_t predicted_ns,
+            uint64_t cap_ns);
+  int64_t credit_ns() const { return credit_ns_; }
+
+ private:
+  uint64_t last_ns_ = 0;
+  bool was_busy_ = false;
+  int64_t credit_ns_ = 0;
+};
+
+}  // namespace missile::pacing
+
+#endif  // MISSILE_PACING_BUDGET_H_
