@@ -52,6 +52,7 @@ LanesView ReadLanes(const LanesPage& p, uint64_t now) {
   if (since != 0) v.held_ns += now - since;
   v.held_count = p.held_count.load(std::memory_order_relaxed);
   v.submissions = p.submissions.load(std::memory_order_relaxed);
+  v.work_sum = p.work_sum.load(std::memory_order_relaxed);
   v.active = p.active.load(std::memory_order_relaxed) != 0;
   const uint32_t state = p.reserve_state.load(std::memory_order_relaxed);
   v.reserve_state = state <= kReserveUnavailable ? state : kReserveOff;

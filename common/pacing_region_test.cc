@@ -29,6 +29,7 @@ TEST(ReadLanes, AnHonestPageAsWritten) {
   p->held_ns.store(50);
   p->held_count.store(2);
   p->submissions.store(9);
+  p->work_sum.store(77);
   p->active.store(1);
   p->reserve_state.store(kReserveActive);
   p->reserve_tpcs.store(8);
@@ -43,6 +44,7 @@ TEST(ReadLanes, AnHonestPageAsWritten) {
   EXPECT_EQ(v.held_ns, 50u);
   EXPECT_EQ(v.held_count, 2u);
   EXPECT_EQ(v.submissions, 9u);
+  EXPECT_EQ(v.work_sum, 77u);
   EXPECT_TRUE(v.active);
   p->lanes[1].completed.store(3);
   EXPECT_FALSE(ReadLanes(*p, kNow).in_flight);

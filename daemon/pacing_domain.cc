@@ -1,7 +1,9 @@
 #include "pacing_domain.h"
 
+#include <sys/prctl.h>
 #include <unistd.h>
 
+#include <bit>
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -284,6 +286,9 @@ pacingreg::LanesView PacingDomain::View(uint32_t slot, uint64_t now) const {
 }
 
 void PacingDomain::RunSampler() {
+  // Budgets time LS busy periods of about a millisecond from polls every kObserveNs: the
+  // default timer slack (50 us) would blur them.
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
     heartbeat_.fetch_add(1, std::memory_order_relaxed);
@@ -297,9 +302,95 @@ void PacingDomain::RunSampler() {
       wake_.WaitWithTimeout(&mu_, absl::Milliseconds(100));
       continue;
     }
-    PublishSealedLocked();
-    SampleLocked(pacingreg::NowNs());
-    wake_.WaitWithTimeout(&mu_, absl::Nanoseconds(kSampleNs));
+    const uint64_t now = pacingreg::NowNs();
+    const bool budgets = BudgetsActiveLocked();
+    if (budgets) {
+      ObserveBudgetsLocked(now);
+    } else if (budgets_active_) {
+      StopBudgetsLocked();
+    }
+    budgets_active_ = budgets;
+    if (!budgets || last_sample_ns_ == 0 || now - last_sample_ns_ >= kSampleNs) {
+      PublishSealedLocked();
+      SampleLocked(now);
+    }
+    wake_.WaitWithTimeout(&mu_, absl::Nanoseconds(budgets ? kObserveNs : kSampleNs));
+  }
+}
+
+bool PacingDomain::BudgetsActiveLocked() const {
+  const pacingreg::Policy& p = directory()->policy;
+  return settings_.pacing && settings_.ls_budget_pct > pacing::kNoBudgetPct &&
+         p.ls_tenants.load(std::memory_order_relaxed) != 0 &&
+         p.be_tenants.load(std::memory_order_relaxed) != 0;
+}
+
+void PacingDomain::StopBudgetsLocked() {
+  for (const auto& [session, slot] : slot_of_) {
+    dir()->entries[slot].be_share_ppm.store(0, std::memory_order_relaxed);
+    Budget& b = slots_[slot].budget;
+    b.tracker.Reset();
+    b.controller.set_budget_pct(settings_.ls_budget_pct);
+  }
+  quiet_until_ns_ = 0;
+  dir()->policy.quiet_until_ns.store(0, std::memory_order_relaxed);
+}
+
+void PacingDomain::ObserveBudgetsLocked(uint64_t now) {
+  bool be_in_flight = false;
+  for (const auto& [session, slot] : slot_of_) {
+    if (dir()->entries[slot].cls.load(std::memory_order_relaxed) == pacingreg::kBe) {
+      be_in_flight = be_in_flight || View(slot, now).in_flight;
+    }
+  }
+  const pacing::BusyPeriodTracker::Limits limits{settings_.ls_idle_ns, kMaxPollGapNs,
+                                                 settings_.ls_stale_ns};
+  bool need_alone = false;
+  uint64_t alone_total = 0;
+  for (const auto& [session, slot] : slot_of_) {
+    pacingreg::Entry& e = dir()->entries[slot];
+    if (e.cls.load(std::memory_order_relaxed) != pacingreg::kLs || slots_[slot].epoch == 0) {
+      continue;
+    }
+    Budget& b = slots_[slot].budget;
+    b.controller.set_budget_pct(settings_.ls_budget_pct);
+    const pacingreg::LanesView v = View(slot, now);
+    if (std::optional<pacing::BusyPeriod> p =
+            b.tracker.Poll({now, v.in_flight, v.submissions, v.work_sum, be_in_flight}, limits)) {
+      b.last_period_ns = now;
+      if (p->alone) {
+        b.alone.Learn(p->signature, p->ns);
+        ++b.alone_periods;
+        b.last_alone_ns = now;
+        b.unknown = 0;
+      }
+      const std::optional<double> stretch = b.alone.Stretch(*p);
+      if (stretch) b.controller.Observe(*stretch);
+      b.unknown = ((b.unknown << 1) | (stretch || p->alone ? 0u : 1u)) & 0xffu;
+    }
+    alone_total += b.alone_periods;
+    // Alone durations are missing for its recent work, or old, while it works.
+    const bool working = b.last_period_ns != 0 && now - b.last_period_ns < kQuietEveryNs;
+    if (working && (std::popcount(b.unknown) >= 2 || now - b.last_alone_ns > kRelearnNs)) {
+      need_alone = true;
+    }
+    const pacing::BudgetStatus& st = b.controller.status();
+    e.be_share_ppm.store(st.state == pacing::BudgetState::kSpending ? st.share_ppm : 0,
+                         std::memory_order_relaxed);
+  }
+  pacingreg::Policy& pol = dir()->policy;
+  if (quiet_until_ns_ != 0) {
+    // Over when its time is up, or once an alone period was learned (the BE tenants drained
+    // and an LS tenant's work ran by itself).
+    if (now >= quiet_until_ns_ || alone_total > quiet_alone_mark_ || !need_alone) {
+      quiet_until_ns_ = 0;
+      pol.quiet_until_ns.store(0, std::memory_order_relaxed);
+      next_quiet_ns_ = now + kQuietEveryNs;
+    }
+  } else if (need_alone && now >= next_quiet_ns_) {
+    quiet_until_ns_ = now + kQuietNs;
+    quiet_alone_mark_ = alone_total;
+    pol.quiet_until_ns.store(quiet_until_ns_, std::memory_order_relaxed);
   }
 }
 
@@ -363,6 +454,21 @@ std::optional<PacingStats> PacingDomain::Stats(uint64_t session) const {
   st.busy_ns = x.busy_ns;
   st.reserve_state = v.reserve_state;
   st.reserve_tpcs = v.reserve_tpcs;
+  if (st.ls) {
+    const Budget& b = slots_[slot].budget;
+    const pacing::BudgetStatus& bs = b.controller.status();
+    st.budget_pct = settings_.ls_budget_pct;
+    st.budget_state = budgets_active_ ? bs.state
+                      : settings_.ls_budget_pct > pacing::kNoBudgetPct
+                          ? pacing::BudgetState::kLearning
+                          : pacing::BudgetState::kOff;
+    st.be_share = budgets_active_ && bs.state == pacing::BudgetState::kSpending
+                      ? static_cast<double>(bs.share_ppm) / pacing::kFullSharePpm
+                      : 0;
+    st.stretch = bs.stretch;
+    st.periods = bs.periods;
+    st.alone_periods = b.alone_periods;
+  }
   return st;
 }
 

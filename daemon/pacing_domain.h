@@ -9,7 +9,9 @@
 // thread (started by Create, stopped by the destructor) reads every occupied slot once a
 // millisecond (and sleeps while no slot is taken), publishes newly sealed lanes pages, and keeps,
 // per slot, how much of about the last second an LS tenant had work in flight and a BE tenant
-// was held. No CUDA.
+// was held. While an LS latency budget is in force, the sampler also times the LS tenants' busy
+// periods and runs their budget controllers (pacing/budget.h), publishing each one's BE share in
+// its directory entry. No CUDA.
 // Thread-safety: every method may be called from any thread.
 #ifndef MISSILE_DAEMON_PACING_DOMAIN_H_
 #define MISSILE_DAEMON_PACING_DOMAIN_H_
@@ -31,6 +33,7 @@
 #include "missile/common/pacing_region.h"
 #include "missile/common/shm_region.h"
 #include "missile/common/tenant_class.h"
+#include "missile/pacing/budget.h"
 
 namespace missile::daemon {
 
@@ -89,6 +92,16 @@ struct PacingStats {
   uint64_t busy_ns = 0;
   uint32_t reserve_state = 0;  // BE: pacingreg::ReserveState, as its shim reports it
   uint32_t reserve_tpcs = 0;   // BE: TPCs its kernels leave free (reserve_state active)
+  // LS: its latency budget ([compute] ls_budget_pct) and what the controller measured against
+  // it (pacing/budget.h): the share of its busy time BE work may use now, the stretch of its
+  // busy periods at the last decision (0: none yet), the periods measured against their alone
+  // duration, and the alone periods learned.
+  uint32_t budget_pct = pacing::kNoBudgetPct;
+  pacing::BudgetState budget_state = pacing::BudgetState::kOff;
+  double be_share = 0;
+  double stretch = 0;
+  uint64_t periods = 0;
+  uint64_t alone_periods = 0;
 };
 
 // The domain at one instant, as the BE shims pace against it (the metrics' per-GPU view).
@@ -109,6 +122,18 @@ class PacingDomain {
  public:
   // The sampler's period and the time constant of its decayed shares.
   static constexpr uint64_t kSampleNs = 1'000'000;
+  // While an LS latency budget is in force on the GPU (an LS tenant, a BE tenant, ls_budget_pct
+  // above 100), the sampler polls the LS tenants' lanes this often, to time their busy periods.
+  static constexpr uint64_t kObserveNs = 20'000;
+  // A busy period with a gap between polls longer than this is not timed.
+  static constexpr uint64_t kMaxPollGapNs = 100'000;
+  // To learn an LS tenant's alone durations, BE tenants submit nothing for at most kQuietNs (the
+  // quiet ends once an alone period was seen), at most once per kQuietEveryNs while an LS
+  // tenant's recent busy periods have no alone duration, and at least once per kRelearnNs while
+  // a budget is spent (the alone durations follow the GPU's clocks and the LS's inputs).
+  static constexpr uint64_t kQuietNs = 100'000'000;
+  static constexpr uint64_t kQuietEveryNs = 1'000'000'000;
+  static constexpr uint64_t kRelearnNs = 10'000'000'000;
   static constexpr uint64_t kShareWindowNs = 1'000'000'000;
 
   // Creates the directory and starts the sampler thread.
@@ -176,11 +201,22 @@ class PacingDomain {
     double ls_busy_share = 0;
     double be_busy_share = 0;
   };
+  // An LS tenant's budget: its busy periods, their alone durations, the controller.
+  struct Budget {
+    pacing::BusyPeriodTracker tracker;
+    pacing::AloneDurations alone;
+    pacing::BudgetController controller;
+    uint64_t alone_periods = 0;
+    uint64_t last_alone_ns = 0;   // when an alone period was last learned
+    uint64_t last_period_ns = 0;  // when a period last ended
+    uint32_t unknown = 0;         // bit per recent period: 1 if it had no alone duration to go by
+  };
   // What the daemon keeps of one slot besides its directory entry.
   struct SlotState {
     shm::ShmRegion lanes;   // the session's lanes page, once it joined
     uint64_t epoch = 0;     // published as the entry's lanes_epoch; 0 while not sealed
     Sample sample;
+    Budget budget;
   };
 
   PacingDomain() = default;
@@ -191,6 +227,15 @@ class PacingDomain {
   void PublishSealedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunSampler();
   void SampleLocked(uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether an LS latency budget is in force: pacing on, ls_budget_pct above 100, an LS and a
+  // BE tenant on the GPU.
+  bool BudgetsActiveLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One poll of the LS tenants' lanes for their budgets: times their busy periods, feeds the
+  // controllers, publishes each LS tenant's BE share and, when alone durations are missing, a
+  // quiet time for the BE tenants.
+  void ObserveBudgetsLocked(uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // No budget in force: no share, no quiet time, every LS tenant's periods start afresh.
+  void StopBudgetsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The slot's lanes as the daemon may use them (all idle while the page is not published).
   pacingreg::LanesView View(uint32_t slot, uint64_t now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -202,6 +247,10 @@ class PacingDomain {
   uint64_t next_epoch_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t last_sample_ns_ ABSL_GUARDED_BY(mu_) = 0;
   GpuSample gpu_sample_ ABSL_GUARDED_BY(mu_);
+  bool budgets_active_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t quiet_until_ns_ ABSL_GUARDED_BY(mu_) = 0;   // 0: no quiet time going on
+  uint64_t quiet_alone_mark_ ABSL_GUARDED_BY(mu_) = 0;  // alone periods when it began
+  uint64_t next_quiet_ns_ ABSL_GUARDED_BY(mu_) = 0;    // no quiet time begins before this
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> heartbeat_{0};
   absl::CondVar wake_;

@@ -66,6 +66,15 @@ void FillCompute(uint32_t gpu, const PacingStats& st, v1::ComputeUse* out) {
   out->set_held_share(st.held_share);
   out->set_reserve(static_cast<v1::ComputeUse::Reserve>(st.reserve_state));
   out->set_reserve_tpcs(st.reserve_tpcs);
+  if (st.ls) {
+    static_assert(static_cast<int>(pacing::BudgetState::kUnmet) == v1::ComputeUse::BUDGET_UNMET);
+    out->set_budget_pct(st.budget_pct);
+    out->set_budget(static_cast<v1::ComputeUse::Budget>(st.budget_state));
+    out->set_stretch(st.stretch);
+    out->set_be_share(st.be_share);
+    out->set_periods(st.periods);
+    out->set_alone_periods(st.alone_periods);
+  }
 }
 
 void FillPool(uint32_t index, const Gpu& gpu, v1::PoolStatus* p) {

@@ -36,6 +36,9 @@ constexpr uint64_t kSpinNs = 20'000;
 constexpr uint64_t kMarkEvery = 4;
 // A BE item predicted to run at least 1/kAloneShare of the window is reported by itself.
 constexpr uint64_t kAloneShare = 4;
+// A quiet time published further ahead than this is not obeyed (missiled asks for tens of
+// milliseconds at a time; a stale or wrong word must not stop the BE tenants).
+constexpr uint64_t kMaxQuietNs = 200'000'000;
 
 uint64_t StreamKey(CUstream stream, bool ptsz) {
   const auto v = reinterpret_cast<uintptr_t>(stream);
@@ -249,18 +252,26 @@ pacing::LsObservation Pacer::ObserveLs(uint64_t now) const {
   const pacingreg::Policy& pol = dir().policy;
   if (pol.ls_tenants.load(std::memory_order_acquire) == 0) return seen;
   const uint64_t stale = pol.ls_stale_ns.load(std::memory_order_relaxed);
+  const uint64_t idle = pol.ls_idle_ns.load(std::memory_order_relaxed);
+  uint32_t share_busy = pacing::kFullSharePpm, share_any = pacing::kFullSharePpm;
+  bool any_busy = false;
   absl::ReaderMutexLock lock(&peers_mu_);
   for (uint32_t i = 0; i < kSlots; ++i) {
-    if (i == slot_index_ || dir().entries[i].cls.load(std::memory_order_acquire) != pacingreg::kLs) {
-      continue;
-    }
+    const pacingreg::Entry& e = dir().entries[i];
+    if (i == slot_index_ || e.cls.load(std::memory_order_acquire) != pacingreg::kLs) continue;
+    const uint32_t share = e.be_share_ppm.load(std::memory_order_relaxed);
+    share_any = std::min(share_any, share);
     const std::optional<pacingreg::LanesView> v = PeerView(i, now);
     if (!v || v->last_submit_ns == 0 || now - v->last_submit_ns >= stale) continue;
     seen.newest_submit_ns = std::max(seen.newest_submit_ns, v->last_submit_ns);
-    if (!seen.in_flight) {
-      seen.in_flight = pacing::LsInFlightCounts(v->in_flight, v->last_submit_ns, now, stale);
+    const bool counts = pacing::LsInFlightCounts(v->in_flight, v->last_submit_ns, now, stale);
+    seen.in_flight = seen.in_flight || counts;
+    if (counts || now - v->last_submit_ns < idle) {
+      any_busy = true;
+      share_busy = std::min(share_busy, share);
     }
   }
+  seen.share_ppm = any_busy ? share_busy : share_any;
   return seen;
 }
 
@@ -365,16 +376,24 @@ uint64_t Pacer::Admit(uint64_t key, uint32_t own_lane) {
     SetActiveLocked(true, now);
     // The LS first: the cheapest check, and the one that matters.
     const pacing::LsObservation ls_seen = ObserveLs(now);
-    const bool ls_busy = ls_.Busy(ls_seen, now, pol.ls_idle_ns.load(std::memory_order_relaxed));
+    bool ls_busy = ls_.Busy(ls_seen, now, pol.ls_idle_ns.load(std::memory_order_relaxed));
     if (ls_seen.in_flight) interfered_ns_ = now;
     pacing::AdmissionInput in;
-    in.ls_busy = ls_busy;
     in.window_admits = window_.Admits(
         predicted_ns,
         {pol.window_items.load(std::memory_order_relaxed),
          pol.window_ns.load(std::memory_order_relaxed),
          pol.refill_ns.load(std::memory_order_relaxed)},
         now);
+    // An LS latency budget (pacing/budget.h): while an LS tenant is busy, BE work may use the
+    // share of its busy time that missiled's controller publishes, item by item.
+    const uint32_t share = ls_seen.share_ppm;
+    credit_.Advance(now, ls_busy, share, pol.window_ns.load(std::memory_order_relaxed));
+    if (ls_busy && share != 0 && in.window_admits) ls_busy = !credit_.TryTake(predicted_ns);
+    // missiled relearning the LS tenants' alone durations: no BE work at all, for a moment.
+    const uint64_t quiet_until = pol.quiet_until_ns.load(std::memory_order_relaxed);
+    if (now < quiet_until && quiet_until - now <= kMaxQuietNs) ls_busy = true;
+    in.ls_busy = ls_busy;
     if (!ls_busy && in.window_admits) {
       const pacing::ShareEntry self{
           gpu_ns_, std::max<uint32_t>(entry().weight.load(std::memory_order_relaxed), 1)};
@@ -455,6 +474,7 @@ Pacer::Ticket Pacer::Begin(CUstream stream, bool ptsz, uint64_t key) {
   // Busy from here on, for every reader: before the item can reach the GPU.
   lane.submitted.store(t.seq, std::memory_order_release);
   slot_->last_submit_ns.store(now, std::memory_order_release);
+  slot_->work_sum.fetch_add(key, std::memory_order_relaxed);
   slot_->submissions.fetch_add(1, std::memory_order_relaxed);
   marked_.fetch_add(1, std::memory_order_relaxed);
   if (be) {

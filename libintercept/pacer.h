@@ -43,6 +43,7 @@
 #include "tpc_mask.h"
 #include "missile/common/pacing_region.h"
 #include "missile/common/shm_region.h"
+#include "missile/pacing/budget.h"
 #include "missile/pacing/pacing.h"
 #include "spdlog/logger.h"
 
@@ -242,6 +243,7 @@ class Pacer {
   pacing::InflightWindow window_ ABSL_GUARDED_BY(mu_);
   pacing::DurationPredictor predictor_ ABSL_GUARDED_BY(mu_);
   pacing::LsBusyTracker ls_ ABSL_GUARDED_BY(mu_);
+  pacing::BusyCredit credit_ ABSL_GUARDED_BY(mu_);
   uint64_t last_check_ns_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t gpu_ns_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t running_until_ns_ ABSL_GUARDED_BY(mu_) = 0;  // predicted end of the work in flight

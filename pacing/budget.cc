@@ -149,15 +149,11 @@ void BudgetController::Decide() {
   status_.state = BudgetState::kSpending;
 }
 
-bool BusyCredit::Take(uint64_t now, bool ls_busy, uint32_t share_ppm, uint64_t predicted_ns,
-                      uint64_t cap_ns) {
+void BusyCredit::Advance(uint64_t now, bool ls_busy, uint32_t share_ppm, uint64_t cap_ns) {
   if (!ls_busy) {
     was_busy_ = false;
     credit_ns_ = 0;
-    last_ns_ = now;
-    return true;
-  }
-  if (!was_busy_) {
+  } else if (!was_busy_) {
     was_busy_ = true;
     credit_ns_ = 0;
   } else if (now > last_ns_) {
@@ -167,7 +163,10 @@ bool BusyCredit::Take(uint64_t now, bool ls_busy, uint32_t share_ppm, uint64_t p
     credit_ns_ = std::min(credit_ns_ + earned, static_cast<int64_t>(cap_ns));
   }
   last_ns_ = std::max(last_ns_, now);
-  if (share_ppm == 0 || credit_ns_ <= 0) return false;
+}
+
+bool BusyCredit::TryTake(uint64_t predicted_ns) {
+  if (credit_ns_ <= 0) return false;
   credit_ns_ -= static_cast<int64_t>(std::min<uint64_t>(predicted_ns, INT64_MAX / 2));
   return true;
 }

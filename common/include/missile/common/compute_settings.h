@@ -12,7 +12,7 @@
 
 namespace missile::settings {
 
-enum class Unit { kBool, kCount, kTpcs, kMicroseconds, kMilliseconds };
+enum class Unit { kBool, kCount, kTpcs, kPercent, kMicroseconds, kMilliseconds };
 
 // The nanoseconds in one `unit` for a time, else 1: a key's value times this is its field's.
 constexpr uint64_t Scale(Unit unit) {
@@ -35,6 +35,8 @@ constexpr const char* UnitNoun(Unit unit) {
       return "a count";
     case Unit::kTpcs:
       return "a TPC count";
+    case Unit::kPercent:
+      return "percent";
     case Unit::kMicroseconds:
       return "microseconds";
     case Unit::kMilliseconds:

@@ -41,7 +41,7 @@
 namespace missile::pacingreg {
 
 inline constexpr uint32_t kMagic = 0x4d504143;  // "MPAC"
-inline constexpr uint32_t kVersion = 3;
+inline constexpr uint32_t kVersion = 4;
 inline constexpr uint32_t kSlots = 64;   // tenant sessions per GPU
 inline constexpr uint32_t kLanes = 96;   // streams per tenant tracked separately
 inline constexpr size_t kPage = 4096;
@@ -83,6 +83,11 @@ struct alignas(64) Policy {
   // TPCs a BE tenant's kernels leave free for LS tenants while one is on the GPU, on MPS
   // (libintercept/tpc_mask.h); 0: none.
   std::atomic<uint32_t> ls_reserve_tpcs;
+  // The LS latency budget (pacing/budget.h), in percent of the alone time.
+  std::atomic<uint32_t> ls_budget_pct;
+  // Set by missiled's budget controller, not by the configuration: while it relearns the LS
+  // tenants' alone durations, a time until which BE tenants submit nothing at all.
+  std::atomic<uint64_t> quiet_until_ns;
 };
 
 // One tenant session of the GPU, written by the daemon.
@@ -92,7 +97,9 @@ struct Entry {
   std::atomic<uint32_t> cls;          // SlotClass
   std::atomic<uint32_t> weight;       // the tenant's weight (BE share), > 0
   std::atomic<int32_t> pid;
-  uint32_t reserved;
+  // LS: the share of its busy time BE work may use now, set by missiled's budget controller
+  // (parts per million; 0: none, the BE waits while this LS is busy).
+  std::atomic<uint32_t> be_share_ppm;
 };
 
 struct alignas(kPage) Directory {
@@ -119,6 +126,9 @@ struct alignas(kPage) LanesPage {
   std::atomic<uint32_t> lanes_used;   // lanes [0, lanes_used) have been assigned
   std::atomic<uint32_t> reserve_state;  // BE: ReserveState
   std::atomic<uint32_t> reserve_tpcs;   // BE: TPCs its kernels leave free now (kReserveActive)
+  // LS: the sum of the keys of every item marked (wraps): with `submissions`, what work a busy
+  // period held, so missiled compares it with the same work alone.
+  std::atomic<uint64_t> work_sum;
   alignas(64) Lane lanes[kLanes];
 };
 
@@ -156,6 +166,7 @@ struct LanesView {
   uint64_t held_ns = 0;           // ended holds plus the one going on (from hold_since_ns <= now)
   uint64_t held_count = 0;
   uint64_t submissions = 0;
+  uint64_t work_sum = 0;
   bool active = false;
   uint32_t reserve_state = kReserveOff;  // a ReserveState (an unknown value reads as off)
   uint32_t reserve_tpcs = 0;             // <= 128, 0 unless kReserveActive

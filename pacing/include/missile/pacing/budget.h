@@ -158,9 +158,16 @@ class BudgetController {
 // credit starts at 0 with each busy period: BE work never goes at the start of one.
 class BusyCredit {
  public:
-  // Brings the credit to `now`; returns whether an item may go (and takes `predicted_ns` if so).
+  // Brings the credit to `now`: accrues while `ls_busy`, and starts from 0 at a busy period.
+  void Advance(uint64_t now, bool ls_busy, uint32_t share_ppm, uint64_t cap_ns);
+  // Whether an item may go now (a positive credit); takes `predicted_ns` if so.
+  bool TryTake(uint64_t predicted_ns);
+  // Advance, then TryTake while busy (always true while not).
   bool Take(uint64_t now, bool ls_busy, uint32_t share_ppm, uint64_t predicted_ns,
-            uint64_t cap_ns);
+            uint64_t cap_ns) {
+    Advance(now, ls_busy, share_ppm, cap_ns);
+    return !ls_busy || (share_ppm != 0 && TryTake(predicted_ns));
+  }
   int64_t credit_ns() const { return credit_ns_; }
 
  private:

@@ -29,6 +29,9 @@ namespace missile::pacing {
 struct LsObservation {
   bool in_flight = false;        // some LS lane had submitted != completed (and was not stale)
   uint64_t newest_submit_ns = 0;  // the latest LS submission of any non-stale LS tenant
+  // The share of their busy time the busy LS tenants let BE work use (budget.h): the least of
+  // theirs, or of every LS tenant's when none is busy now (parts per million).
+  uint32_t share_ppm = 0;
 };
 
 // Whether one LS tenant counts: a lane in flight counts only while the tenant's last submission
