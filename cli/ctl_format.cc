@@ -124,10 +124,29 @@ std::string FormatPacingPolicy(const v1::PacingPolicy& p) {
                       " us, refill ", p.refill_us(), " us",
                       p.ls_reserve_tpcs() == 0
                           ? std::string()
-                          : absl::StrCat(", LS reserve ", p.ls_reserve_tpcs(), " TPCs on MPS"));
+                          : absl::StrCat(", LS reserve ", p.ls_reserve_tpcs(), " TPCs on MPS"),
+                      p.ls_budget_pct() <= 100
+                          ? std::string()
+                          : absl::StrCat(", LS budget ", p.ls_budget_pct(), "%"));
 }
 
 namespace {
+
+// An LS tenant's latency budget after its busy share, where one is set: "; budget 125%: stretch
+// 1.18, BE share 20%" (or "learning", "unmet: stretch 1.31 with no BE share").
+std::string FormatBudget(const v1::ComputeUse& c) {
+  if (c.budget_pct() <= 100) return "";
+  const std::string head = absl::StrCat("; budget ", c.budget_pct(), "%");
+  switch (c.budget()) {
+    case v1::ComputeUse::BUDGET_SPENDING:
+      return absl::StrFormat("%s: stretch %.2f, BE share %s%%", head, c.stretch(),
+                             Percent(c.be_share()));
+    case v1::ComputeUse::BUDGET_UNMET:
+      return absl::StrFormat("%s unmet: stretch %.2f with no BE share", head, c.stretch());
+    default:
+      return head + " learning";
+  }
+}
 
 // A BE's LS reserve of TPCs after its time held: "; reserve 8 TPCs", or why there is none.
 std::string FormatReserve(const v1::ComputeUse& c) {
@@ -215,7 +234,7 @@ std::string FormatTenants(const v1::ListTenantsResponse& response) {
       for (const v1::ComputeUse& c : t->compute()) {
         if (c.gpu_index() != g) continue;
         if (ls) {
-          r[kBusy] = absl::StrCat(Percent(c.ls_busy_share()), "%");
+          r[kBusy] = absl::StrCat(Percent(c.ls_busy_share()), "%", FormatBudget(c));
         } else {
           r[kHeld] = absl::StrCat(FormatHeld(c.held_ms()), " (", Percent(c.held_share()), "%)",
                                   FormatReserve(c));
@@ -304,6 +323,7 @@ std::string FormatSetPacing(const v1::SetPacingResponse& response) {
   number("share_slack_us", was.share_slack_us(), now.share_slack_us());
   number("refill_us", was.refill_us(), now.refill_us());
   number("ls_reserve_tpcs", was.ls_reserve_tpcs(), now.ls_reserve_tpcs());
+  number("ls_budget_pct", was.ls_budget_pct(), now.ls_budget_pct());
   if (out.empty()) out = "pacing unchanged\n";
   absl::StrAppend(&out, FormatPacingPolicy(now), "\n");
   return out;

@@ -468,6 +468,7 @@ std::optional<PacingStats> PacingDomain::Stats(uint64_t session) const {
     st.stretch = bs.stretch;
     st.periods = bs.periods;
     st.alone_periods = b.alone_periods;
+    st.dropped_periods = b.tracker.dropped();
   }
   return st;
 }

@@ -102,6 +102,7 @@ struct PacingStats {
   double stretch = 0;
   uint64_t periods = 0;
   uint64_t alone_periods = 0;
+  uint64_t dropped_periods = 0;  // not timed well enough (the poller was late)
 };
 
 // The domain at one instant, as the BE shims pace against it (the metrics' per-GPU view).

@@ -74,6 +74,7 @@ void FillCompute(uint32_t gpu, const PacingStats& st, v1::ComputeUse* out) {
     out->set_be_share(st.be_share);
     out->set_periods(st.periods);
     out->set_alone_periods(st.alone_periods);
+    out->set_dropped_periods(st.dropped_periods);
   }
 }
 

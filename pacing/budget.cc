@@ -40,11 +40,15 @@ std::optional<BusyPeriod> BusyPeriodTracker::Poll(const LsPoll& p, const Limits&
     const uint64_t ns = end_ns_ - start_ns_;
     if (valid_ && ns <= limits.max_period_ns) {
       ended = BusyPeriod{Signature(period_submissions_, period_work_sum_), ns, alone_};
+    } else {
+      ++dropped_;
     }
     open_ = false;
   }
   if (open_) {
-    if (gap > limits.max_gap_ns) valid_ = false;
+    // A gap longer than the idle time may hide the end of this period and the start of
+    // another; a shorter one matters only where the period ends (its end is that uncertain).
+    if (gap > limits.idle_ns) valid_ = false;
     if (work) {
       end_ns_ = 0;
       if (p.be_in_flight) alone_ = false;
@@ -52,6 +56,7 @@ std::optional<BusyPeriod> BusyPeriodTracker::Poll(const LsPoll& p, const Limits&
       period_work_sum_ = p.work_sum - base_work_sum_;
     } else if (end_ns_ == 0) {
       end_ns_ = p.now;
+      if (gap > limits.max_gap_ns) valid_ = false;
       // What ran until this poll may have been delayed by BE work seen now.
       if (p.be_in_flight) alone_ = false;
     }

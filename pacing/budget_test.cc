@@ -108,6 +108,24 @@ TEST(BusyPeriodTracker, ALatePollOrWorkInFlightAtTheFirstLookDropsThePeriod) {
   EXPECT_EQ(f.periods.size(), 1u);
 }
 
+TEST(BusyPeriodTracker, ALatePollInsideAPeriodShorterThanTheIdleTimeKeepsIt) {
+  Feed f;
+  f.limits.max_gap_ns = 50 * kUs;
+  f.Run(1 * kMs, false);
+  f.Run(100 * kUs, true, false, 1);
+  f.now += 150 * kUs;  // late, but too short to hide an idle time
+  f.Run(100 * kUs, true);
+  f.Run(1 * kMs, false);
+  ASSERT_EQ(f.periods.size(), 1u);
+  EXPECT_EQ(f.periods[0].ns, 370 * kUs);
+  // Late where it ends: its end is not known.
+  f.Run(100 * kUs, true, false, 1);
+  f.now += 150 * kUs;
+  f.Run(1 * kMs, false);
+  EXPECT_EQ(f.periods.size(), 1u);
+  EXPECT_EQ(f.tracker.dropped(), 1u);
+}
+
 TEST(BusyPeriodTracker, APeriodLongerThanTheBoundIsDropped) {
   Feed f;
   f.limits.max_period_ns = 2 * kMs;

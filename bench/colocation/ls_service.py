@@ -6,6 +6,9 @@ Scenarios (--scenarios, comma separated):
   resnet50-graph   ResNet-50 1x3x224x224, CUDA graph; closed loop, --think-ms (5) between requests
   bert-graph       BERT-base, sequence 128, CUDA graph; closed loop
   resnet50-eager   ResNet-50 without a graph (eager); closed loop
+  decode-graph     a GPT-shaped decoder (12 layers, width 1024, KV cache of 512) generating 32
+                   tokens per request, one CUDA graph replay per token, each token copied to the
+                   host as it comes (streamed); closed loop
   sweep:<model>    <model> as a CUDA graph, open loop: Poisson arrivals at --load x the model's
                    solo capacity (1 / solo mean latency); latency = completion - scheduled arrival,
                    so queueing counts. Models: see SWEEP_MODELS below.
@@ -38,7 +41,9 @@ MAIN_SCENARIOS = {
     "resnet50-graph": ("resnet50", True),
     "bert-graph": ("bert", True),
     "resnet50-eager": ("resnet50", False),
+    "decode-graph": ("gptdecode", True),
 }
+DECODE_TOKENS = 32
 SWEEP_PREFIX = "sweep:"
 
 
@@ -134,6 +139,88 @@ MODELS = {
 }
 
 
+def build_decoder(torch, layers=12, width=1024, heads=16, ctx=512, vocab=50257):
+    """A GPT-shaped decoder for one token at a time with a static KV cache: forward(tok, pos)
+    appends the token's keys and values at position pos, attends over positions <= pos, and
+    returns the next token (greedy). Everything stays on the GPU, so one step is one graph."""
+    nn, F = torch.nn, torch.nn.functional
+    dh = width // heads
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(width), nn.LayerNorm(width)
+            self.qkv, self.proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+            self.up, self.down = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+            self.register_buffer("k", torch.zeros(1, heads, ctx, dh))
+            self.register_buffer("v", torch.zeros(1, heads, ctx, dh))
+
+        def forward(self, x, pos, mask):
+            q, k, v = self.qkv(self.ln1(x)).view(1, 1, 3, heads, dh).unbind(2)
+            self.k.index_copy_(2, pos, k.transpose(1, 2))
+            self.v.index_copy_(2, pos, v.transpose(1, 2))
+            a = F.scaled_dot_product_attention(q.transpose(1, 2), self.k, self.v, attn_mask=mask)
+            x = x + self.proj(a.transpose(1, 2).reshape(1, 1, width))
+            return x + self.down(F.gelu(self.up(self.ln2(x))))
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.pos_emb = nn.Embedding(vocab, width), nn.Embedding(ctx, width)
+            self.blocks = nn.ModuleList(Block() for _ in range(layers))
+            self.ln, self.head = nn.LayerNorm(width), nn.Linear(width, vocab, bias=False)
+            self.register_buffer("slots", torch.arange(ctx))
+
+        def forward(self, tok, pos):
+            x = self.emb(tok) + self.pos_emb(pos).view(1, 1, width)
+            mask = (self.slots <= pos).view(1, 1, 1, ctx)
+            for b in self.blocks:
+                x = b(x, pos, mask)
+            return self.head(self.ln(x)).argmax(-1)
+
+    return Decoder
+
+
+class DecodeServed:
+    """The decode-graph scenario's model: a request sets a prompt token and position 0, then
+    replays the one-token graph DECODE_TOKENS times; after each replay the new token is copied
+    to pinned host memory and the host waits for it, as a server streaming tokens does."""
+
+    def __init__(self, torch, model):
+        self.torch, self.name = torch, "gptdecode"
+        self.model = model
+        self.host_tok = torch.tensor([[17]], dtype=torch.int64).pin_memory()
+        self.host_out = torch.empty((1, 1), dtype=torch.int64).pin_memory()
+        self.tok = torch.zeros((1, 1), dtype=torch.int64, device="cuda")
+        self.pos = torch.zeros((1,), dtype=torch.int64, device="cuda")
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side), forbid_syncs(torch):
+            for _ in range(3):
+                self._step()
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self._step()
+        self.request()
+
+    def _step(self):
+        nxt = self.model(self.tok, self.pos)
+        self.tok.copy_(nxt)
+        self.pos.add_(1)
+
+    def request(self):
+        torch = self.torch
+        self.tok.copy_(self.host_tok, non_blocking=True)
+        self.pos.zero_()
+        stream = torch.cuda.current_stream()
+        for _ in range(DECODE_TOKENS):
+            self.graph.replay()
+            self.host_out.copy_(self.tok, non_blocking=True)
+            stream.synchronize()
+
+
 class SkipModel(Exception):
     """A model that cannot be served here (build or capture failed)."""
 
@@ -224,6 +311,15 @@ class Served:
 def load_served(torch, model_name, graph, modules):
     """A Served for model_name (graph or eager); modules caches built nn.Modules by name so
     the graph and eager ResNet-50 scenarios share one. Raises SkipModel."""
+    if model_name == "gptdecode":
+        try:
+            torch.manual_seed(0)
+            with torch.device("cuda"):
+                model = build_decoder(torch)()
+            return DecodeServed(torch, model.half().eval())
+        except Exception as e:  # noqa: BLE001 - skip the scenario, say why
+            torch.cuda.synchronize()
+            raise SkipModel(f"decoder: {type(e).__name__}: {e}") from e
     candidates, spec, forward = MODELS[model_name]
     reasons = []
     for label, build in candidates:

@@ -29,6 +29,8 @@ MAIN_PAIRS = [
     ("a", "resnet50-graph", "ResNet-50 fp16 bs1, CUDA graph, 5 ms think time", 1.10, 80.0),
     ("b", "bert-graph", "BERT-base fp16 bs1 seq128, CUDA graph, 5 ms think time", 1.10, 80.0),
     ("c", "resnet50-eager", "ResNet-50 fp16 bs1, eager, 5 ms think time", 1.25, 70.0),
+    ("f", "decode-graph", "GPT-shaped decoder fp16, 32 tokens per request, a CUDA graph per token, "
+     "5 ms think time", 1.10, 80.0),
 ]
 # With a BE replayed as one CUDA graph (be_job.py --graph), the ResNet-50 graph LS is pair (e):
 # (label, LS scenario, title, p99 ratio target, BE harvest target).

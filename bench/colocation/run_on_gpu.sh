@@ -265,7 +265,7 @@ colocate() {
   local ls_limit=$(( LS_LOAD_LIMIT + WAIT_LIMIT + ls_run ))
   echo "-- $run $tag: LS [$scen] $ls_args${bes[*]:+ beside BE ${bes[*]}} (mode $mode)"
   launch "$run-$tag-ls" "$mode" ls ls "$ls_limit" python3 "$bench/ls_service.py" --mode "$tag" \
-    --scenarios "$scen" $ls_args --raw-dir "$raw" --wait-file "$go" --wait-timeout "$WAIT_LIMIT"
+    --scenarios "$scen" $ls_args ${LS_ARGS:-} --raw-dir "$raw" --wait-file "$go" --wait-timeout "$WAIT_LIMIT"
   local ls_pid=$LAUNCHED_PID be_pids=() be
   for be in "${bes[@]}"; do
     launch "$run-$tag-$be" "$mode" "$be" be $(( ls_limit + 120 )) python3 "$bench/be_job.py" \
@@ -283,7 +283,38 @@ colocate() {
     [ -n "$hook" ] && $hook
     touch "$go"
     echo "  measuring: $nscen scenario(s) of $window s (+ warm-up)"
+    # Under Missile, what missiled measured of each tenant every 2 s while the LS runs (the LS
+    # latency budget's stretch and share among it): $logs/RUN-TAG-tenants.jsonl.
+    local watch_pid=""
+    if mode_uses_missile "$mode"; then
+      ( while kill -0 "$ls_pid" 2>/dev/null; do
+          ctl --json tenants 2>/dev/null | tr -d '\n'; echo; sleep 2
+        done ) > "$logs/$run-$tag-tenants.jsonl" &
+      watch_pid=$!
+    fi
     finish "$ls_pid" "$ls_run" "$run-$tag-ls"; rc=$?
+    if [ -n "$watch_pid" ]; then
+      kill "$watch_pid" 2>/dev/null; wait "$watch_pid" 2>/dev/null
+      python3 - "$logs/$run-$tag-tenants.jsonl" <<'PY' || true
+import json, sys
+last = None
+for line in open(sys.argv[1]):
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        continue
+    for t in doc.get("tenants", []):
+        for c in t.get("compute", []):
+            if t.get("tenant_class") == "LATENCY_SENSITIVE":
+                last = (t.get("name"), c)
+if last:
+    n, c = last
+    print(f"  budget {n}: {c.get('budget_pct', 0)}% {c.get('budget', 'BUDGET_OFF')}, stretch "
+          f"{float(c.get('stretch', 0)):.3f}, BE share {float(c.get('be_share', 0)):.3f}, "
+          f"periods {c.get('periods', 0)}, alone {c.get('alone_periods', 0)}, dropped "
+          f"{c.get('dropped_periods', 0)}")
+PY
+    fi
     case $rc in
       0) ;;
       2) echo "WARN: $run-$tag-ls skipped some scenarios" ;;

@@ -55,9 +55,11 @@ struct BusyPeriod {
 // first poll that sees neither, once `idle_ns` have passed with no new work (an eager LS leaves
 // CPU gaps between its kernels; its request is one period). Its duration counts from the poll
 // before its first work, so the error is at most one poll period at each end, the same for a
-// period alone and one beside BE work. A period with a gap between polls longer than
-// `max_gap_ns` (the poller was late), or longer than `max_period_ns`, is dropped: its duration
-// is not known well enough.
+// period alone and one beside BE work. A period is dropped (its duration is not known well
+// enough) when the poll that saw it start or end came more than `max_gap_ns` after the one
+// before (the poller was late), when any gap between its polls was longer than `idle_ns` (it
+// may hide the end of one period and the start of the next), or when it lasted longer than
+// `max_period_ns`.
 class BusyPeriodTracker {
  public:
   struct Limits {
@@ -69,7 +71,14 @@ class BusyPeriodTracker {
   std::optional<BusyPeriod> Poll(const LsPoll& p, const Limits& limits);
   // Whether a period is open now.
   bool busy() const { return open_; }
-  void Reset() { *this = BusyPeriodTracker(); }
+  // Periods dropped so far.
+  uint64_t dropped() const { return dropped_; }
+  // Forgets the period going on (the count of dropped ones stays).
+  void Reset() {
+    const uint64_t dropped = dropped_;
+    *this = BusyPeriodTracker();
+    dropped_ = dropped;
+  }
 
  private:
   bool seen_ = false;  // a poll came before
@@ -86,6 +95,7 @@ class BusyPeriodTracker {
   uint64_t base_work_sum_ = 0;
   uint64_t period_submissions_ = 0;
   uint64_t period_work_sum_ = 0;
+  uint64_t dropped_ = 0;
 };
 
 // --- Alone durations ----------------------------------------------------------------------
