@@ -86,7 +86,7 @@ std::string DescribePacingChange(const PacingSettings& before, const PacingSetti
 }
 
 absl::StatusOr<std::unique_ptr<PacingDomain>> PacingDomain::Create(
-    const PacingSettings& settings) {
+    const PacingSettings& settings, bool sampler) {
   std::unique_ptr<PacingDomain> d(new PacingDomain());
   absl::StatusOr<shm::ShmRegion> dir =
       shm::ShmRegion::Create("missile-pacing", sizeof(pacingreg::Directory));
@@ -101,7 +101,7 @@ absl::StatusOr<std::unique_ptr<PacingDomain>> PacingDomain::Create(
   // From here on only the daemon's own mapping can write the directory: every tenant's is
   // read-only, whatever it does with its descriptor.
   if (absl::Status s = d->directory_.SealWrites(); !s.ok()) return s;
-  d->sampler_ = std::thread([domain = d.get()] { domain->RunSampler(); });
+  if (sampler) d->sampler_ = std::thread([domain = d.get()] { domain->RunSampler(); });
   return d;
 }
 
@@ -192,6 +192,7 @@ absl::Status PacingDomain::Assign(uint64_t session, int pid, TenantClass cls, ui
   pacingreg::Entry& e = dir()->entries[*free];
   slots_[*free] = SlotState();  // nothing of the previous session: a new page comes with Join
   e.lanes_epoch.store(0, std::memory_order_relaxed);
+  e.be_share_ppm.store(0, std::memory_order_relaxed);  // a budget's share is its LS's alone
   e.pid.store(pid, std::memory_order_relaxed);
   e.weight.store(weight == 0 ? 1 : weight, std::memory_order_relaxed);
   e.cls.store(cls == TenantClass::kLatencySensitive ? pacingreg::kLs : pacingreg::kBe,
@@ -224,6 +225,7 @@ void PacingDomain::Leave(uint64_t session) {
   pacingreg::Entry& e = dir()->entries[it->second];
   // Readers check the epoch before they read a page: from here on nobody reads this one.
   e.lanes_epoch.store(0, std::memory_order_release);
+  e.be_share_ppm.store(0, std::memory_order_relaxed);
   e.cls.store(pacingreg::kFree, std::memory_order_release);
   e.session.store(0, std::memory_order_release);
   slots_[it->second] = SlotState();  // unmaps and closes the daemon's side of the page
@@ -237,8 +239,13 @@ void PacingDomain::SetPolicy(uint64_t session, TenantClass cls, uint32_t weight)
   if (it == slot_of_.end()) return;
   pacingreg::Entry& e = dir()->entries[it->second];
   e.weight.store(weight == 0 ? 1 : weight, std::memory_order_relaxed);
-  e.cls.store(cls == TenantClass::kLatencySensitive ? pacingreg::kLs : pacingreg::kBe,
-              std::memory_order_release);
+  const uint32_t to = cls == TenantClass::kLatencySensitive ? pacingreg::kLs : pacingreg::kBe;
+  if (e.cls.load(std::memory_order_relaxed) != to) {
+    // Another class: its budget (an LS's) starts over, with no share.
+    e.be_share_ppm.store(0, std::memory_order_relaxed);
+    slots_[it->second].budget = Budget();
+  }
+  e.cls.store(to, std::memory_order_release);
   CountLs();
 }
 
@@ -303,19 +310,43 @@ void PacingDomain::RunSampler() {
       continue;
     }
     const uint64_t now = pacingreg::NowNs();
-    const bool budgets = BudgetsActiveLocked();
-    if (budgets) {
-      ObserveBudgetsLocked(now);
-    } else if (budgets_active_) {
-      StopBudgetsLocked();
-    }
-    budgets_active_ = budgets;
+    const bool budgets = BudgetsTurnLocked(now);
     if (!budgets || last_sample_ns_ == 0 || now - last_sample_ns_ >= kSampleNs) {
       PublishSealedLocked();
       SampleLocked(now);
     }
     wake_.WaitWithTimeout(&mu_, absl::Nanoseconds(budgets ? kObserveNs : kSampleNs));
   }
+}
+
+bool PacingDomain::BudgetsTurnLocked(uint64_t now) {
+  const bool budgets = BudgetsActiveLocked();
+  if (budgets) {
+    ObserveBudgetsLocked(now);
+  } else if (budgets_active_) {
+    StopBudgetsLocked();
+  }
+  budgets_active_ = budgets;
+  return budgets;
+}
+
+void PacingDomain::ObserveBudgets(uint64_t now) {
+  absl::MutexLock lock(&mu_);
+  PublishSealedLocked();
+  BudgetsTurnLocked(now);
+}
+
+void PacingDomain::SetBeShareForTesting(uint64_t session, uint32_t share_ppm) {
+  absl::MutexLock lock(&mu_);
+  auto it = slot_of_.find(session);
+  if (it != slot_of_.end()) {
+    dir()->entries[it->second].be_share_ppm.store(share_ppm, std::memory_order_relaxed);
+  }
+}
+
+void PacingDomain::SetQuietUntilForTesting(uint64_t until_ns) {
+  absl::MutexLock lock(&mu_);
+  dir()->policy.quiet_until_ns.store(until_ns, std::memory_order_relaxed);
 }
 
 bool PacingDomain::BudgetsActiveLocked() const {
@@ -380,9 +411,9 @@ void PacingDomain::ObserveBudgetsLocked(uint64_t now) {
   }
   pacingreg::Policy& pol = dir()->policy;
   if (quiet_until_ns_ != 0) {
-    // Over when its time is up, or once an alone period was learned (the BE tenants drained
-    // and an LS tenant's work ran by itself).
-    if (now >= quiet_until_ns_ || alone_total > quiet_alone_mark_ || !need_alone) {
+    // Over when its time is up, or once two alone periods were learned (the BE tenants
+    // drained and an LS tenant's work ran by itself; a stretch needs two).
+    if (now >= quiet_until_ns_ || alone_total >= quiet_alone_mark_ + 2 || !need_alone) {
       quiet_until_ns_ = 0;
       pol.quiet_until_ns.store(0, std::memory_order_relaxed);
       next_quiet_ns_ = now + kQuietEveryNs;

@@ -129,7 +129,7 @@ class PacingDomain {
   // A busy period with a gap between polls longer than this is not timed.
   static constexpr uint64_t kMaxPollGapNs = 100'000;
   // To learn an LS tenant's alone durations, BE tenants submit nothing for at most kQuietNs (the
-  // quiet ends once an alone period was seen), at most once per kQuietEveryNs while an LS
+  // quiet ends once two alone periods were seen), at most once per kQuietEveryNs while an LS
   // tenant's recent busy periods have no alone duration, and at least once per kRelearnNs while
   // a budget is spent (the alone durations follow the GPU's clocks and the LS's inputs).
   static constexpr uint64_t kQuietNs = 100'000'000;
@@ -137,8 +137,10 @@ class PacingDomain {
   static constexpr uint64_t kRelearnNs = 10'000'000'000;
   static constexpr uint64_t kShareWindowNs = 1'000'000'000;
 
-  // Creates the directory and starts the sampler thread.
-  static absl::StatusOr<std::unique_ptr<PacingDomain>> Create(const PacingSettings& settings);
+  // Creates the directory and starts the sampler thread (unless `sampler` is false: tests that
+  // drive the budget work with a clock of their own through ObserveBudgets).
+  static absl::StatusOr<std::unique_ptr<PacingDomain>> Create(const PacingSettings& settings,
+                                                              bool sampler = true);
   // Stops the sampler, then unmaps the regions.
   ~PacingDomain();
   PacingDomain(const PacingDomain&) = delete;
@@ -185,6 +187,13 @@ class PacingDomain {
   // Publishes the lanes pages their tenants have sealed since the sampler's last turn (tests;
   // the sampler does it every turn).
   void PublishSealed();
+  // The sampler's budget work for one poll at `now` (tests; the sampler does it every turn).
+  void ObserveBudgets(uint64_t now);
+  // Publishes an LS session's BE share as its budget controller would (tests of the BE's side;
+  // the sampler overwrites it while a budget is in force).
+  void SetBeShareForTesting(uint64_t session, uint32_t share_ppm);
+  // Publishes a quiet time as the budget work would (tests of the BE's side).
+  void SetQuietUntilForTesting(uint64_t until_ns);
 
  private:
   // The sampler's estimate for one slot, reset when a session takes or leaves it.
@@ -235,6 +244,9 @@ class PacingDomain {
   // controllers, publishes each LS tenant's BE share and, when alone durations are missing, a
   // quiet time for the BE tenants.
   void ObserveBudgetsLocked(uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The budget work of one turn: ObserveBudgetsLocked while a budget is in force,
+  // StopBudgetsLocked once none is; returns whether one is.
+  bool BudgetsTurnLocked(uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // No budget in force: no share, no quiet time, every LS tenant's periods start afresh.
   void StopBudgetsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The slot's lanes as the daemon may use them (all idle while the page is not published).

@@ -359,7 +359,7 @@ uint64_t Pacer::unknown_ns() const {
   return dir().policy.unknown_ns.load(std::memory_order_relaxed);
 }
 
-uint64_t Pacer::Admit(uint64_t key, uint32_t own_lane) {
+Pacer::Admission Pacer::Admit(uint64_t key, uint32_t own_lane) {
   const pacingreg::Policy& pol = dir().policy;
   const uint64_t since = NowNs();
   bool held = false;
@@ -370,6 +370,7 @@ uint64_t Pacer::Admit(uint64_t key, uint32_t own_lane) {
   const uint64_t predicted_ns =
       predictor_.Predict(key, pol.unknown_ns.load(std::memory_order_relaxed));
   ++waiters_;
+  bool beside_ls = false;
   for (;;) {
     const uint64_t now = NowNs();
     RetireLocked(now);
@@ -389,7 +390,8 @@ uint64_t Pacer::Admit(uint64_t key, uint32_t own_lane) {
     // share of its busy time that missiled's controller publishes, item by item.
     const uint32_t share = ls_seen.share_ppm;
     credit_.Advance(now, ls_busy, share, pol.window_ns.load(std::memory_order_relaxed));
-    if (ls_busy && share != 0 && in.window_admits) ls_busy = !credit_.TryTake(predicted_ns);
+    beside_ls = ls_busy && share != 0 && in.window_admits && credit_.TryTake(predicted_ns);
+    if (beside_ls) ls_busy = false;
     // missiled relearning the LS tenants' alone durations: no BE work at all, for a moment.
     const uint64_t quiet_until = pol.quiet_until_ns.load(std::memory_order_relaxed);
     if (now < quiet_until && quiet_until - now <= kMaxQuietNs) ls_busy = true;
@@ -438,7 +440,7 @@ uint64_t Pacer::Admit(uint64_t key, uint32_t own_lane) {
   }
   --waiters_;
   if (held) HoldEndedLocked(since, reason);
-  return predicted_ns;
+  return {predicted_ns, beside_ls};
 }
 
 void Pacer::HoldEndedLocked(uint64_t since, pacing::Verdict reason) {
@@ -459,7 +461,9 @@ Pacer::Ticket Pacer::Begin(CUstream stream, bool ptsz, uint64_t key) {
   t.be = be;
   t.lane = LaneFor(StreamKey(stream, ptsz));
   t.lane_lock = std::unique_lock<std::mutex>(lane_mu_[t.lane]);
-  const uint64_t predicted = be ? Admit(key, t.lane) : 0;
+  const Admission admitted = be ? Admit(key, t.lane) : Admission();
+  const uint64_t predicted = admitted.predicted_ns;
+  t.beside_ls = admitted.beside_ls;
   // A long BE item (a quarter of the window or more: a copy, a long kernel, a graph piece, work
   // never seen) is reported by itself: its lane's earlier items get their completion write
   // first (on the stream they were on), it gets one right after it. The window then knows
@@ -479,7 +483,7 @@ Pacer::Ticket Pacer::Begin(CUstream stream, bool ptsz, uint64_t key) {
   marked_.fetch_add(1, std::memory_order_relaxed);
   if (be) {
     absl::MutexLock lock(&mu_);
-    window_.Add(t.lane, t.seq, key, predicted, now, t.alone);
+    window_.Add(t.lane, t.seq, key, predicted, now, t.alone, /*teach=*/!t.beside_ls);
     slot_->inflight.store(window_.count(), std::memory_order_relaxed);
     running_until_ns_ = std::max(running_until_ns_, now + window_.RemainingNs(now));
     slot_->running_until_ns.store(running_until_ns_, std::memory_order_relaxed);

@@ -102,6 +102,7 @@ class Pacer {
     uint64_t seq = 0;
     bool be = false;
     bool alone = false;  // reported done by itself (InflightWindow::Add)
+    bool beside_ls = false;  // went beside a busy LS, on its budget
   };
 
   // `stream` as the entry point was given it (`ptsz`: the per-thread flavour), `key`: what the
@@ -163,9 +164,13 @@ class Pacer {
       ABSL_SHARED_LOCKS_REQUIRED(peers_mu_);
   const pacingreg::Directory& dir() const { return *dir_; }
   const pacingreg::Entry& entry() const { return dir_->entries[slot_index_]; }
-  // BE: waits until item `key` may go (the caller holds `own_lane`); returns the item's
-  // predicted duration.
-  uint64_t Admit(uint64_t key, uint32_t own_lane);
+  // BE: waits until item `key` may go (the caller holds `own_lane`): its predicted duration, and
+  // whether it goes beside a busy LS on the LS's budget (its duration is then not its own).
+  struct Admission {
+    uint64_t predicted_ns = 0;
+    bool beside_ls = false;
+  };
+  Admission Admit(uint64_t key, uint32_t own_lane);
   pacing::LsObservation ObserveLs(uint64_t now) const;
   std::vector<pacing::ShareEntry> ActivePeers(uint64_t now) const;
   void RetireLocked(uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -200,6 +200,48 @@ TEST_F(PacerTest, ALongBeItemIsReportedByItself) {
   EXPECT_EQ(values, expected);
 }
 
+// An LS latency budget, the BE's side: while the LS is busy, the BE's items go as the LS's
+// published share of its busy time allows, each taking its predicted duration (50 us, the
+// policy's unknown_us: items in flight beside an LS teach the predictor nothing).
+TEST_F(PacerTest, ABusyLsWithABudgetLetsTheBeUseItsShare) {
+  JoinLs();
+  OpenBe();
+  auto items_in = [this](std::chrono::milliseconds span) {
+    int n = 0;
+    const auto end = std::chrono::steady_clock::now() + span;
+    while (std::chrono::steady_clock::now() < end) {
+      LsBusy(pacingreg::NowNs());
+      Pacer::Ticket t = be_->Begin(nullptr, false, 1);
+      be_->End(t, CUDA_SUCCESS);
+      ++n;
+    }
+    return n;
+  };
+  // No share: the LS holds the BE (up to max_hold, 60 ms here: a few items in 200 ms).
+  EXPECT_LE(items_in(std::chrono::milliseconds(200)), 5);
+  // A quarter of the busy time: about 200 ms / 4 / 50 us = 1000 items, never much more (the
+  // credit is capped at one window, 100 us); fewer when this thread is short of CPU.
+  domain_->SetBeShareForTesting(kLsSession, 250'000);
+  const int n = items_in(std::chrono::milliseconds(200));
+  EXPECT_GE(n, 100);
+  EXPECT_LE(n, 1100);
+  EXPECT_GT(be_->held_by_ns(pacing::Verdict::kWaitLs), 0u);  // and waits between them
+}
+
+// While missiled relearns the LS tenants' alone durations, nothing of the BE goes, LS idle or
+// not; a quiet time too far ahead (a stale or wrong word) is not obeyed.
+TEST_F(PacerTest, AQuietTimeHoldsTheBeEvenWithTheLsIdle) {
+  JoinLs();
+  OpenBe();
+  ls()->lanes_used.store(1);
+  ls()->last_submit_ns.store(pacingreg::NowNs());  // an LS on the GPU, idle
+  EXPECT_LT(HeldMs(), 20.0);
+  domain_->SetQuietUntilForTesting(pacingreg::NowNs() + 30 * kMs);
+  EXPECT_GE(HeldMs(), 25.0);
+  domain_->SetQuietUntilForTesting(pacingreg::NowNs() + 100'000 * kMs);
+  EXPECT_LT(HeldMs(), 20.0);
+}
+
 TEST_F(PacerTest, TheBeCannotWriteTheDirectoryAndItsOwnPageIsSealed) {
   JoinLs();
   OpenBe();

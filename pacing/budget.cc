@@ -38,7 +38,9 @@ std::optional<BusyPeriod> BusyPeriodTracker::Poll(const LsPoll& p, const Limits&
   if (open_ && end_ns_ != 0 && p.now - end_ns_ >= limits.idle_ns) {
     // Over: nothing new for idle_ns since the first poll that saw it done.
     const uint64_t ns = end_ns_ - start_ns_;
-    if (valid_ && ns <= limits.max_period_ns) {
+    // Timed to within a sixteenth of its length, or max_gap_ns, at each end.
+    const uint64_t tolerance = std::max(limits.max_gap_ns, ns / 16);
+    if (valid_ && ns <= limits.max_period_ns && start_gap_ <= tolerance && end_gap_ <= tolerance) {
       ended = BusyPeriod{Signature(period_submissions_, period_work_sum_), ns, alone_};
     } else {
       ++dropped_;
@@ -56,13 +58,14 @@ std::optional<BusyPeriod> BusyPeriodTracker::Poll(const LsPoll& p, const Limits&
       period_work_sum_ = p.work_sum - base_work_sum_;
     } else if (end_ns_ == 0) {
       end_ns_ = p.now;
-      if (gap > limits.max_gap_ns) valid_ = false;
+      end_gap_ = gap;
       // What ran until this poll may have been delayed by BE work seen now.
       if (p.be_in_flight) alone_ = false;
     }
   } else if (work) {
     open_ = true;
-    valid_ = gap <= limits.max_gap_ns;
+    valid_ = true;
+    start_gap_ = gap;
     // BE work seen at the poll before may have been running when the LS's work arrived.
     alone_ = !p.be_in_flight && !last_be_in_flight_;
     start_ns_ = last_now_;

@@ -24,8 +24,8 @@ bool LsBusyTracker::Busy(const LsObservation& seen, uint64_t now, uint64_t idle_
 }
 
 void InflightWindow::Add(uint32_t lane, uint64_t seq, uint64_t key, uint64_t predicted_ns,
-                         uint64_t now, bool alone) {
-  items_.push_back({lane, seq, key, predicted_ns, now, alone});
+                         uint64_t now, bool alone, bool teach) {
+  items_.push_back({lane, seq, key, predicted_ns, now, alone, teach});
   predicted_sum_ += predicted_ns;
 }
 

@@ -56,10 +56,10 @@ struct BusyPeriod {
 // CPU gaps between its kernels; its request is one period). Its duration counts from the poll
 // before its first work, so the error is at most one poll period at each end, the same for a
 // period alone and one beside BE work. A period is dropped (its duration is not known well
-// enough) when the poll that saw it start or end came more than `max_gap_ns` after the one
-// before (the poller was late), when any gap between its polls was longer than `idle_ns` (it
-// may hide the end of one period and the start of the next), or when it lasted longer than
-// `max_period_ns`.
+// enough) when the poll that saw it start or end came more than `max_gap_ns` (or a sixteenth
+// of the period, if more) after the one before (the poller was late), when any gap between its
+// polls was longer than `idle_ns` (it may hide the end of one period and the start of the
+// next), or when it lasted longer than `max_period_ns`.
 class BusyPeriodTracker {
  public:
   struct Limits {
@@ -95,6 +95,8 @@ class BusyPeriodTracker {
   uint64_t base_work_sum_ = 0;
   uint64_t period_submissions_ = 0;
   uint64_t period_work_sum_ = 0;
+  uint64_t start_gap_ = 0;  // between the poll it starts from and the first that saw work
+  uint64_t end_gap_ = 0;    // between the last poll that saw work and the first that did not
   uint64_t dropped_ = 0;
 };
 

@@ -75,8 +75,10 @@ class InflightWindow {
   // it is submitted, and it is reported right after): its sample is its own, and the items
   // behind it on its lane cannot start before it ends, so until it is seen done they count in
   // full, however long it outlasts its prediction.
+  // `teach`: the item's duration may be sampled (false for an item that goes while an LS tenant
+  // is busy, under a budget: it shares the GPU with the LS's work, and its time is not its own).
   void Add(uint32_t lane, uint64_t seq, uint64_t key, uint64_t predicted_ns, uint64_t now,
-           bool alone = false);
+           bool alone = false, bool teach = true);
 
   // Retires every item whose lane has completed it (`completed(lane)` gives the lane's
   // completed sequence number). `since_last_check_ns`: how long ago the caller last looked, so
@@ -110,6 +112,7 @@ class InflightWindow {
     uint64_t predicted_ns;
     uint64_t issued_ns;
     bool alone;
+    bool teach;
   };
   std::deque<Item> items_;
   uint64_t predicted_sum_ = 0;
@@ -126,7 +129,12 @@ void InflightWindow::Retire(const Completed& completed, uint64_t now,
     uint64_t count = 0;
   };
   absl::flat_hash_map<uint32_t, Batch> batches;
-  std::vector<std::pair<uint32_t, uint64_t>> done;  // (lane, key), in order
+  struct Done {
+    uint32_t lane;
+    uint64_t key;
+    bool teach;
+  };
+  std::vector<Done> done;  // in order
   for (auto it = items_.begin(); it != items_.end();) {
     if (completed(it->lane) < it->seq) {
       ++it;
@@ -138,13 +146,14 @@ void InflightWindow::Retire(const Completed& completed, uint64_t now,
       b->second.start = it->issued_ns > last ? it->issued_ns : last;
     }
     ++b->second.count;
-    done.emplace_back(it->lane, it->key);
+    done.push_back({it->lane, it->key, it->teach});
     predicted_sum_ -= it->predicted_ns;
     it = items_.erase(it);
   }
   for (const auto& [lane, b] : batches) lane_last_done_ns_[lane] = now;
   if (samples == nullptr) return;
-  for (const auto& [lane, key] : done) {
+  for (const auto& [lane, key, teach] : done) {
+    if (!teach) continue;
     const Batch& b = batches[lane];
     if (now <= b.start) continue;
     const uint64_t each = (now - b.start) / b.count;

@@ -1,0 +1,180 @@
+// The LS latency budget end to end inside missiled's pacing domain, on a clock of the test's own:
+// the test plays an LS tenant (its lanes page: one request after another, each taking longer the
+// more BE work shares its busy time) and a BE tenant (its lanes page: work in flight whenever the
+// policy lets it, quiet times obeyed), and drives the domain's budget polls every 20 us.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "missile/common/pacing_region.h"
+#include "missile/common/shm_region.h"
+#include "missile/pacing/budget.h"
+#include "pacing_domain.h"
+
+namespace missile::daemon {
+namespace {
+
+constexpr uint64_t kUs = 1000;
+constexpr uint64_t kMs = 1000 * kUs;
+constexpr uint64_t kLs = 1, kBe = 2;
+
+class BudgetTest : public ::testing::Test {
+ protected:
+  void Start(uint32_t budget_pct) {
+    PacingSettings s;
+    s.ls_budget_pct = budget_pct;
+    s.ls_idle_ns = 100 * kUs;
+    s.ls_stale_ns = 1000 * kMs;
+    auto d = PacingDomain::Create(s, /*sampler=*/false);
+    ASSERT_TRUE(d.ok()) << d.status();
+    domain_ = std::move(*d);
+    ls_ = Join(kLs, TenantClass::kLatencySensitive);
+    be_ = Join(kBe, TenantClass::kBestEffort);
+    domain_->PublishSealed();
+  }
+
+  shm::ShmRegion Join(uint64_t session, TenantClass cls) {
+    auto fds = domain_->Join(session, static_cast<int>(session), cls, 1);
+    EXPECT_TRUE(fds.ok());
+    auto page = shm::ShmRegion::Attach(fds->lanes, sizeof(pacingreg::LanesPage),
+                                       shm::Access::kReadWrite);
+    EXPECT_TRUE(page.ok());
+    pacingreg::InitLanes(static_cast<pacingreg::LanesPage*>(page->data()));
+    EXPECT_TRUE(page->SealWrites().ok());
+    dir_ = fds->directory;
+    return *std::move(page);
+  }
+
+  static pacingreg::LanesPage* Page(shm::ShmRegion& r) {
+    return static_cast<pacingreg::LanesPage*>(r.data());
+  }
+  // A tenant's work in flight on its one lane, or not; `submit`: a new item (key 99) is marked.
+  void Mark(shm::ShmRegion& r, bool in_flight, bool submit) {
+    pacingreg::LanesPage* p = Page(r);
+    p->lanes_used.store(1);
+    if (submit) {
+      p->lanes[0].submitted.fetch_add(1);
+      p->submissions.fetch_add(1);
+      p->work_sum.fetch_add(99);
+      p->last_submit_ns.store(now_);
+    }
+    const uint64_t sub = p->lanes[0].submitted.load();
+    p->lanes[0].completed.store(in_flight ? sub - 1 : sub);
+  }
+
+  double SharePublished() const {
+    const pacingreg::Directory* d = domain_->directory();
+    return static_cast<double>(d->entries[*domain_->SlotOf(kLs)].be_share_ppm.load()) /
+           pacing::kFullSharePpm;
+  }
+  bool Quiet() const {
+    return now_ < domain_->directory()->policy.quiet_until_ns.load();
+  }
+
+  // Runs the two tenants for `ns`: the LS sends a request every `gap_ns` of idle time; a
+  // request takes `alone_ns` times 1 + the BE's share of its busy time, plus `residue_ns` when
+  // BE work was in flight as it arrived. The BE has work in flight while the LS is idle (unless
+  // quiet) and, while the LS is busy, only with a share. Records each request's stretch.
+  void Run(uint64_t ns, uint64_t alone_ns, uint64_t gap_ns, uint64_t residue_ns = 0) {
+    const uint64_t end = now_ + ns;
+    while (now_ < end) {
+      // Idle.
+      for (uint64_t t = 0; t < gap_ns; t += 20 * kUs) Poll(false, false, !Quiet());
+      const bool residue = !Quiet();  // the BE's work in flight when the request arrives
+      const double share = Quiet() ? 0 : SharePublished();
+      const auto busy = static_cast<uint64_t>(
+          static_cast<double>(alone_ns) * (1 + share) + (residue ? residue_ns : 0));
+      stretch_.push_back(static_cast<double>(busy) / static_cast<double>(alone_ns));
+      quiet_polls_ += 0;
+      for (uint64_t t = 0; t < busy; t += 20 * kUs) Poll(true, t == 0, share > 0 || (t == 0 && residue));
+    }
+  }
+  void Poll(bool ls_busy, bool ls_submit, bool be_busy) {
+    now_ += 20 * kUs;
+    Mark(ls_, ls_busy, ls_submit);
+    Mark(be_, be_busy, be_busy && Page(be_)->lanes[0].completed.load() ==
+                                      Page(be_)->lanes[0].submitted.load());
+    quiet_polls_ += Quiet() ? 1 : 0;
+    ++polls_;
+    domain_->ObserveBudgets(now_);
+  }
+  // The mean stretch of the last `n` requests.
+  double RecentStretch(size_t n) const {
+    double sum = 0;
+    for (size_t i = stretch_.size() - n; i < stretch_.size(); ++i) sum += stretch_[i];
+    return sum / static_cast<double>(n);
+  }
+
+  std::unique_ptr<PacingDomain> domain_;
+  shm::ShmRegion ls_, be_;
+  int dir_ = -1;
+  uint64_t now_ = 1000 * kMs;
+  std::vector<double> stretch_;
+  uint64_t quiet_polls_ = 0, polls_ = 0;
+};
+
+TEST_F(BudgetTest, TheControllerSpendsTheBudgetAndNoMore) {
+  Start(150);
+  Run(300 * kMs, 1 * kMs, 1 * kMs);
+  // The LS's periods were not alone (BE work in flight as they began): a quiet time came.
+  EXPECT_GT(quiet_polls_, 0u);
+  Run(10'000 * kMs, 1 * kMs, 1 * kMs);
+  const std::optional<PacingStats> st = domain_->Stats(kLs);
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->budget_pct, 150u);
+  EXPECT_EQ(st->budget_state, pacing::BudgetState::kSpending);
+  EXPECT_GE(st->alone_periods, 2u);
+  EXPECT_GT(st->periods, 100u);
+  // Spent: the BE has a share, and the LS's requests stretched, but within the budget.
+  EXPECT_GT(SharePublished(), 0.2);
+  EXPECT_GT(RecentStretch(500), 1.2);
+  EXPECT_LE(RecentStretch(500), 1.5);
+  EXPECT_NEAR(st->stretch, 1 + SharePublished(), 0.15);
+  // Relearning the alone durations costs the BE little of its time.
+  EXPECT_LT(static_cast<double>(quiet_polls_) / static_cast<double>(polls_), 0.05);
+}
+
+TEST_F(BudgetTest, AHundredPercentBudgetNeitherQuietsNorShares) {
+  Start(100);
+  Run(2000 * kMs, 1 * kMs, 1 * kMs);
+  EXPECT_EQ(quiet_polls_, 0u);
+  EXPECT_EQ(SharePublished(), 0);
+  EXPECT_EQ(domain_->Stats(kLs)->budget_state, pacing::BudgetState::kOff);
+}
+
+TEST_F(BudgetTest, ABudgetTheResidueAloneExceedsIsReportedUnmet) {
+  Start(110);
+  // BE work in flight as a request arrives costs it 30 %, with no share at all.
+  Run(5000 * kMs, 1 * kMs, 1 * kMs, 300 * kUs);
+  EXPECT_EQ(domain_->Stats(kLs)->budget_state, pacing::BudgetState::kUnmet);
+  EXPECT_EQ(SharePublished(), 0);
+}
+
+TEST_F(BudgetTest, TurningTheBudgetOffLiveWithdrawsTheShare) {
+  Start(200);
+  Run(5000 * kMs, 1 * kMs, 1 * kMs);
+  ASSERT_GT(SharePublished(), 0);
+  PacingSettings s = domain_->settings();
+  s.ls_budget_pct = 100;
+  domain_->Configure(s);
+  Run(100 * kMs, 1 * kMs, 1 * kMs);
+  EXPECT_EQ(SharePublished(), 0);
+  EXPECT_EQ(domain_->directory()->policy.quiet_until_ns.load(), 0u);
+  EXPECT_EQ(domain_->Stats(kLs)->budget_state, pacing::BudgetState::kOff);
+}
+
+TEST_F(BudgetTest, AnLsThatLeavesTakesItsShareWithIt) {
+  Start(200);
+  Run(5000 * kMs, 1 * kMs, 1 * kMs);
+  const uint32_t slot = *domain_->SlotOf(kLs);
+  ASSERT_GT(domain_->directory()->entries[slot].be_share_ppm.load(), 0u);
+  domain_->Leave(kLs);
+  // The slot's next LS starts from no share.
+  ASSERT_TRUE(domain_->Assign(7, 7, TenantClass::kLatencySensitive, 1).ok());
+  EXPECT_EQ(*domain_->SlotOf(7), slot);
+  EXPECT_EQ(domain_->directory()->entries[slot].be_share_ppm.load(), 0u);
+}
+
+}  // namespace
+}  // namespace missile::daemon
