@@ -88,6 +88,15 @@ constexpr Family kFamilies[] = {
     {"missile_tenant_busy_seconds_total", MetricType::kCounter,
      "Time the tenant had work in flight on the GPU, sampled each millisecond from its marks "
      "(made while it is paced). Includes waiting for its time slice: not GPU time."},
+    {"missile_tenant_ls_budget_ratio", MetricType::kGauge,
+     "LS: its latency budget ([compute] ls_budget_pct / 100): how long its work may take beside "
+     "BE work, over its time alone."},
+    {"missile_tenant_ls_stretch_ratio", MetricType::kGauge,
+     "LS: its busy periods' duration over the same work alone, about the 90th percentile of the "
+     "budget controller's last 8 (0: none measured; measured only while a budget above 1 is "
+     "in force)."},
+    {"missile_tenant_ls_be_time_ratio", MetricType::kGauge,
+     "LS: the fraction of its busy time BE work may use now, set by the budget controller."},
 };
 
 HistogramValue Seconds(const GrantWaits& waits) {
@@ -139,6 +148,9 @@ absl::Status AddTenant(const TenantMetrics& t, Exposition* e) {
     s.Update(e->Add("missile_tenant_ls_busy_ratio", labels, p.ls_busy_ratio));
     s.Update(e->Add("missile_tenant_pacing_held_ratio", labels, p.held_ratio));
     s.Update(e->Add("missile_tenant_busy_seconds_total", labels, p.busy_seconds));
+    s.Update(e->Add("missile_tenant_ls_budget_ratio", labels, p.budget_ratio));
+    s.Update(e->Add("missile_tenant_ls_stretch_ratio", labels, p.stretch_ratio));
+    s.Update(e->Add("missile_tenant_ls_be_time_ratio", labels, p.be_share_ratio));
   }
   return s;
 }
@@ -225,7 +237,8 @@ MetricsSnapshot TakeMetricsSnapshot(const DaemonCore& core, const std::string& v
           t.pacing = TenantPacing{st->submissions, static_cast<double>(st->held_ns) / kNsPerSecond,
                                   static_cast<double>(st->gpu_ns) / kNsPerSecond, st->busy_share,
                                   st->held_share,
-                                  static_cast<double>(st->busy_ns) / kNsPerSecond};
+                                  static_cast<double>(st->busy_ns) / kNsPerSecond,
+                                  st->budget_pct / 100.0, st->stretch, st->be_share};
         }
       }
       snap.tenants.push_back(std::move(t));

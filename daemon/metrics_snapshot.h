@@ -46,6 +46,12 @@ struct TenantPacing {
   double ls_busy_ratio = 0;  // LS: fraction of about the last second with work in flight
   double held_ratio = 0;     // BE: fraction of about the last second held
   double busy_seconds = 0;   // time with work in flight (PacingStats::busy_ns)
+  // LS: its latency budget (1.25 for 125 %), what the controller last measured against it (its
+  // busy periods' duration over alone, about their 90th percentile; 0: none yet), and the share
+  // of its busy time BE work may use now.
+  double budget_ratio = 1;
+  double stretch_ratio = 0;
+  double be_share_ratio = 0;
 };
 
 // One tenant on one GPU. Its series are keyed by name, class, replica and GPU; the pid and the

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""The LS latency budget's frontier from bench/run_budget_on_gpu.sh's output: per LS scenario
+and mode, the median (and range) over the windows of the LS p99 ratio to alone and of the BE's
+throughput in % of solo, as a table (frontier.md) and a plot (frontier.png: p99 ratio against
+BE %, Missile's budgets joined by a line, the other modes as points).
+
+usage: frontier.py OUT_DIR   (holding SCENARIO-R.tgz or SCENARIO-R/ from each window)
+"""
+import io
+import os
+import re
+import statistics
+import sys
+import tarfile
+
+ROW = re.compile(r"^\|\s*([\w.-]+)\s*\|\s*(\d+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|"
+                 r"\s*([\d.]+)\s*\|\s*([\d.]+|-)\s*\|\s*([\d.]+|-)\s*\|")
+
+
+def summaries(out_dir):
+    """(scenario, window, summary.md text) for every window found."""
+    for name in sorted(os.listdir(out_dir)):
+        m = re.match(r"^(.+)-(\d+)(\.tgz)?$", name)
+        if not m:
+            continue
+        path = os.path.join(out_dir, name)
+        if m.group(3):
+            with tarfile.open(path) as tar:
+                for member in tar.getmembers():
+                    if member.name.endswith("/summary.md") and member.name.count("/") == 1:
+                        yield m.group(1), int(m.group(2)), tar.extractfile(member).read().decode()
+        elif os.path.isfile(os.path.join(path, "summary.md")):
+            with open(os.path.join(path, "summary.md")) as fh:
+                yield m.group(1), int(m.group(2)), fh.read()
+
+
+def parse(text):
+    """mode -> (p99 ratio, BE % of solo or None) from the main table of one summary."""
+    rows = {}
+    for line in text.splitlines():
+        m = ROW.match(line)
+        if m and m.group(1) not in rows:
+            be = None if m.group(8) == "-" else float(m.group(8))
+            rows[m.group(1)] = (float(m.group(6)), be)
+    return rows
+
+
+def collect(out_dir):
+    data = {}  # scenario -> mode -> [(ratio, be)]
+    for scen, _, text in summaries(out_dir):
+        for mode, v in parse(text).items():
+            data.setdefault(scen, {}).setdefault(mode, []).append(v)
+    return data
+
+
+def budget_of(mode):
+    m = re.match(r"^missile-b(\d+)$", mode)
+    return int(m.group(1)) if m else (100 if mode == "missile" else None)
+
+
+def table(data):
+    lines = ["| LS | mode | windows | p99 x alone, median (range) | BE % of solo, median (range) |",
+             "|---|---|---|---|---|"]
+    for scen, modes in data.items():
+        for mode in sorted(modes, key=lambda x: (budget_of(x) is None, budget_of(x) or 0, x)):
+            vals = modes[mode]
+            r = [v[0] for v in vals]
+            b = [v[1] for v in vals if v[1] is not None]
+            bs = (f"{statistics.median(b):.1f} ({min(b):.1f}-{max(b):.1f})" if b else "-")
+            lines.append(f"| {scen} | {mode} | {len(vals)} | {statistics.median(r):.2f} "
+                         f"({min(r):.2f}-{max(r):.2f}) | {bs} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(data, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, axes = plt.subplots(1, len(data), figsize=(5 * len(data), 4.2), squeeze=False)
+    for ax, (scen, modes) in zip(axes[0], data.items()):
+        med = {m: (statistics.median(v[0] for v in vals),
+                   statistics.median([v[1] for v in vals if v[1] is not None] or [0]))
+               for m, vals in modes.items() if m != "alone"}
+        budgets = sorted((budget_of(m), m) for m in med if budget_of(m) is not None)
+        if budgets:
+            xs = [med[m][1] for _, m in budgets]
+            ys = [med[m][0] for _, m in budgets]
+            ax.plot(xs, ys, "o-", label="Missile, budget 100-" + str(budgets[-1][0]) + " %")
+            for (b, m), x, y in zip(budgets, xs, ys):
+                ax.annotate(f"{b}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+                ax.axhline(b / 100, color="grey", lw=0.5, ls=":")
+        for m, (y, x) in med.items():
+            if budget_of(m) is None:
+                ax.plot([x], [y], "s", label=m)
+        ax.set_title(scen)
+        ax.set_xlabel("BE throughput, % of solo")
+        ax.set_ylabel("LS p99 / alone p99")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def main(argv):
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    data = collect(argv[1])
+    if not data:
+        print(f"no windows in {argv[1]}", file=sys.stderr)
+        return 1
+    text = table(data)
+    with open(os.path.join(argv[1], "frontier.md"), "w") as fh:
+        fh.write(text)
+    print(text, end="")
+    if plot(data, os.path.join(argv[1], "frontier.png")):
+        print("plot: frontier.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
