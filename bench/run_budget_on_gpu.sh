@@ -4,12 +4,14 @@
 # resnet50-eager) beside the BE of pair (a) (ResNet-152 fp16 batch 128 with a 512 MiB copy per
 # iteration), the modes alone, none, mps-prio, missile (budget 100 %) and missile-bN for each
 # budget N in $BUDGETS ([compute] ls_budget_pct = N, bench/colocation/modes/budgetN.toml),
-# REPEATS windows (default 3), each a fresh run of bench/colocation/run_on_gpu.sh with its own
-# alone baseline and BE solo run. The LS warms up LS_WARMUP s (default 3) before each window, so
-# the budget controller has settled. Per window: OUT/SCEN-R.log (the summary table and what
-# missiled measured of the LS: budget, stretch, BE share) and OUT/SCEN-R.tgz (everything).
+# WINDOWS measured windows (default 3) of SECONDS_MAIN s back to back in each mode (the LS's
+# --windows: one set-up, one warm-up of LS_WARMUP s, default 3, so the budget controller has
+# settled), in REPEATS fresh runs of bench/colocation/run_on_gpu.sh (default 1) with their own
+# alone baseline and BE solo run. Per run: OUT/SCEN-R.log (the summary tables and what missiled
+# measured of the LS: budget, stretch, BE share) and OUT/SCEN-R.tgz (everything); then
+# bench/colocation/frontier.py OUT gives the medians and the plot.
 # usage: bench/run_budget_on_gpu.sh RUNTIME_DIR OUT_DIR
-# env: SCENARIOS BUDGETS ("110 125 150 200") REPEATS (3) FIRST (1) SECONDS_MAIN (6)
+# env: SCENARIOS BUDGETS ("125 150 200") WINDOWS (3) REPEATS (1) FIRST (1) SECONDS_MAIN (5)
 #   BASE_MODES ("alone none mps-prio missile") LS_WARMUP (3) BE_ARGS
 set -uo pipefail
 rt=$(cd "$1" && pwd); out=$2
@@ -17,16 +19,16 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 bash "$here/bench/gpu_header.sh" "bench/run_budget_on_gpu.sh"
 extra="" modes=${BASE_MODES:-alone none mps-prio missile}
-for b in ${BUDGETS:-110 125 150 200}; do
+for b in ${BUDGETS:-125 150 200}; do
   extra+=" missile-b$b:bench/colocation/modes/budget$b.toml"
   modes+=" missile-b$b"
 done
 for scen in ${SCENARIOS:-decode-graph resnet50-graph resnet50-eager}; do
-  for r in $(seq "${FIRST:-1}" "${REPEATS:-3}"); do
+  for r in $(seq "${FIRST:-1}" "${REPEATS:-1}"); do
     start=$SECONDS
     FRESH=1 MODES="$modes" EXTRA_MODES="$extra" MAIN_SCENARIOS=$scen \
-      SECONDS_MAIN=${SECONDS_MAIN:-6} BE_SOLO_SECONDS=${BE_SOLO_SECONDS:-8} \
-      LS_ARGS="--warmup-seconds ${LS_WARMUP:-3}" BE_ARGS="${BE_ARGS:-}" timeout 590 \
+      SECONDS_MAIN=${SECONDS_MAIN:-5} BE_SOLO_SECONDS=${BE_SOLO_SECONDS:-8} \
+      LS_WINDOWS=${WINDOWS:-3} LS_ARGS="--warmup-seconds ${LS_WARMUP:-3} --windows ${WINDOWS:-3}" BE_ARGS="${BE_ARGS:-}" timeout 590 \
       bash "$here/bench/colocation/run_on_gpu.sh" "$rt" "$out/$scen-$r" main > "$out/$scen-$r.log" 2>&1
     echo "== $scen window $r (exit $?, $((SECONDS - start)) s)"
     grep -E "^\| (alone|none|mps|missile)" "$out/$scen-$r/summary.md" 2>/dev/null || tail -n 5 "$out/$scen-$r.log"

@@ -35,21 +35,27 @@ def summaries(out_dir):
 
 
 def parse(text):
-    """mode -> (p99 ratio, BE % of solo or None) from the main table of one summary."""
-    rows = {}
+    """[mode -> (p99 ratio, BE % of solo or None)], one per pair table of a summary (a run with
+    ls_service.py --windows N has N tables, "## (f) ...", "## (f@2) ...")."""
+    tables, rows = [], None
     for line in text.splitlines():
+        if line.startswith("## ("):
+            rows = {}
+            tables.append(rows)
+            continue
         m = ROW.match(line)
-        if m and m.group(1) not in rows:
+        if m and rows is not None and m.group(1) not in rows:
             be = None if m.group(8) == "-" else float(m.group(8))
             rows[m.group(1)] = (float(m.group(6)), be)
-    return rows
+    return [t for t in tables if t]
 
 
 def collect(out_dir):
-    data = {}  # scenario -> mode -> [(ratio, be)]
+    data = {}  # scenario -> mode -> [(ratio, be)], one per window
     for scen, _, text in summaries(out_dir):
-        for mode, v in parse(text).items():
-            data.setdefault(scen, {}).setdefault(mode, []).append(v)
+        for table in parse(text):
+            for mode, v in table.items():
+                data.setdefault(scen, {}).setdefault(mode, []).append(v)
     return data
 
 

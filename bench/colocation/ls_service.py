@@ -406,6 +406,9 @@ def parse_args(argv=None):
     p.add_argument("--seconds", type=float, default=8, help="measured window of a main scenario")
     p.add_argument("--sweep-seconds", type=float, default=4, help="measured window of a sweep scenario")
     p.add_argument("--warmup-seconds", type=float, default=1.0)
+    p.add_argument("--windows", type=int, default=1,
+                   help="measured windows of each main scenario, back to back after one warm-up; "
+                        "the k-th (k > 1) is reported as scenario SCEN@k")
     p.add_argument("--think-ms", type=float, default=5.0, help="closed loop: pause between requests")
     p.add_argument("--load", type=float, default=0.3, help="open loop: arrival rate / solo capacity")
     p.add_argument("--rates", help="JSON {model: solo mean latency ms} (from --write-rates)")
@@ -500,18 +503,26 @@ def run(a):
                 return 3
             time.sleep(0.01)
 
-    # 4. The scenarios, one after another.
+    # 4. The scenarios, one after another (a main one for --windows windows).
+    runs = []
     for scen in todo:
-        extra = {}
         if scen in MAIN_SCENARIOS:
-            model, graph = MAIN_SCENARIOS[scen]
+            runs += [(scen, k) for k in range(1, max(1, a.windows) + 1)]
+        else:
+            runs.append((scen, 1))
+    for base, k in runs:
+        scen = base if k == 1 else f"{base}@{k}"
+        extra = {}
+        if base in MAIN_SCENARIOS:
+            model, graph = MAIN_SCENARIOS[base]
             srv = served[(model, graph)]
-            closed_loop(srv, a.warmup_seconds, a.think_ms / 1e3)
+            if k == 1:
+                closed_loop(srv, a.warmup_seconds, a.think_ms / 1e3)
             t_start = time.time()
             starts = []
             lat = closed_loop(srv, a.seconds, a.think_ms / 1e3, starts)
             t_end = time.time()
-            extra = {"loop": "closed", "think_ms": a.think_ms, "graph": graph}
+            extra = {"loop": "closed", "think_ms": a.think_ms, "graph": graph, "window": k}
         else:
             starts = None
             model = scen[len(SWEEP_PREFIX):]

@@ -452,6 +452,14 @@ class Report:
             out += ["## BE alone", "", markdown_table(["mode", "BE img/s", "% of plain solo"], be_rows), ""]
         pairs = ([(lb, sc, ti, p, None, h) for lb, sc, ti, p, h in GRAPH_BE_PAIRS] if self.be_graph()
                  else [(lb, sc, ti, p, b, None) for lb, sc, ti, p, b in MAIN_PAIRS])
+        # Further windows of a pair in the same run (ls_service.py --windows): SCEN@k.
+        windows = sorted({s for (_, s) in self.rec.results if "@" in s},
+                         key=lambda s: (s.split("@")[0], int(s.split("@")[1])))
+        for w in windows:
+            base, k = w.split("@")
+            for lb, sc, ti, p, b, h in list(pairs):
+                if sc == base:
+                    pairs.append((f"{lb}@{k}", w, f"{ti}, window {k}", p, b, h))
         for label, scen, title, p99_t, be_t, harvest_t in pairs:
             rows = self.pair_table(scen, p99_t, be_t, harvest_t)
             if not rows:

@@ -208,6 +208,25 @@ class EndToEndTest(unittest.TestCase):
         self.assertIn("replayed as one CUDA graph, no copies", md)
         self.assertNotIn("(a) resnet50-graph", md)
 
+    def test_further_windows_of_a_pair_get_tables_of_their_own(self):
+        lines = []
+        t = 5000.0
+        for k, (alone, missile) in enumerate(((1.0, 1.2), (1.1, 1.5)), start=1):
+            scen = "decode-graph" if k == 1 else f"decode-graph@{k}"
+            for mode, p99, t0 in (("alone", alone, t + 10 * k), ("missile", missile, t + 100 + 10 * k)):
+                lines.append("RESULT " + json.dumps({
+                    "mode": mode, "scenario": scen, "n": 10, "p50_ms": p99, "p99_ms": p99,
+                    "p999_ms": p99, "mean_ms": p99, "t_start": t0, "t_end": t0 + 8}))
+                write(os.path.join(self.raw, report.raw_file_name(mode, scen)), [str(p99)] * 10)
+        with open(os.path.join(self.dir, "logs", "run.out"), "a") as fh:
+            fh.write("\n".join(lines) + "\n")
+        rep = report.Report(report.load_records([self.dir]), self.raw)
+        md = rep.markdown()
+        self.assertIn("(f) decode-graph", md)
+        self.assertIn("(f@2) decode-graph@2", md)
+        rows = {r["mode"]: r for r in rep.pair_table("decode-graph@2", 1.10, 80.0)}
+        self.assertAlmostEqual(rows["missile"]["p99x"], 1.5 / 1.1)  # against its own window
+
     def test_main_writes_summary(self):
         out = os.path.join(self.dir, "out")
         with contextlib.redirect_stdout(io.StringIO()):
@@ -223,6 +242,30 @@ class EndToEndTest(unittest.TestCase):
             files = report.make_plots(report.Report(rec, self.raw), self.dir)
         for f in files:
             self.assertTrue(os.path.getsize(f) > 0)
+
+
+class FrontierTest(unittest.TestCase):
+    """frontier.py: every window's table of a summary, medians per mode."""
+
+    def test_every_table_is_a_window(self):
+        import frontier
+        text = "\n".join([
+            "## (f) decode-graph: x", "",
+            "| mode | n | p50 | p99 | p999 | p99x | BE | BE % | h | t |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+            "| alone | 10 | 1.0 | 1.0 | 1.0 | 1.00 | - | - | - | - |",
+            "| missile-b125 | 10 | 1.0 | 1.2 | 1.3 | 1.20 | 500.0 | 40.0 | 0.9 | FAIL |",
+            "## (f@2) decode-graph@2: x", "",
+            "| missile-b125 | 10 | 1.0 | 1.1 | 1.3 | 1.10 | 600.0 | 50.0 | 0.9 | FAIL |",
+        ])
+        tables = frontier.parse(text)
+        self.assertEqual(len(tables), 2)
+        self.assertEqual(tables[0]["missile-b125"], (1.20, 40.0))
+        self.assertEqual(tables[0]["alone"], (1.00, None))
+        self.assertEqual(tables[1]["missile-b125"], (1.10, 50.0))
+        self.assertEqual(frontier.budget_of("missile-b125"), 125)
+        self.assertEqual(frontier.budget_of("missile"), 100)
+        self.assertIsNone(frontier.budget_of("mps-prio"))
 
 
 class TailEventsTest(unittest.TestCase):

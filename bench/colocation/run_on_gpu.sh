@@ -261,7 +261,7 @@ colocate() {
   rm -f "$go" "$stop" "$ctl_dir/abort"
   local nscen
   nscen=$(( $(tr -cd , <<< "$scen" | wc -c) + 1 ))
-  local ls_run=$(( nscen * (2 * window + 6) + 60 ))  # an open-loop window may overrun by one window
+  local ls_run=$(( nscen * (2 * window + 6) * ${LS_WINDOWS:-1} + 60 ))  # an open-loop window may overrun by one window
   local ls_limit=$(( LS_LOAD_LIMIT + WAIT_LIMIT + ls_run ))
   echo "-- $run $tag: LS [$scen] $ls_args${bes[*]:+ beside BE ${bes[*]}} (mode $mode)"
   launch "$run-$tag-ls" "$mode" ls ls "$ls_limit" python3 "$bench/ls_service.py" --mode "$tag" \
