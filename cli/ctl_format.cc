@@ -139,8 +139,8 @@ std::string FormatBudget(const v1::ComputeUse& c) {
   const std::string head = absl::StrCat("; budget ", c.budget_pct(), "%");
   switch (c.budget()) {
     case v1::ComputeUse::BUDGET_SPENDING:
-      return absl::StrFormat("%s: stretch %.2f, BE share %s%%", head, c.stretch(),
-                             Percent(c.be_share()));
+      return absl::StrCat(head, absl::StrFormat(": stretch %.2f, BE share ", c.stretch()),
+                          Percent(c.be_share()), "%");
     case v1::ComputeUse::BUDGET_UNMET:
       return absl::StrFormat("%s unmet: stretch %.2f with no BE share", head, c.stretch());
     default:

@@ -210,6 +210,29 @@ TEST(FormatTenantsTest, OneRowPerTenantAndGpuSortedByPid) {
             "-                                -            -          -        2d01h\n");
 }
 
+// An LS tenant with a latency budget: what the controller measured, after its busy share.
+TEST(FormatTenantsTest, AnLsBudgetFollowsItsBusyShare) {
+  v1::ListTenantsResponse r = Tenants();
+  v1::TenantInfo* ls = r.mutable_tenants(0);
+  if (ls->tenant_class() != v1::LATENCY_SENSITIVE) ls = r.mutable_tenants(1);
+  ASSERT_EQ(ls->tenant_class(), v1::LATENCY_SENSITIVE);
+  v1::ComputeUse* c = ls->mutable_compute(0);
+  c->set_budget_pct(125);
+  c->set_budget(v1::ComputeUse::BUDGET_SPENDING);
+  c->set_stretch(1.184);
+  c->set_be_share(0.2);
+  EXPECT_NE(FormatTenants(r).find("40%; budget 125%: stretch 1.18, BE share 20%"),
+            std::string::npos) << FormatTenants(r);
+  c->set_budget(v1::ComputeUse::BUDGET_UNMET);
+  c->set_be_share(0);
+  EXPECT_NE(FormatTenants(r).find("40%; budget 125% unmet: stretch 1.18 with no BE share"),
+            std::string::npos) << FormatTenants(r);
+  c->set_budget(v1::ComputeUse::BUDGET_LEARNING);
+  EXPECT_NE(FormatTenants(r).find("40%; budget 125% learning"), std::string::npos);
+  c->set_budget_pct(100);
+  EXPECT_EQ(FormatTenants(r).find("budget"), std::string::npos);
+}
+
 TEST(FormatTenantsTest, GpuWorkPerGpu) {
   v1::ListTenantsResponse r;
   v1::TenantInfo* be = r.add_tenants();

@@ -517,5 +517,45 @@ TEST_F(ReserveTest, WithoutMpsOrAVerifiedMechanismNothingIsMasked) {
   }
 }
 
+// An LS latency budget with real processes: missiled's sampler times the LS tenant's requests
+// from its lanes page, learns them alone in a quiet time, and, the test double's GPU running
+// each process's kernels apart (BE work stretches no LS request), lets the BE share the LS's
+// busy time; missilectl shows what it measured.
+TEST_F(PacingTest, ABudgetIsMeasuredAndSpentBesideRealTenants) {
+  StartDaemon("ls_budget_pct = 200\nls_idle_us = 300");
+  Child be, ls;
+  ASSERT_TRUE(be.Start({PACE_PROBE, "spin", "100", "30"}, TenantEnv("be")));
+  ASSERT_FALSE(be.WaitForLine("ready", 20).empty()) << be.out();
+  be.CloseStdin();
+  // Requests of 4 kernels of 500 us, 3 ms apart, for about 30 s.
+  ASSERT_TRUE(ls.Start({PACE_PROBE, "requests", "6000", "4", "500", "3"}, TenantEnv("ls", "web")));
+  std::string json;  // the LS tenant's part of `missilectl --json tenants`
+  const auto start = std::chrono::steady_clock::now();
+  const auto until = start + std::chrono::seconds(25);
+  while (std::chrono::steady_clock::now() < until) {
+    const std::string all = testing::Run({MISSILECTL, "--socket", socket_, "--json", "tenants"}).out;
+    const size_t web = all.find("\"name\":\"web\"");
+    json = web == std::string::npos ? all : all.substr(web);
+    if (json.find("\"budget\":\"BUDGET_SPENDING\"") != std::string::npos &&
+        json.find("\"be_share\":0,") == std::string::npos) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  std::printf("spending after %.1f s\n", std::chrono::duration<double>(
+                                              std::chrono::steady_clock::now() - start).count());
+  EXPECT_NE(json.find("\"budget_pct\":200"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"budget\":\"BUDGET_SPENDING\""), std::string::npos) << json;
+  EXPECT_EQ(json.find("\"be_share\":0,"), std::string::npos) << json;
+  EXPECT_EQ(json.find("\"alone_periods\":\"0\""), std::string::npos) << json;
+  EXPECT_EQ(json.find("\"alone_periods\":\"1\""), std::string::npos) << json;
+  const std::string text = testing::Run({MISSILECTL, "--socket", socket_, "tenants"}).out;
+  EXPECT_NE(text.find("budget 200%: stretch"), std::string::npos) << text;
+  ls.Kill(SIGTERM);
+  be.Kill(SIGTERM);
+  ls.Wait(10);
+  be.Wait(10);
+}
+
 }  // namespace
 }  // namespace missile
