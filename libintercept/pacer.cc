@@ -375,10 +375,6 @@ Pacer::Admission Pacer::Admit(uint64_t key, uint32_t own_lane) {
     const uint64_t now = NowNs();
     RetireLocked(now);
     SetActiveLocked(true, now);
-    // The LS first: the cheapest check, and the one that matters.
-    const pacing::LsObservation ls_seen = ObserveLs(now);
-    bool ls_busy = ls_.Busy(ls_seen, now, pol.ls_idle_ns.load(std::memory_order_relaxed));
-    if (ls_seen.in_flight) interfered_ns_ = now;
     pacing::AdmissionInput in;
     in.window_admits = window_.Admits(
         predicted_ns,
@@ -386,15 +382,8 @@ Pacer::Admission Pacer::Admit(uint64_t key, uint32_t own_lane) {
          pol.window_ns.load(std::memory_order_relaxed),
          pol.refill_ns.load(std::memory_order_relaxed)},
         now);
-    // An LS latency budget (pacing/budget.h): while an LS tenant is busy, BE work may use the
-    // share of its busy time that missiled's controller publishes, item by item.
-    const uint32_t share = ls_seen.share_ppm;
-    credit_.Advance(now, ls_busy, share, pol.window_ns.load(std::memory_order_relaxed));
-    beside_ls = ls_busy && share != 0 && in.window_admits && credit_.TryTake(predicted_ns);
-    if (beside_ls) ls_busy = false;
-    // missiled relearning the LS tenants' alone durations: no BE work at all, for a moment.
-    const uint64_t quiet_until = pol.quiet_until_ns.load(std::memory_order_relaxed);
-    if (now < quiet_until && quiet_until - now <= kMaxQuietNs) ls_busy = true;
+    // The LS first: the cheapest check, and the one that matters.
+    const bool ls_busy = LsHoldsLocked(now, predicted_ns, in.window_admits, &beside_ls);
     in.ls_busy = ls_busy;
     if (!ls_busy && in.window_admits) {
       const pacing::ShareEntry self{
@@ -441,6 +430,26 @@ Pacer::Admission Pacer::Admit(uint64_t key, uint32_t own_lane) {
   --waiters_;
   if (held) HoldEndedLocked(since, reason);
   return {predicted_ns, beside_ls};
+}
+
+bool Pacer::LsHoldsLocked(uint64_t now, uint64_t predicted_ns, bool window_admits,
+                          bool* beside_ls) {
+  const pacingreg::Policy& pol = dir().policy;
+  const pacing::LsObservation ls_seen = ObserveLs(now);
+  bool busy = ls_.Busy(ls_seen, now, pol.ls_idle_ns.load(std::memory_order_relaxed));
+  if (ls_seen.in_flight) interfered_ns_ = now;
+  // Whatever lets it go, an item that goes while an LS tenant is busy shares the GPU with the
+  // LS's work: its time is not its own.
+  *beside_ls = busy;
+  // An LS latency budget (pacing/budget.h): while an LS tenant is busy, BE work may use the
+  // share of its busy time that missiled's controller publishes, item by item.
+  const uint32_t share = ls_seen.share_ppm;
+  credit_.Advance(now, busy, share, pol.window_ns.load(std::memory_order_relaxed));
+  if (busy && share != 0 && window_admits && credit_.TryTake(predicted_ns)) busy = false;
+  // missiled relearning the LS tenants' alone durations: no BE work at all, for a moment.
+  const uint64_t quiet_until = pol.quiet_until_ns.load(std::memory_order_relaxed);
+  if (now < quiet_until && quiet_until - now <= kMaxQuietNs) busy = true;
+  return busy;
 }
 
 void Pacer::HoldEndedLocked(uint64_t since, pacing::Verdict reason) {
