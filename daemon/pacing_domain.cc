@@ -390,7 +390,7 @@ void PacingDomain::ObserveBudgetsLocked(uint64_t now) {
             b.tracker.Poll({now, v.in_flight, v.submissions, v.work_sum, be_in_flight}, limits)) {
       b.last_period_ns = now;
       if (p->alone) {
-        b.alone.Learn(p->signature, p->ns);
+        b.alone.Learn(*p);
         ++b.alone_periods;
         b.last_alone_ns = now;
         b.unknown = 0;

@@ -385,6 +385,9 @@ Pacer::Admission Pacer::Admit(uint64_t key, uint32_t own_lane) {
     // The LS first: the cheapest check, and the one that matters.
     const bool ls_busy = LsHoldsLocked(now, predicted_ns, in.window_admits, &beside_ls);
     in.ls_busy = ls_busy;
+    // missiled relearning the LS tenants' alone durations: no BE work at all, for a moment.
+    const uint64_t quiet_until = pol.quiet_until_ns.load(std::memory_order_relaxed);
+    in.quiet = now < quiet_until && quiet_until - now <= kMaxQuietNs;
     if (!ls_busy && in.window_admits) {
       const pacing::ShareEntry self{
           gpu_ns_, std::max<uint32_t>(entry().weight.load(std::memory_order_relaxed), 1)};
@@ -446,9 +449,6 @@ bool Pacer::LsHoldsLocked(uint64_t now, uint64_t predicted_ns, bool window_admit
   const uint32_t share = ls_seen.share_ppm;
   credit_.Advance(now, busy, share, pol.window_ns.load(std::memory_order_relaxed));
   if (busy && share != 0 && window_admits && credit_.TryTake(predicted_ns)) busy = false;
-  // missiled relearning the LS tenants' alone durations: no BE work at all, for a moment.
-  const uint64_t quiet_until = pol.quiet_until_ns.load(std::memory_order_relaxed);
-  if (now < quiet_until && quiet_until - now <= kMaxQuietNs) busy = true;
   return busy;
 }
 

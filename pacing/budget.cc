@@ -41,7 +41,8 @@ std::optional<BusyPeriod> BusyPeriodTracker::Poll(const LsPoll& p, const Limits&
     // Timed to within a sixteenth of its length, or max_gap_ns, at each end.
     const uint64_t tolerance = std::max(limits.max_gap_ns, ns / 16);
     if (valid_ && ns <= limits.max_period_ns && start_gap_ <= tolerance && end_gap_ <= tolerance) {
-      ended = BusyPeriod{Signature(period_submissions_, period_work_sum_), ns, alone_};
+      ended = BusyPeriod{Signature(period_submissions_, period_work_sum_), period_submissions_, ns,
+                         alone_};
     } else {
       ++dropped_;
     }
@@ -50,7 +51,7 @@ std::optional<BusyPeriod> BusyPeriodTracker::Poll(const LsPoll& p, const Limits&
   if (open_) {
     // A gap longer than the idle time may hide the end of this period and the start of
     // another; a shorter one matters only where the period ends (its end is that uncertain).
-    if (gap > limits.idle_ns) valid_ = false;
+    if (gap > std::max(limits.idle_ns, limits.max_inner_gap_ns)) valid_ = false;
     if (work) {
       end_ns_ = 0;
       if (p.be_in_flight) alone_ = false;
@@ -82,20 +83,33 @@ std::optional<BusyPeriod> BusyPeriodTracker::Poll(const LsPoll& p, const Limits&
   return ended;
 }
 
-void AloneDurations::Learn(uint64_t signature, uint64_t ns) {
-  if (table_.size() >= capacity_ && !table_.contains(signature)) table_.clear();
-  Mean& m = table_[signature];
-  m.ns = m.samples == 0 ? static_cast<double>(ns) : m.ns + (static_cast<double>(ns) - m.ns) / 8;
-  if (m.samples < UINT32_MAX) ++m.samples;
+namespace {
+
+void Update(double v, double* mean, uint32_t* samples) {
+  *mean = *samples == 0 ? v : *mean + (v - *mean) / 8;
+  if (*samples < UINT32_MAX) ++*samples;
+}
+
+}  // namespace
+
+void AloneDurations::Learn(const BusyPeriod& alone) {
+  if (table_.size() >= capacity_ && !table_.contains(alone.signature)) table_.clear();
+  Mean& m = table_[alone.signature];
+  Update(static_cast<double>(alone.ns), &m.ns, &m.samples);
+  if (alone.items > 0) {
+    Update(static_cast<double>(alone.ns) / static_cast<double>(alone.items), &per_item_.ns,
+           &per_item_.samples);
+  }
 }
 
 std::optional<double> AloneDurations::Stretch(const BusyPeriod& p, uint32_t min_samples) const {
+  const uint32_t enough = std::max<uint32_t>(min_samples, 1);
   auto it = table_.find(p.signature);
-  if (it == table_.end() || it->second.samples < std::max<uint32_t>(min_samples, 1) ||
-      it->second.ns <= 0) {
-    return std::nullopt;
+  if (it != table_.end() && it->second.samples >= enough && it->second.ns > 0) {
+    return static_cast<double>(p.ns) / it->second.ns;
   }
-  return static_cast<double>(p.ns) / it->second.ns;
+  if (p.items == 0 || per_item_.samples < enough || per_item_.ns <= 0) return std::nullopt;
+  return static_cast<double>(p.ns) / static_cast<double>(p.items) / per_item_.ns;
 }
 
 const char* BudgetStateName(BudgetState s) {

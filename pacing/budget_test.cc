@@ -15,7 +15,7 @@ constexpr uint64_t kMs = 1000 * kUs;
 // edge is one new item with key `key`.
 struct Feed {
   BusyPeriodTracker tracker;
-  BusyPeriodTracker::Limits limits{200 * kUs, 200 * kUs, 1000 * kMs};
+  BusyPeriodTracker::Limits limits{200 * kUs, 200 * kUs, 1000 * kMs, 0};
   uint64_t now = 0;
   uint64_t submissions = 0;
   uint64_t work_sum = 0;
@@ -137,22 +137,25 @@ TEST(BusyPeriodTracker, APeriodLongerThanTheBoundIsDropped) {
 
 TEST(AloneDurations, StretchIsTheDurationOverTheMeanAloneOnceKnown) {
   AloneDurations alone;
-  BusyPeriod p{42, 1500 * kUs, false};
+  BusyPeriod p{42, 10, 1500 * kUs, false};
   EXPECT_FALSE(alone.Stretch(p).has_value());
-  alone.Learn(42, 1000 * kUs);
+  alone.Learn({42, 10, 1000 * kUs, true});
   EXPECT_FALSE(alone.Stretch(p).has_value());  // one sample is not enough
-  alone.Learn(42, 1000 * kUs);
+  alone.Learn({42, 10, 1000 * kUs, true});
   ASSERT_TRUE(alone.Stretch(p).has_value());
   EXPECT_DOUBLE_EQ(*alone.Stretch(p), 1.5);
-  EXPECT_FALSE(alone.Stretch({43, 1500 * kUs, false}).has_value());
+  // Work never seen alone: per item (here 100 us alone), 15 items in 3 ms is 2x.
+  ASSERT_TRUE(alone.Stretch({43, 15, 3000 * kUs, false}).has_value());
+  EXPECT_DOUBLE_EQ(*alone.Stretch({43, 15, 3000 * kUs, false}), 2.0);
+  EXPECT_FALSE(alone.Stretch({43, 0, 3000 * kUs, false}).has_value());
   // The newest sample weighs 1/8.
-  alone.Learn(42, 1800 * kUs);
+  alone.Learn({42, 10, 1800 * kUs, true});
   EXPECT_DOUBLE_EQ(*alone.Stretch(p), 1.5e6 / 1.1e6);
 }
 
 TEST(AloneDurations, IsBoundedInSize) {
   AloneDurations alone(4);
-  for (uint64_t s = 0; s < 10; ++s) alone.Learn(s, kMs);
+  for (uint64_t s = 0; s < 10; ++s) alone.Learn({s, 1, kMs, true});
   EXPECT_LE(alone.size(), 4u);
 }
 

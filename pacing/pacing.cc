@@ -136,6 +136,7 @@ uint64_t CatchUp(const ShareEntry& self, const std::vector<ShareEntry>& active_p
 }
 
 Verdict Decide(const AdmissionInput& in) {
+  if (in.quiet) return Verdict::kWaitLs;
   const bool window_ok =
       in.window_admits || (in.stall_ns != 0 && in.oldest_in_flight_ns != 0 &&
                            in.now >= in.oldest_in_flight_ns &&

@@ -264,3 +264,21 @@ TEST(Decide, AStalledWindowAdmits) {
 
 }  // namespace
 }  // namespace missile::pacing
+
+namespace missile::pacing {
+namespace {
+
+TEST(Decide, AQuietTimeHoldsEvenPastMaxHold) {
+  AdmissionInput in;
+  in.now = 100 * 1000 * 1000;
+  in.waiting_since = 1;
+  in.max_hold_ns = 1000;  // held long, nothing in flight: would go
+  EXPECT_EQ(Decide(in), Verdict::kGo);
+  in.ls_busy = true;
+  EXPECT_EQ(Decide(in), Verdict::kGo);
+  in.quiet = true;
+  EXPECT_EQ(Decide(in), Verdict::kWaitLs);
+}
+
+}  // namespace
+}  // namespace missile::pacing

@@ -46,6 +46,7 @@ struct LsPoll {
 
 struct BusyPeriod {
   uint64_t signature = 0;  // the items the period held: their count and the sum of their keys
+  uint64_t items = 0;      // how many
   uint64_t ns = 0;         // from the poll before its first work to the first poll that saw it over
   bool alone = false;      // no poll of it saw BE work in flight
 };
@@ -58,14 +59,17 @@ struct BusyPeriod {
 // period alone and one beside BE work. A period is dropped (its duration is not known well
 // enough) when the poll that saw it start or end came more than `max_gap_ns` (or a sixteenth
 // of the period, if more) after the one before (the poller was late), when any gap between its
-// polls was longer than `idle_ns` (it may hide the end of one period and the start of the
-// next), or when it lasted longer than `max_period_ns`.
+// polls was longer than `idle_ns` and `max_inner_gap_ns` (it may hide the end of one period and
+// the start of the next), or when it lasted longer than `max_period_ns`.
 class BusyPeriodTracker {
  public:
   struct Limits {
     uint64_t idle_ns = 200'000;
     uint64_t max_gap_ns = 200'000;
     uint64_t max_period_ns = 1'000'000'000;
+    // A gap between polls inside a period longer than this and than idle_ns may hide the end of
+    // one period and the start of another (a late poller on a busy host: a few milliseconds).
+    uint64_t max_inner_gap_ns = 2'000'000;
   };
   // Feeds one poll (polls come in time order); returns the period that ended, if one did.
   std::optional<BusyPeriod> Poll(const LsPoll& p, const Limits& limits);
@@ -103,14 +107,18 @@ class BusyPeriodTracker {
 // --- Alone durations ----------------------------------------------------------------------
 
 // Learns how long a period of each signature takes with no BE work on the GPU (a mean over its
-// alone periods, the newest weighing 1/8), and gives a period's stretch against it. Bounded:
-// past `capacity` signatures it forgets everything and starts again.
+// alone periods, the newest weighing 1/8), and gives a period's stretch against it. A period
+// whose signature was not seen alone (an eager LS's CPU gaps may cut its requests anywhere, so
+// periods of the same work differ) is measured per item instead: its duration per item over the
+// mean duration per item of the alone periods. Bounded: past `capacity` signatures it forgets
+// them all and starts again.
 class AloneDurations {
  public:
   explicit AloneDurations(size_t capacity = 4096) : capacity_(capacity) {}
-  void Learn(uint64_t signature, uint64_t ns);
-  // The period's duration over its signature's alone duration; nullopt while that is known from
-  // fewer than `min_samples` alone periods.
+  void Learn(const BusyPeriod& alone);
+  // The period's duration over its signature's alone duration, or per item over the alone
+  // periods' per item; nullopt while the one used is known from fewer than `min_samples` alone
+  // periods.
   std::optional<double> Stretch(const BusyPeriod& p, uint32_t min_samples = 2) const;
   size_t size() const { return table_.size(); }
 
@@ -121,6 +129,7 @@ class AloneDurations {
   };
   size_t capacity_;
   absl::flat_hash_map<uint64_t, Mean> table_;
+  Mean per_item_;
 };
 
 // --- The controller -----------------------------------------------------------------------

@@ -230,6 +230,9 @@ struct AdmissionInput {
   uint64_t max_hold_ns = 0;      // 0: no bound
   uint64_t oldest_in_flight_ns = 0;  // submission time of the oldest item in flight
   uint64_t stall_ns = 0;         // an item in flight this long no longer counts (0: never)
+  // missiled's quiet time (budget.h): nothing goes, max_hold or not (it lasts at most a fraction
+  // of a second, and the BE's earlier work is not waited for, so no deadlock).
+  bool quiet = false;
 };
 
 // What to do with one BE submission. LS busy and the share hold it; the window holds it while
