@@ -133,35 +133,15 @@ struct ClassesSection {
 
 // [pcie]: the PCIe copy scheduler (missile::pcie::FairScheduler::Config), per GPU and direction.
 struct PcieSection {
-  // Size: copies are cut into chunks of this size. A multiple of 4 KiB in [64 KiB, 64 MiB].
-  uint64_t chunk = 2 * kMiB;
-  // Size: the chunk size for BE tenants' copies while no LS tenant copies; 0: `chunk`. Same
-  // range as `chunk`; a value below `chunk` counts as `chunk`. While an LS tenant copies (and
-  // ls_quiet_ms after), BE copies use `chunk`.
-  // 16 MiB: a lone BE tenant moved 98.3 % of the H200's link (2 MiB: 83-85 %), and an LS copy
-  // next to a BE stayed within 1.25x of alone (bench/results/2026-11-29-pcie6-h200).
-  uint64_t be_chunk = 16 * kMiB;
-  // Chunks in flight per GPU and direction, in [1, 64].
-  int max_inflight_chunks = 2;
-  // Chunks in flight per tenant, in [1, 64]. Rule: <= max_inflight_chunks.
-  int max_inflight_per_tenant = 2;
-  // Size: copies smaller than this skip the scheduler. Rule: <= chunk.
-  uint64_t bypass_below = 64 * kKiB;
-  // LS tenants' chunks always go before BE tenants' chunks.
-  bool ls_first = true;
-  // With ls_first: percent of the link's bytes that BE tenants get at least while one of them
-  // has chunks waiting, however busy the LS tenants are, in [0, 50]; 0: LS strictly first (BE
-  // copies can then wait as long as LS tenants keep the link busy). See pcie::FairScheduler.
-  int be_min_share_percent = 5;
-  // Microseconds the arbiter keeps polling after the last request, grant or completion, in
-  // [0, 100000]: the GPU reports finished chunks by writing host memory, which wakes nobody.
-  int spin_us = 200;
-  // Microseconds it keeps polling after an LS tenant's last copy request, in [0, 1000000]: an
-  // LS service copying every few milliseconds then never finds it asleep.
-  int ls_spin_us = 20000;
-  // Milliseconds after an LS tenant's last copy request until BE tenants' new copies go back to
-  // be_chunk, in [0, 600000]. 0: BE tenants always copy in be_chunk.
-  int ls_quiet_ms = 1000;
+  // One member per line of missile/common/pcie_settings.inc (where each one's unit, range,
+  // default and meaning are written), named by its key: a size in bytes, an int or a bool. Their
+  // ranges are checked by the parser.
+  // Rules: max_inflight_per_tenant <= max_inflight_chunks; bypass_below <= chunk, and <= be_chunk
+  // unless it is 0.
+#define MISSILE_PCIE_SETTING(key, field, type, unit, min, max, multiple, zero, def, live, help) \
+  type key = def;
+#include "missile/common/pcie_settings.inc"
+#undef MISSILE_PCIE_SETTING
 
   bool operator==(const PcieSection&) const = default;
 };

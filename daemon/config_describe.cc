@@ -9,6 +9,8 @@
 #include "absl/strings/str_join.h"
 #include "daemon/config.h"
 #include "daemon/internal/config_parser.h"
+#include "missile/common/compute_settings.h"
+#include "missile/common/pcie_settings.h"
 #include "missile/common/quote.h"
 
 namespace missile::daemon {
@@ -17,18 +19,34 @@ using config_internal::OctalMode;
 
 namespace {
 
+// The value of a settings table's entry `s` as TOML: true or false, a quoted size, a number;
+// with what 0 means, where the table says, as a note.
+template <typename T>
+std::string Described(const settings::Setting& s, T v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return v ? "true" : "false";
+  } else {
+    std::string text = s.unit == settings::Unit::kBytes
+                           ? QuoteString(FormatSizeExact(static_cast<uint64_t>(v)))
+                           : absl::StrCat(v);
+    if (v == 0 && s.zero != nullptr) absl::StrAppend(&text, "  # ", s.zero);
+    return text;
+  }
+}
+
+void DescribePcie(const PcieSection& p, std::vector<std::string>* out) {
+  const settings::Setting* s = settings::kPcieSettings;
+#define MISSILE_PCIE_SETTING(key, field, type, unit, min, max, multiple, zero, def, live, help) \
+  out->push_back(absl::StrCat("pcie." #key " = ", Described(*s++, p.key)));
+#include "missile/common/pcie_settings.inc"
+#undef MISSILE_PCIE_SETTING
+}
+
 void DescribeCompute(const ComputeSection& c, std::vector<std::string>* out) {
   std::vector<std::string>& lines = *out;
-  auto boolean = [](bool b) { return b ? "true" : "false"; };
-  auto value = [&boolean](auto v) {
-    if constexpr (std::is_same_v<decltype(v), bool>) {
-      return std::string(boolean(v));
-    } else {
-      return absl::StrCat(v);
-    }
-  };
+  const settings::Setting* s = settings::kComputeSettings;
 #define MISSILE_COMPUTE_SETTING(key, field, type, unit, min, max, def, live, flag, help) \
-  lines.push_back(absl::StrCat("compute." #key " = ", value(c.key)));
+  lines.push_back(absl::StrCat("compute." #key " = ", Described(*s++, c.key)));
 #include "missile/common/compute_settings.inc"
 #undef MISSILE_COMPUTE_SETTING
   lines.push_back(absl::StrCat("compute.mps = ", QuoteString(c.mps)));
@@ -42,7 +60,6 @@ void DescribeCompute(const ComputeSection& c, std::vector<std::string>* out) {
 std::string DescribeConfig(const DaemonConfig& config) {
   const DaemonSection& d = config.daemon;
   const GpuSection& g = config.gpu;
-  const PcieSection& p = config.pcie;
   auto quoted = [](std::string_view s) { return QuoteString(s); };
   auto boolean = [](bool b) { return b ? "true" : "false"; };
   auto size = [](uint64_t bytes) { return QuoteString(FormatSizeExact(bytes)); };
@@ -80,17 +97,7 @@ std::string DescribeConfig(const DaemonConfig& config) {
     lines.push_back(
         absl::StrCat("classes.", name, ".class_quota = ", size_or_percent(cls->class_quota)));
   }
-  lines.push_back(absl::StrCat("pcie.chunk = ", size(p.chunk)));
-  lines.push_back(absl::StrCat("pcie.be_chunk = ", size(p.be_chunk),
-                               p.be_chunk == 0 ? "  # pcie.chunk" : ""));
-  lines.push_back(absl::StrCat("pcie.max_inflight_chunks = ", p.max_inflight_chunks));
-  lines.push_back(absl::StrCat("pcie.max_inflight_per_tenant = ", p.max_inflight_per_tenant));
-  lines.push_back(absl::StrCat("pcie.bypass_below = ", size(p.bypass_below)));
-  lines.push_back(absl::StrCat("pcie.ls_first = ", boolean(p.ls_first)));
-  lines.push_back(absl::StrCat("pcie.be_min_share_percent = ", p.be_min_share_percent));
-  lines.push_back(absl::StrCat("pcie.spin_us = ", p.spin_us));
-  lines.push_back(absl::StrCat("pcie.ls_spin_us = ", p.ls_spin_us));
-  lines.push_back(absl::StrCat("pcie.ls_quiet_ms = ", p.ls_quiet_ms));
+  DescribePcie(config.pcie, &lines);
   DescribeCompute(config.compute, &lines);
   const MetricsSection& m = config.metrics;
   lines.push_back(absl::StrCat("metrics.enabled = ", boolean(m.enabled)));

@@ -3,13 +3,14 @@
 #include <algorithm>
 #include <iterator>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/internal/config_parser.h"
+#include "missile/common/compute_settings.h"
+#include "missile/common/pcie_settings.h"
 #include "missile/common/quote.h"
 
 namespace missile::daemon::config_internal {
@@ -19,10 +20,6 @@ constexpr int kMinPriority = -20;  // Like nice(1), and pcie::kMinPriority.
 constexpr int kMaxPriority = 19;
 constexpr int kMaxDeviceOrdinal = 1023;
 constexpr int kMaxColourIndex = 63;  // colorer::ColourSet holds colours 0..63.
-constexpr int kMaxInflight = 64;
-constexpr uint64_t kChunkAlign = 4 * kKiB;
-constexpr uint64_t kMinChunk = 64 * kKiB;
-constexpr uint64_t kMaxChunk = 64 * kMiB;
 
 constexpr const char* kLogLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
 constexpr size_t kMaxPathBytes = 4095;  // PATH_MAX less the NUL
@@ -120,54 +117,31 @@ void Parser::ParseClass(const toml::node& node, const std::string& path, ClassSe
          {"class_quota", [&](Node n, Key k) { quota(n, k, &cls->class_quota); }}});
 }
 
-void Parser::GetChunk(const toml::node& node, const std::string& key, bool zero_ok,
-                      uint64_t* out) {
-  uint64_t v = 0;
-  if (!GetSize(node, key, &v)) return;
-  if (zero_ok && v == 0) {
-    *out = 0;
-    return;
-  }
-  if (v % kChunkAlign != 0 || v < kMinChunk || v > kMaxChunk) {
-    return Fail(node, key,
-                absl::StrCat("must be a multiple of 4KiB in [64KiB, 64MiB]", zero_ok ? " or 0" : "",
-                             ", got ", FormatSizeExact(v)));
-  }
-  *out = v;
-}
-
+// The keys as pcie_settings.inc defines them.
 void Parser::ParsePcie(const toml::node& node, const std::string& path) {
   PcieSection& p = c_->pcie;
+  auto get = [this](Node n, Key k, std::string_view name, auto* out) {
+    GetSetting(n, k, *settings::FindSetting(settings::kPcieSettings, "pcie", name), out);
+  };
   Table(node, path,
-        {{"chunk", [&](Node n, Key k) { GetChunk(n, k, /*zero_ok=*/false, &p.chunk); }},
-         {"be_chunk", [&](Node n, Key k) { GetChunk(n, k, /*zero_ok=*/true, &p.be_chunk); }},
-         {"max_inflight_chunks",
-          [&](Node n, Key k) { GetInt(n, k, 1, kMaxInflight, &p.max_inflight_chunks); }},
-         {"max_inflight_per_tenant",
-          [&](Node n, Key k) { GetInt(n, k, 1, kMaxInflight, &p.max_inflight_per_tenant); }},
-         {"bypass_below", [&](Node n, Key k) { GetSize(n, k, &p.bypass_below); }},
-         {"ls_first", [&](Node n, Key k) { GetBool(n, k, &p.ls_first); }},
-         {"be_min_share_percent",
-          [&](Node n, Key k) { GetInt(n, k, 0, 50, &p.be_min_share_percent); }},
-         {"spin_us", [&](Node n, Key k) { GetInt(n, k, 0, 100000, &p.spin_us); }},
-         {"ls_spin_us", [&](Node n, Key k) { GetInt(n, k, 0, 1000000, &p.ls_spin_us); }},
-         {"ls_quiet_ms", [&](Node n, Key k) { GetInt(n, k, 0, 600000, &p.ls_quiet_ms); }}});
+        {
+#define MISSILE_PCIE_SETTING(key, field, type, unit, min, max, multiple, zero, def, live, help) \
+  {#key, [&](Node n, Key k) { get(n, k, #key, &p.key); }},
+#include "missile/common/pcie_settings.inc"
+#undef MISSILE_PCIE_SETTING
+        });
 }
 
 // The pacing settings as compute_settings.inc defines them, then the MPS keys.
 void Parser::ParseCompute(const toml::node& node, const std::string& path) {
   ComputeSection& c = c_->compute;
-  auto get = [this](Node n, Key k, int min, int max, auto* out) {
-    if constexpr (std::is_same_v<decltype(out), bool*>) {
-      GetBool(n, k, out);
-    } else {
-      GetInt(n, k, min, max, out);
-    }
+  auto get = [this](Node n, Key k, std::string_view name, auto* out) {
+    GetSetting(n, k, *settings::FindSetting(settings::kComputeSettings, "compute", name), out);
   };
   Table(node, path,
         {
 #define MISSILE_COMPUTE_SETTING(key, field, type, unit, min, max, def, live, flag, help) \
-  {#key, [&](Node n, Key k) { get(n, k, min, max, &c.key); }},
+  {#key, [&](Node n, Key k) { get(n, k, #key, &c.key); }},
 #include "missile/common/compute_settings.inc"
 #undef MISSILE_COMPUTE_SETTING
          {"mps",

@@ -195,4 +195,34 @@ bool Parser::GetSizeOrPercent(const toml::node& node, const std::string& key, Si
   return true;
 }
 
+bool Parser::GetSetting(const toml::node& node, const std::string& key, const settings::Setting&,
+                        bool* out) {
+  return GetBool(node, key, out);
+}
+
+bool Parser::GetSetting(const toml::node& node, const std::string& key, const settings::Setting& s,
+                        int* out) {
+  return GetInt(node, key, static_cast<int>(s.min), static_cast<int>(s.max), out);
+}
+
+bool Parser::GetSetting(const toml::node& node, const std::string& key, const settings::Setting& s,
+                        uint64_t* out) {
+  uint64_t v = 0;
+  if (!GetSize(node, key, &v)) return false;
+  const auto min = static_cast<uint64_t>(s.min);
+  const auto max = static_cast<uint64_t>(s.max);
+  const auto multiple = static_cast<uint64_t>(s.multiple);
+  if (!(v == 0 && s.zero != nullptr) && (v % multiple != 0 || v < min || v > max)) {
+    Fail(node, key,
+         absl::StrCat("must be ",
+                      multiple > 1 ? absl::StrCat("a multiple of ", FormatSizeExact(multiple))
+                                   : std::string("a size"),
+                      " in [", FormatSizeExact(min), ", ", FormatSizeExact(max), "]",
+                      s.zero != nullptr ? " or 0" : "", ", got ", FormatSizeExact(v)));
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
 }  // namespace missile::daemon::config_internal

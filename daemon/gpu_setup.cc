@@ -98,19 +98,13 @@ std::array<QuotaPolicy, 2> ClassQuotasFor(const ClassesSection& classes, uint64_
 
 CopyArbiter::Options ArbiterOptionsFor(const PcieSection& pcie) {
   CopyArbiter::Options copies;
-  pcie::FairScheduler::Config& sched = copies.scheduler;
-  sched.chunk_bytes = pcie.chunk;
+#define MISSILE_PCIE_SETTING(key, field, type, unit, min, max, multiple, zero, def, live, help) \
+  copies.field = settings::ToField<decltype(copies.field)>(pcie.key, settings::Unit::unit);
+#include "missile/common/pcie_settings.inc"
+#undef MISSILE_PCIE_SETTING
   // Never smaller than the LS chunk: with a large pcie.chunk and the default be_chunk, BE copies
   // would otherwise be cut finer while alone than while an LS tenant copies.
-  sched.be_chunk_bytes = pcie.be_chunk == 0 ? 0 : std::max(pcie.be_chunk, pcie.chunk);
-  sched.max_inflight_chunks_total = static_cast<uint32_t>(pcie.max_inflight_chunks);
-  sched.max_inflight_chunks_per_tenant = static_cast<uint32_t>(pcie.max_inflight_per_tenant);
-  sched.min_bypass_bytes = pcie.bypass_below;
-  sched.ls_first = pcie.ls_first;
-  sched.be_min_share = static_cast<double>(pcie.be_min_share_percent) / 100.0;
-  copies.spin_ns = static_cast<uint64_t>(pcie.spin_us) * 1000;
-  copies.ls_spin_ns = static_cast<uint64_t>(pcie.ls_spin_us) * 1000;
-  copies.ls_quiet_ns = static_cast<uint64_t>(pcie.ls_quiet_ms) * 1000000;
+  if (pcie.be_chunk != 0) copies.scheduler.be_chunk_bytes = std::max(pcie.be_chunk, pcie.chunk);
   return copies;
 }
 

@@ -1,11 +1,13 @@
 #include "reload.h"
 
 #include <map>
+#include <span>
 #include <sstream>
 #include <string_view>
 
 #include "gpu_setup.h"
 #include "missile/common/compute_settings.h"
+#include "missile/common/pcie_settings.h"
 
 namespace missile::daemon {
 namespace {
@@ -26,14 +28,20 @@ std::map<std::string, std::string> Values(const DaemonConfig& config) {
 }
 
 // The keys a reload applies without a restart: the log level and the live settings of
-// compute_settings.inc.
+// compute_settings.inc and pcie_settings.inc.
 bool Live(const std::string& key) {
   if (key == "daemon.log_level") return true;
   const std::string_view name = key;
   const size_t dot = name.find('.');
   if (dot == std::string_view::npos) return false;
-  const settings::Setting* setting = settings::FindSetting(name.substr(0, dot), name.substr(dot + 1));
-  return setting != nullptr && setting->live;
+  for (std::span<const settings::Setting> table :
+       {std::span<const settings::Setting>(settings::kComputeSettings),
+        std::span<const settings::Setting>(settings::kPcieSettings)}) {
+    const settings::Setting* setting =
+        settings::FindSetting(table, name.substr(0, dot), name.substr(dot + 1));
+    if (setting != nullptr) return setting->live;
+  }
+  return false;
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "daemon/config.h"
+#include "missile/common/settings.h"
 
 namespace missile::daemon::config_internal {
 
@@ -67,8 +68,6 @@ class Parser {
   void ParseMetrics(const toml::node& node, const std::string& path);  // config_metrics.cc
   void ParseLimits(const toml::node& node, const std::string& path);   // config_limits.cc
   void ParseKubernetes(const toml::node& node, const std::string& path);  // config_kubernetes.cc
-  // A PCIe chunk size: a multiple of 4 KiB in [64 KiB, 64 MiB] (or 0 when zero_ok).
-  void GetChunk(const toml::node& node, const std::string& key, bool zero_ok, uint64_t* out);
   void ParseSocketMode(const toml::node& node, const std::string& key);
   void ParseLogLevel(const toml::node& node, const std::string& key);
   void ParseDevices(const toml::node& node, const std::string& key);
@@ -79,6 +78,15 @@ class Parser {
   bool GetInt(const toml::node& node, const std::string& key, int min, int max, int* out);
   bool GetSize(const toml::node& node, const std::string& key, uint64_t* out);
   bool GetSizeOrPercent(const toml::node& node, const std::string& key, SizeOrFraction* out);
+  // The key of a settings table's entry `s` (missile/common/settings.h), held to its range (and
+  // multiple; 0 accepted where s.zero says what it means): true or false for a bool, an integer
+  // for an int, a size for a uint64_t (s.unit kBytes).
+  bool GetSetting(const toml::node& node, const std::string& key, const settings::Setting& s,
+                  bool* out);
+  bool GetSetting(const toml::node& node, const std::string& key, const settings::Setting& s,
+                  int* out);
+  bool GetSetting(const toml::node& node, const std::string& key, const settings::Setting& s,
+                  uint64_t* out);
 
   // Field-specific checks on a value already read.
   bool CheckAbsolutePath(const toml::node& node, const std::string& key, const std::string& path,
