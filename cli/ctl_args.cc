@@ -32,6 +32,9 @@ constexpr const char* kUsageHead =
     "      TARGET: --pid PID | --name NAME | --class ls|be (the class defaults)\n"
     "      CHANGE: --class-to ls|be  --priority N (-20..19)  --weight N (1..1048576)\n"
     "              --quota SIZE (per tenant, per GPU)  --class-quota SIZE (--class only)\n"
+    "              --budget-pct N (LS only: its work may take N % of its alone time,\n"
+    "              100..1000; with --class ls the class's, which its tenants without one\n"
+    "              of their own follow; 0 clears it, back to the class's or --ls-budget-pct)\n"
     "              --force (a quota of 0, or below what live tenants hold)\n"
     "  top [--interval S] [--once] a live view of GPUs and tenants (memory, PCIe rates and\n"
     "                              shares, time held), redrawn every S seconds (default 1,\n"
@@ -165,8 +168,9 @@ absl::StatusOr<bool> ParsePacingOption(const std::string& flag, const std::strin
 }
 
 // The options of `set` that take a value, in the order of the usage text.
-constexpr const char* kSetOptions[] = {"--pid",      "--name",   "--class", "--class-to",
-                                       "--priority", "--weight", "--quota", "--class-quota"};
+constexpr const char* kSetOptions[] = {"--pid",      "--name",   "--class",       "--class-to",
+                                       "--priority", "--weight", "--quota",       "--class-quota",
+                                       "--budget-pct"};
 
 // The value of one `set` option into `set`.
 absl::Status ParseSetOption(const std::string& flag, const std::string& v, SetArgs& set) {
@@ -201,6 +205,15 @@ absl::Status ParseSetOption(const std::string& flag, const std::string& v, SetAr
     set.weight = static_cast<uint32_t>(weight);
     return absl::OkStatus();
   }
+  if (flag == "--budget-pct") {
+    constexpr const char* kWhat = "a budget in [100, 1000] percent, or 0 to clear it";
+    MISSILE_ASSIGN_OR_RETURN(int64_t pct, ParseInt(flag, v, 0, 1000, kWhat));
+    if (pct != 0 && pct < 100) {
+      return absl::InvalidArgumentError(std::string(flag) + ": '" + v + "' is not " + kWhat);
+    }
+    set.budget_pct = static_cast<uint32_t>(pct);
+    return absl::OkStatus();
+  }
   // --quota or --class-quota: the options left.
   MISSILE_ASSIGN_OR_RETURN(SizeOrFraction quota, ParseQuotaFlag(flag, v));
   const bool tenant = flag == "--quota";
@@ -231,6 +244,7 @@ std::string FirstTenantFlag(const SetArgs& set) {
   if (set.weight) return "--weight";
   if (set.quota_bytes || set.quota_percent) return "--quota";
   if (set.class_quota_bytes || set.class_quota_percent) return "--class-quota";
+  if (set.budget_pct) return "--budget-pct";
   if (set.force) return "--force";
   return "";
 }
@@ -251,10 +265,20 @@ absl::Status CheckSet(const SetArgs& set) {
   }
   const bool quota = set.quota_bytes || set.quota_percent;
   const bool class_quota = set.class_quota_bytes || set.class_quota_percent;
-  if (!set.class_to && !set.priority && !set.weight && !quota && !class_quota) {
+  if (!set.class_to && !set.priority && !set.weight && !quota && !class_quota &&
+      !set.budget_pct) {
     return absl::InvalidArgumentError(
-        "set: nothing to change (give --class-to, --priority, --weight, --quota or "
-        "--class-quota)");
+        "set: nothing to change (give --class-to, --priority, --weight, --quota, "
+        "--class-quota or --budget-pct)");
+  }
+  if (set.budget_pct && set.tenant_class == v1::BEST_EFFORT) {
+    return absl::InvalidArgumentError(
+        "set: --budget-pct: class be has no latency budget; only LS tenants have one");
+  }
+  if (set.budget_pct && *set.budget_pct != 0 && set.class_to == v1::BEST_EFFORT) {
+    return absl::InvalidArgumentError(
+        "set: --budget-pct: a tenant moved to class be has no latency budget; only LS tenants "
+        "have one");
   }
   if (set.tenant_class && set.class_to) {
     return absl::InvalidArgumentError("set: --class-to changes a tenant, not a --class target");
@@ -411,6 +435,7 @@ v1::SetPolicyRequest BuildSetPolicyRequest(const SetArgs& set) {
   if (set.quota_percent) req.set_quota_percent(*set.quota_percent);
   if (set.class_quota_bytes) req.set_class_quota_bytes(*set.class_quota_bytes);
   if (set.class_quota_percent) req.set_class_quota_percent(*set.class_quota_percent);
+  if (set.budget_pct) req.set_budget_pct(*set.budget_pct);
   if (set.force) req.set_force(true);
   return req;
 }

@@ -59,6 +59,9 @@ struct SetArgs {
   std::optional<double> quota_percent;        // (0, 100]
   std::optional<uint64_t> class_quota_bytes;  // with a --class target only
   std::optional<double> class_quota_percent;
+  // --budget-pct: an LS tenant's latency budget (with --class ls: the class's), 100..1000; 0
+  // clears it.
+  std::optional<uint32_t> budget_pct;
   // --force: a quota of 0, or one below what live tenants hold (the daemon refuses that too).
   bool force = false;
   PacingArgs pacing;

@@ -217,6 +217,45 @@ TEST(CtlArgsTest, AZeroQuotaNeedsForce) {
               HasSubstr("--force takes no value"));
 }
 
+TEST(CtlArgsTest, ALatencyBudgetForATenantOrTheLsClass) {
+  absl::StatusOr<CtlArgs> a = Parse({"set", "--name", "web", "--budget-pct", "150"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  v1::SetPolicyRequest req = BuildSetPolicyRequest(a->set);
+  EXPECT_EQ(req.target_case(), v1::SetPolicyRequest::kName);
+  ASSERT_TRUE(req.has_budget_pct());
+  EXPECT_EQ(req.budget_pct(), 150u);
+  EXPECT_FALSE(req.has_priority());
+  a = Parse({"set", "--class", "ls", "--budget-pct", "1000"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(BuildSetPolicyRequest(a->set).tenant_class(), v1::LATENCY_SENSITIVE);
+  EXPECT_EQ(BuildSetPolicyRequest(a->set).budget_pct(), 1000u);
+  // 0 clears it (and is sent as such); a BE tenant moved to LS may get one with the move.
+  a = Parse({"set", "--pid", "12", "--budget-pct", "0"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(BuildSetPolicyRequest(a->set).has_budget_pct());
+  EXPECT_EQ(BuildSetPolicyRequest(a->set).budget_pct(), 0u);
+  EXPECT_TRUE(Parse({"set", "--pid", "12", "--class-to", "ls", "--budget-pct", "200"}).ok());
+  // Without it, no budget is sent.
+  a = Parse({"set", "--pid", "12", "--weight", "3"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_FALSE(BuildSetPolicyRequest(a->set).has_budget_pct());
+
+  for (const char* bad : {"99", "1", "1001", "-100", "150%", "abc"}) {
+    EXPECT_THAT(Error({"set", "--name", "web", "--budget-pct", bad}),
+                HasSubstr(std::string("--budget-pct: '") + bad +
+                          "' is not a budget in [100, 1000] percent, or 0 to clear it"));
+  }
+  EXPECT_THAT(Error({"set", "--class", "be", "--budget-pct", "150"}),
+              HasSubstr("class be has no latency budget; only LS tenants have one"));
+  EXPECT_THAT(Error({"set", "--pid", "12", "--class-to", "be", "--budget-pct", "150"}),
+              HasSubstr("a tenant moved to class be has no latency budget"));
+  EXPECT_THAT(Error({"set", "--budget-pct", "150", "--ls-budget-pct", "200"}),
+              HasSubstr("(got --budget-pct)"));
+  EXPECT_THAT(Error({"set", "--pid", "1", "--budget-pct", "150", "--budget-pct", "200"}),
+              HasSubstr("--budget-pct given twice"));
+  EXPECT_THAT(CtlUsage(), HasSubstr("--budget-pct N (LS only"));
+}
+
 TEST(CtlArgsTest, SetErrors) {
   EXPECT_THAT(Error({"set", "--priority", "1"}),
               HasSubstr("exactly one of --pid, --name or --class"));

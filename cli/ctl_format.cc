@@ -92,11 +92,19 @@ std::string FormatStatus(const v1::StatusResponse& status) {
   }
   if (status.classes_size() > 0) {
     std::vector<std::vector<std::string>> rows = {
-        {"CLASS", "PRIO", "WEIGHT", "TENANT QUOTA", "CLASS QUOTA"}};
+        {"CLASS", "PRIO", "WEIGHT", "TENANT QUOTA", "CLASS QUOTA", "BUDGET"}};
     for (const v1::ClassPolicy& c : status.classes()) {
+      // LS: the class's latency budget, or the pacing policy's it follows without one.
+      std::string budget = "-";
+      if (c.tenant_class() == v1::LATENCY_SENSITIVE && c.budget_pct() != 0) {
+        budget = absl::StrCat(c.budget_pct(), "%");
+      } else if (c.tenant_class() == v1::LATENCY_SENSITIVE && status.has_pacing() &&
+                 status.pacing().ls_budget_pct() != 0) {
+        budget = absl::StrCat(status.pacing().ls_budget_pct(), "% (pacing)");
+      }
       rows.push_back({ClassName(c.tenant_class()), absl::StrCat(c.priority()),
                       absl::StrCat(c.weight()), FormatSize(c.tenant_quota_bytes()),
-                      FormatSize(c.class_quota_bytes())});
+                      FormatSize(c.class_quota_bytes()), std::move(budget)});
     }
     absl::StrAppend(&out, "\n", FormatTable(rows));
   }
@@ -133,11 +141,15 @@ std::string FormatPacingPolicy(const v1::PacingPolicy& p) {
 namespace {
 
 // An LS tenant's latency budget after its busy share, where one is set: "; budget 125%: stretch
-// 1.18, BE share 20%" (or "learning", "unmet: stretch 1.31 with no BE share").
-std::string FormatBudget(const v1::ComputeUse& c) {
-  if (c.budget_pct() <= 100) return "";
-  const std::string head = absl::StrCat("; budget ", c.budget_pct(), "%");
+// 1.18, BE share 20%" (or "learning", "unmet: stretch 1.31 with no BE share"); "(own)" after the
+// percentage when it is the tenant's own (`own`: TenantInfo.budget_pct), which shows even at 100.
+std::string FormatBudget(const v1::ComputeUse& c, uint32_t own) {
+  if (c.budget_pct() <= 100 && own == 0) return "";
+  const std::string head =
+      absl::StrCat("; budget ", c.budget_pct(), "%", own != 0 ? " (own)" : "");
   switch (c.budget()) {
+    case v1::ComputeUse::BUDGET_OFF:
+      return head;
     case v1::ComputeUse::BUDGET_SPENDING:
       return absl::StrCat(head, absl::StrFormat(": stretch %.2f, BE share ", c.stretch()),
                           Percent(c.be_share()), "%");
@@ -234,7 +246,8 @@ std::string FormatTenants(const v1::ListTenantsResponse& response) {
       for (const v1::ComputeUse& c : t->compute()) {
         if (c.gpu_index() != g) continue;
         if (ls) {
-          r[kBusy] = absl::StrCat(Percent(c.ls_busy_share()), "%", FormatBudget(c));
+          r[kBusy] =
+              absl::StrCat(Percent(c.ls_busy_share()), "%", FormatBudget(c, t->budget_pct()));
         } else {
           r[kHeld] = absl::StrCat(FormatHeld(c.held_ms()), " (", Percent(c.held_share()), "%)",
                                   FormatReserve(c));
@@ -250,6 +263,18 @@ std::string FormatTenants(const v1::ListTenantsResponse& response) {
 std::string FormatSetPolicy(const v1::SetPolicyResponse& response) {
   return absl::StrCat("changed ", response.tenants_changed(), " tenant(s)\n");
 }
+
+namespace {
+
+// An LS tenant's latency budget for `set`'s report: the one in force on its first paced GPU
+// (else its own), "(own)" when it is its own: "150% (own)"; "-" when neither is known.
+std::string BudgetOf(const v1::TenantInfo& t) {
+  const uint32_t pct = t.compute_size() > 0 ? t.compute(0).budget_pct() : t.budget_pct();
+  if (pct == 0) return "-";
+  return absl::StrCat(pct, "%", t.budget_pct() != 0 ? " (own)" : "");
+}
+
+}  // namespace
 
 std::string FormatSetPolicy(const v1::SetPolicyResponse& response,
                             const v1::SetPolicyRequest& request,
@@ -288,6 +313,10 @@ std::string FormatSetPolicy(const v1::SetPolicyResponse& response,
       change("class", ClassName(was->tenant_class()), ClassName(t->tenant_class()));
       change("priority", absl::StrCat(was->priority()), absl::StrCat(t->priority()));
       change("weight", absl::StrCat(was->weight()), absl::StrCat(t->weight()));
+      if (was->tenant_class() == v1::LATENCY_SENSITIVE &&
+          t->tenant_class() == v1::LATENCY_SENSITIVE) {
+        change("budget", BudgetOf(*was), BudgetOf(*t));
+      }
       for (const v1::Usage& u : t->usage()) {
         for (const v1::Usage& w : was->usage()) {
           if (w.gpu_index() != u.gpu_index()) continue;

@@ -96,9 +96,21 @@ TEST(FormatStatusTest, TwoGpus) {
             "  colours: 1 (no channel isolation on this GPU at 2 MiB: every block spans all "
             "channels)\n"
             "\n"
-            "CLASS  PRIO  WEIGHT  TENANT QUOTA  CLASS QUOTA\n"
-            "ls     -5    3121    8.0 GiB       64.0 GiB\n"
-            "be     0     1024    4.0 GiB       32.0 GiB\n");
+            "CLASS  PRIO  WEIGHT  TENANT QUOTA  CLASS QUOTA  BUDGET\n"
+            "ls     -5    3121    8.0 GiB       64.0 GiB     -\n"
+            "be     0     1024    4.0 GiB       32.0 GiB     -\n");
+}
+
+// The LS class's latency budget: its own, else the pacing policy's, which it follows.
+TEST(FormatStatusTest, TheLsClassShowsItsBudget) {
+  v1::StatusResponse s = TwoGpuStatus();
+  s.mutable_pacing()->set_pacing(true);
+  s.mutable_pacing()->set_ls_budget_pct(120);
+  EXPECT_THAT(FormatStatus(s), HasSubstr("ls     -5    3121    8.0 GiB       64.0 GiB     "
+                                         "120% (pacing)\n"
+                                         "be     0     1024    4.0 GiB       32.0 GiB     -\n"));
+  s.mutable_classes(0)->set_budget_pct(250);
+  EXPECT_THAT(FormatStatus(s), HasSubstr("ls     -5    3121    8.0 GiB       64.0 GiB     250%\n"));
 }
 
 TEST(FormatStatusTest, OneColourNoteIsOnTheColoursLine) {
@@ -263,6 +275,30 @@ TEST(FormatTenantsTest, GpuWorkPerGpu) {
   EXPECT_THAT(FormatTenants(r), HasSubstr("; no reserve (not MPS)"));
 }
 
+// An LS tenant's latency budget after its busy share: the one in force, "(own)" when it is the
+// tenant's own, which shows even at 100 %.
+TEST(FormatTenantsTest, AnLsTenantsBudgetAndWhetherItIsItsOwn) {
+  v1::ListTenantsResponse r = Tenants();
+  v1::TenantInfo* infer = r.mutable_tenants(1);
+  v1::ComputeUse* c = infer->mutable_compute(0);
+  c->set_budget_pct(100);
+  EXPECT_THAT(FormatTenants(r), HasSubstr("  40%      1m05s\n"));
+  c->set_budget_pct(200);
+  c->set_budget(v1::ComputeUse::BUDGET_SPENDING);
+  c->set_stretch(1.5);
+  c->set_be_share(0.25);
+  EXPECT_THAT(FormatTenants(r), HasSubstr("  40%; budget 200%: stretch 1.50, BE share 25%  "));
+  infer->set_budget_pct(200);
+  EXPECT_THAT(FormatTenants(r),
+              HasSubstr("  40%; budget 200% (own): stretch 1.50, BE share 25%  "));
+  c->set_budget(v1::ComputeUse::BUDGET_LEARNING);
+  EXPECT_THAT(FormatTenants(r), HasSubstr("  40%; budget 200% (own) learning  "));
+  infer->set_budget_pct(100);
+  c->set_budget_pct(100);
+  c->set_budget(v1::ComputeUse::BUDGET_OFF);
+  EXPECT_THAT(FormatTenants(r), HasSubstr("  40%; budget 100% (own)  "));
+}
+
 // The Kubernetes identity, as a last column only when some tenant has one.
 TEST(FormatTenantsTest, PodColumnWhereATenantHasOne) {
   v1::ListTenantsResponse r = Tenants();
@@ -314,7 +350,7 @@ TEST(FormatStatusTest, PacingPolicyOnOneLine) {
   v1::StatusResponse s = TwoGpuStatus();
   *s.mutable_pacing() = DefaultPacing();
   std::string out = FormatStatus(s);
-  EXPECT_THAT(out, HasSubstr("be     0     1024    4.0 GiB       32.0 GiB\n"
+  EXPECT_THAT(out, HasSubstr("be     0     1024    4.0 GiB       32.0 GiB     -\n"
                              "\n"
                              "pacing: on, window 8 items / 100 us, LS idle 200 us, stale 200 ms, "
                              "max hold 20 ms, unknown 50 us, share slack 2000 us, refill 25 us\n"));
@@ -381,6 +417,19 @@ TEST(FormatSetPolicyTest, BeforeAndAfterOfTheTargetedTenants) {
             "77 infer: unchanged\n"
             "4321 batch-train: class be -> ls, priority 10 -> -10, weight 110 -> 9548, "
             "quota 1: 8.0 GiB -> 16.0 GiB\n");
+  // An LS tenant's budget, as in force, and whether it is its own.
+  v1::ListTenantsResponse was = after;
+  after.mutable_tenants(1)->mutable_compute(0)->set_budget_pct(150);
+  after.mutable_tenants(1)->set_budget_pct(150);
+  v1::SetPolicyRequest infer;
+  infer.set_pid(77);
+  r.set_tenants_changed(1);
+  EXPECT_EQ(FormatSetPolicy(r, infer, was, after),
+            "changed 1 tenant(s)\n77 infer: budget - -> 150% (own)\n");
+  was.mutable_tenants(1)->mutable_compute(0)->set_budget_pct(150);
+  EXPECT_EQ(FormatSetPolicy(r, infer, was, after),
+            "changed 1 tenant(s)\n77 infer: budget 150% -> 150% (own)\n");
+  r.set_tenants_changed(2);
   v1::SetPolicyRequest by_name;
   by_name.set_name("nobody");
   EXPECT_EQ(FormatSetPolicy(r, by_name, before, after), "changed 2 tenant(s)\n");

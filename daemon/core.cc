@@ -142,6 +142,7 @@ absl::StatusOr<SessionInfo> DaemonCore::OpenReserved(uint64_t id, const PeerCred
     info.cls = kept->cls;
     info.priority = kept->priority;
     info.weight = kept->weight;
+    info.budget_pct = kept->budget_pct.value_or(0);
   }
   info.started = std::chrono::steady_clock::now();
   info.token.resize(16);
@@ -198,7 +199,20 @@ absl::Status DaemonCore::AddToGpus(const SessionInfo& info, uint64_t requested_q
       Log()->warn("session {}: its GPU work is not paced: {}", info.id, std::string(s.message()));
     }
   }
+  PushBudget(info);
   return absl::OkStatus();
+}
+
+uint32_t DaemonCore::BudgetOf(const SessionInfo& session) const {
+  if (session.budget_pct != 0) return session.budget_pct;
+  return policy_.class_defaults(session.cls).budget_pct;
+}
+
+void DaemonCore::PushBudget(const SessionInfo& session) {
+  const uint32_t pct = BudgetOf(session);
+  for (Gpu& gpu : gpus_) {
+    if (gpu.pacing) gpu.pacing->SetBudget(session.id, pct);
+  }
 }
 
 size_t DaemonCore::RemoveFromGpus(uint64_t session, bool process_lives) {
@@ -420,11 +434,15 @@ absl::StatusOr<std::pair<int, int>> DaemonCore::OpenCopyChannel(const PeerCreden
 absl::StatusOr<std::pair<int, int>> DaemonCore::OpenPacing(const PeerCredentials& creds,
                                                            uint64_t session, uint32_t gpu) {
   if (absl::Status s = CheckGpu(gpu); !s.ok()) return s;
+  // Shared, so no policy change comes between the session's policy read here and its slot's.
+  absl::ReaderMutexLock policy_lock(&policy_mu_);
   absl::StatusOr<SessionInfo> info = registry_.Find(creds, session);
   if (!info.ok()) return info.status();
   if (!gpus_[gpu].pacing) return absl::UnavailableError("no pacing domain on this GPU");
   auto fds = gpus_[gpu].pacing->Join(session, info->creds.pid, info->cls, info->weight);
   if (!fds.ok()) return fds.status();
+  // A slot taken only now (none was free at registration) starts with no budget of its own.
+  gpus_[gpu].pacing->SetBudget(session, BudgetOf(*info));
   return std::make_pair(fds->directory, fds->lanes);
 }
 

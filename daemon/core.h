@@ -87,6 +87,9 @@ struct PolicyChange {
   // Instead of the bytes: a percentage of each GPU's pool, (0, 100], resolved per GPU.
   std::optional<double> quota_percent;
   std::optional<double> class_quota_percent;
+  // LS: the latency budget in percent, 100..1000, of a tenant (its own) or of the LS class (its
+  // tenants without their own follow it); 0 clears it.
+  std::optional<uint32_t> budget_pct;
   // Apply a quota change even when live tenants hold more than their new quota; without it
   // such a change is FAILED_PRECONDITION naming them, and nothing changes.
   bool force = false;
@@ -181,7 +184,7 @@ class DaemonCore {
   // The session's pacing descriptors on `gpu`: the GPU's directory (read-only for the tenant)
   // and the session's lanes page (pacing_domain.h).
   absl::StatusOr<std::pair<int, int>> OpenPacing(const PeerCredentials& creds, uint64_t session,
-                                                 uint32_t gpu);
+                                                 uint32_t gpu) ABSL_LOCKS_EXCLUDED(policy_mu_);
   // A read-only descriptor of another session's published lanes page on `gpu`, for a BE
   // session (PacingDomain::OpenPeerLanes).
   absl::StatusOr<int> OpenPeerLanes(const PeerCredentials& creds, uint64_t session, uint32_t gpu,
@@ -196,7 +199,8 @@ class DaemonCore {
   std::vector<SessionInfo> ListSessions() const;
   // Root or the admin group only. Logs who (uid, pid) changed what (before -> after), and
   // writes the policy to options.state_file, where a tenant registering later with the same
-  // name and uid (after a restart too) gets its class, priority, weight and quota back.
+  // name and uid (after a restart too) gets its class, priority, weight, quota and latency
+  // budget back.
   absl::StatusOr<uint32_t> SetPolicy(const PeerCredentials& creds, const PolicyTarget& target,
                                      const PolicyChange& change) ABSL_LOCKS_EXCLUDED(policy_mu_);
   ClassDefaults class_defaults(TenantClass cls) const;
@@ -242,6 +246,11 @@ class DaemonCore {
   // The process of an ended session exited: its released memory stops counting.
   void ForgetLingering(uint64_t session);
   void BeforeGpuCalls(std::string_view what) const;
+  // The latency budget a session's pacing slots get (PacingDomain::SetBudget): its own, else
+  // its class's; 0 when neither is set ([compute] ls_budget_pct applies).
+  uint32_t BudgetOf(const SessionInfo& session) const;
+  // Gives the session's pacing slot on every GPU BudgetOf(session).
+  void PushBudget(const SessionInfo& session);
 
   // --- admin policy (core_policy.cc) ---
   // SetPolicy once the caller and the request were checked; the ids of the sessions it changed

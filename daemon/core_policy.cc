@@ -58,6 +58,15 @@ PolicyChange OnGpu(const PolicyChange& change, const Gpu& gpu) {
   return on;
 }
 
+// A latency budget's range, as [compute] ls_budget_pct's (0 clears one).
+constexpr uint32_t kMinBudgetPct = 100;
+constexpr uint32_t kMaxBudgetPct = 1000;
+
+// A budget as the log shows it: "150%", or "none" for 0.
+std::string BudgetText(uint32_t pct) {
+  return pct == 0 ? std::string("none") : absl::StrCat(pct, "%");
+}
+
 bool ChangesAQuota(const PolicyChange& change) {
   return change.quota_bytes || change.quota_percent || change.class_quota_bytes ||
          change.class_quota_percent;
@@ -81,13 +90,24 @@ absl::Status CheckPolicyRequest(const PolicyTarget& target, const PolicyChange& 
     return absl::InvalidArgumentError("weight must be in [1, 1048576], got " +
                                       std::to_string(*change.weight));
   }
+  if (change.budget_pct && *change.budget_pct != 0 &&
+      (*change.budget_pct < kMinBudgetPct || *change.budget_pct > kMaxBudgetPct)) {
+    return absl::InvalidArgumentError(absl::StrCat("budget_pct must be in [", kMinBudgetPct, ", ",
+                                                   kMaxBudgetPct, "] (or 0 to clear it), got ",
+                                                   *change.budget_pct));
+  }
+  if (change.budget_pct && target.cls == TenantClass::kBestEffort) {
+    return absl::InvalidArgumentError(
+        "budget_pct: class be has no latency budget; only LS tenants have one");
+  }
   if ((change.class_quota_bytes || change.class_quota_percent) && !target.cls) {
     return absl::InvalidArgumentError("a class quota needs a class target");
   }
   if (target.cls && change.cls) {
     return absl::InvalidArgumentError("a class target cannot change class");
   }
-  if (!change.cls && !change.priority && !change.weight && !ChangesAQuota(change)) {
+  if (!change.cls && !change.priority && !change.weight && !ChangesAQuota(change) &&
+      !change.budget_pct) {
     return absl::InvalidArgumentError("nothing to change");
   }
   if ((change.quota_bytes && change.quota_percent) ||
@@ -137,7 +157,7 @@ std::string Bytes(uint64_t b) { return FormatSize(b); }
 
 absl::Status DaemonCore::SetClassPolicy(const PeerCredentials& creds, TenantClass cls,
                                         const PolicyChange& change) {
-  const int priority_before = policy_.class_defaults(cls).priority;
+  const ClassDefaults defaults_before = policy_.class_defaults(cls);
   const QuotaPolicy quota_before =
       gpus_.empty() ? QuotaPolicy{} : gpus_[0].quota[ClassIndex(cls)];
   if (ChangesAQuota(change)) {
@@ -161,12 +181,16 @@ absl::Status DaemonCore::SetClassPolicy(const PeerCredentials& creds, TenantClas
   }
   // The state file keeps bytes: a percentage is kept as what it came to on the first GPU.
   const PolicyChange first = gpus_.empty() ? change : OnGpu(change, gpus_[0]);
-  policy_.ChangeClass(cls, change.priority, first.quota_bytes, first.class_quota_bytes);
+  policy_.ChangeClass(cls, change.priority, first.quota_bytes, first.class_quota_bytes,
+                      change.budget_pct);
+  const ClassDefaults defaults_after = policy_.class_defaults(cls);
   const QuotaPolicy quota_after =
       gpus_.empty() ? QuotaPolicy{} : gpus_[0].quota[ClassIndex(cls)];
   Log()->info("class {} defaults changed by uid {} pid {}: {}", TenantClassName(cls), creds.uid,
               creds.pid,
-              Joined({Change("priority", priority_before, policy_.class_defaults(cls).priority),
+              Joined({Change("priority", defaults_before.priority, defaults_after.priority),
+                      Change("budget", BudgetText(defaults_before.budget_pct),
+                             BudgetText(defaults_after.budget_pct)),
                       Change("tenant quota", Bytes(quota_before.tenant_quota_bytes),
                              Bytes(quota_after.tenant_quota_bytes)),
                       Change("class quota", Bytes(quota_before.class_quota_bytes),
@@ -233,6 +257,8 @@ absl::Status DaemonCore::ApplyToSession(const PeerCredentials& creds, const Sess
     if (change.priority) info.priority = *change.priority;
     if (change.priority || change.cls) info.weight = WeightOf(info.priority);
     if (change.weight) info.weight = *change.weight;
+    // A class target's budget is the class's, which tenants without their own follow.
+    if (change.budget_pct && !target.cls) info.budget_pct = *change.budget_pct;
   });
   if (!info.ok()) return absl::OkStatus();  // it ended meanwhile
   BeforeGpuCalls("policy");
@@ -240,7 +266,10 @@ absl::Status DaemonCore::ApplyToSession(const PeerCredentials& creds, const Sess
     if (gpu.arbiter) gpu.arbiter->SetPolicy(id, info->cls, info->weight);
     if (gpu.pacing) gpu.pacing->SetPolicy(id, info->cls, info->weight);
   }
-  policy_.PutTenant({info->name, info->creds.uid, info->cls, info->priority, info->weight, quota});
+  PushBudget(*info);
+  policy_.PutTenant({info->name, info->creds.uid, info->cls, info->priority, info->weight, quota,
+                     info->budget_pct == 0 ? std::nullopt
+                                           : std::optional<uint32_t>(info->budget_pct)});
   std::string quota_change;
   if (quota_before && quota_after) {
     quota_change = Change("quota", Bytes(*quota_before), Bytes(*quota_after));
@@ -250,7 +279,9 @@ absl::Status DaemonCore::ApplyToSession(const PeerCredentials& creds, const Sess
               Joined({Change("class", std::string(TenantClassName(before.cls)),
                              std::string(TenantClassName(info->cls))),
                       Change("priority", before.priority, info->priority),
-                      Change("weight", before.weight, info->weight), quota_change}));
+                      Change("weight", before.weight, info->weight),
+                      Change("budget", BudgetText(before.budget_pct), BudgetText(info->budget_pct)),
+                      quota_change}));
   return absl::OkStatus();
 }
 
@@ -283,6 +314,18 @@ absl::StatusOr<uint32_t> DaemonCore::ApplyPolicy(const PeerCredentials& creds,
     return absl::NotFoundError(target.pid ? "no tenant with pid " + std::to_string(*target.pid)
                                           : "no tenant named '" + *target.name + "'");
   }
+  // A budget is for LS tenants: one that is (or stays) BE after this change is refused, and
+  // nothing changes. Clearing one (0) is not.
+  if (change.budget_pct && *change.budget_pct != 0 && !target.cls) {
+    for (const SessionInfo& s : matched) {
+      if (change.cls.value_or(s.cls) != TenantClass::kLatencySensitive) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("budget_pct: pid ", s.creds.pid, " '", s.name,
+                         "' is a BE tenant, and only LS tenants have a latency budget (move it "
+                         "to class ls first, or with the same change)"));
+      }
+    }
+  }
   if (ChangesAQuota(change)) {
     // Lowering a quota takes nothing back, so a tenant above its new quota keeps what it holds
     // and cannot allocate again until it frees enough: likely a mistake (`--quota 95` was once
@@ -301,6 +344,19 @@ absl::StatusOr<uint32_t> DaemonCore::ApplyPolicy(const PeerCredentials& creds,
   }
   if (target.cls) {
     if (absl::Status s = SetClassPolicy(creds, *target.cls, change); !s.ok()) return s;
+    if (change.budget_pct && !change.cls && !change.priority && !change.weight &&
+        !ChangesAQuota(change)) {
+      // Only the class's budget: its tenants without their own follow it; nothing else of
+      // theirs changes (nor what the state file keeps for them).
+      uint32_t following = 0;
+      BeforeGpuCalls("policy");
+      for (const SessionInfo& s : matched) {
+        if (s.budget_pct != 0) continue;
+        PushBudget(s);
+        ++following;
+      }
+      return following;
+    }
   }
   for (const SessionInfo& s : matched) {
     changed->push_back(s.id);
@@ -364,6 +420,7 @@ void DaemonCore::RestorePolicy() {
     change.priority = c.priority;
     change.quota_bytes = c.tenant_quota_bytes;
     change.class_quota_bytes = c.class_quota_bytes;
+    change.budget_pct = c.budget_pct;
     if (absl::Status s = SetClassPolicy(self, cls, change); !s.ok()) {
       Log()->warn("policy state file {}: class {} defaults not restored: {}", policy_.state_file(),
                   TenantClassName(cls), std::string(s.message()));

@@ -408,6 +408,129 @@ TEST_F(DaemonCoreTest, QuotaRefusalsAreLoggedAtWarningAndRateLimited) {
       << "four of the five refusals within the interval are not logged:\n" << text;
 }
 
+PolicyChange Budget(uint32_t pct) {
+  PolicyChange c;
+  c.budget_pct = pct;
+  return c;
+}
+
+// FakeGpu with a pacing domain (no sampler) whose [compute] ls_budget_pct is `default_pct`.
+Gpu PacedFakeGpu(uint32_t default_pct) {
+  Gpu gpu = FakeGpu();
+  PacingSettings settings;
+  settings.ls_budget_pct = default_pct;
+  auto pacing = PacingDomain::Create(settings, /*sampler=*/false);
+  EXPECT_TRUE(pacing.ok()) << pacing.status();
+  gpu.pacing = *std::move(pacing);
+  return gpu;
+}
+
+// The latency budget a session's pacing slot on GPU 0 has.
+uint32_t SlotBudget(const DaemonCore& core, uint64_t session) {
+  std::optional<PacingStats> st = core.gpus()[0].pacing->Stats(session);
+  return st ? st->budget_pct : 0;
+}
+
+TEST(DaemonCoreBudgetTest, ATenantsBudgetThenTheClassesThenThePacingPolicys) {
+  std::vector<Gpu> gpus;
+  gpus.push_back(PacedFakeGpu(120));
+  DaemonCore core(CoreOptions{}, std::move(gpus));
+  ASSERT_TRUE(core.Start().ok());
+  const PeerCredentials root{getpid(), 0, 0};
+  auto web = core.Register(PeerCredentials{getpid(), 1000, 1000}, "web", kLs, 0);
+  auto api = core.Register(PeerCredentials{getppid(), 1001, 1001}, "api", kLs, 0);
+  ASSERT_TRUE(web.ok() && api.ok());
+  EXPECT_EQ(SlotBudget(core, web->id), 120u) << "[compute] ls_budget_pct";
+
+  auto changed = core.SetPolicy(root, ByName("web"), Budget(150));
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_EQ(*changed, 1u);
+  EXPECT_EQ(SlotBudget(core, web->id), 150u);
+  EXPECT_EQ(SlotBudget(core, api->id), 120u);
+  EXPECT_EQ(core.GetSession(PeerCredentials{getpid(), 1000, 1000}, web->id)->budget_pct, 150u);
+
+  // The class's budget: api (none of its own) follows it, web keeps its own.
+  changed = core.SetPolicy(root, ByClass(kLs), Budget(300));
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_EQ(*changed, 1u) << "only api follows the class's budget";
+  EXPECT_EQ(core.class_defaults(kLs).budget_pct, 300u);
+  EXPECT_EQ(SlotBudget(core, web->id), 150u);
+  EXPECT_EQ(SlotBudget(core, api->id), 300u);
+
+  // 0 clears: web follows the class's, then, the class's cleared, both follow [compute].
+  ASSERT_TRUE(core.SetPolicy(root, ByPid(getpid()), Budget(0)).ok());
+  EXPECT_EQ(SlotBudget(core, web->id), 300u);
+  ASSERT_TRUE(core.SetPolicy(root, ByClass(kLs), Budget(0)).ok());
+  EXPECT_EQ(core.class_defaults(kLs).budget_pct, 0u);
+  EXPECT_EQ(SlotBudget(core, web->id), 120u);
+  EXPECT_EQ(SlotBudget(core, api->id), 120u);
+
+  // A tenant of 100 % keeps BE work off while it is busy, whatever the default.
+  ASSERT_TRUE(core.SetPolicy(root, ByName("api"), Budget(100)).ok());
+  EXPECT_EQ(SlotBudget(core, api->id), 100u);
+  ASSERT_TRUE(core.SetPolicy(root, ByClass(kLs), Budget(200)).ok());
+  EXPECT_EQ(SlotBudget(core, api->id), 100u);
+  EXPECT_EQ(SlotBudget(core, web->id), 200u);
+}
+
+TEST(DaemonCoreBudgetTest, OutOfRangeAndBeTargetsAreRefusedAndChangeNothing) {
+  std::vector<Gpu> gpus;
+  gpus.push_back(PacedFakeGpu(100));
+  DaemonCore core(CoreOptions{}, std::move(gpus));
+  ASSERT_TRUE(core.Start().ok());
+  const PeerCredentials root{getpid(), 0, 0};
+  const PeerCredentials user{getpid(), 1000, 1000};
+  auto ls = core.Register(user, "web", kLs, 0);
+  auto be = core.Register(PeerCredentials{getppid(), 1000, 1000}, "batch", kBe, 0);
+  ASSERT_TRUE(ls.ok() && be.ok());
+  ASSERT_TRUE(core.SetPolicy(root, ByName("web"), Budget(200)).ok());
+
+  for (uint32_t bad : {1u, 99u, 1001u, 5000u}) {
+    for (const PolicyTarget& target : {ByName("web"), ByClass(kLs)}) {
+      absl::StatusOr<uint32_t> refused = core.SetPolicy(root, target, Budget(bad));
+      ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+      EXPECT_EQ(refused.status().message(),
+                "budget_pct must be in [100, 1000] (or 0 to clear it), got " +
+                    std::to_string(bad));
+    }
+  }
+  // A budget with another change that is fine: neither is made.
+  PolicyChange both = Budget(50);
+  both.priority = -1;
+  EXPECT_EQ(core.SetPolicy(root, ByName("web"), both).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(core.GetSession(user, ls->id)->priority, -10);
+
+  absl::StatusOr<uint32_t> refused = core.SetPolicy(root, ByClass(kBe), Budget(150));
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message(),
+            "budget_pct: class be has no latency budget; only LS tenants have one");
+  refused = core.SetPolicy(root, ByName("batch"), Budget(150));
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("'batch' is a BE tenant, and only LS tenants have a "
+                                            "latency budget"),
+            std::string::npos)
+      << refused.status();
+  // An LS tenant moved to BE by the same change too, and it stays LS.
+  PolicyChange to_be = Budget(150);
+  to_be.cls = kBe;
+  EXPECT_EQ(core.SetPolicy(root, ByName("web"), to_be).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(core.GetSession(user, ls->id)->cls, kLs);
+  // A BE tenant moved to LS by the same change gets it.
+  PolicyChange to_ls = Budget(250);
+  to_ls.cls = kLs;
+  ASSERT_TRUE(core.SetPolicy(root, ByName("batch"), to_ls).ok());
+  EXPECT_EQ(SlotBudget(core, be->id), 250u);
+
+  EXPECT_EQ(SlotBudget(core, ls->id), 200u) << "nothing refused changed it";
+  EXPECT_EQ(core.class_defaults(kLs).budget_pct, 0u);
+  EXPECT_EQ(core.class_defaults(kBe).budget_pct, 0u);
+  // Only an administrator.
+  EXPECT_EQ(core.SetPolicy(user, ByName("web"), Budget(300)).status().code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
 // A tenant's policy and the class defaults set at run time come back in a new core over the
 // same state file, for the same name and uid only.
 TEST(DaemonCoreStateTest, PolicyComesBackFromTheStateFile) {
@@ -428,9 +551,11 @@ TEST(DaemonCoreStateTest, PolicyComesBackFromTheStateFile) {
     change.quota_bytes = 4 * kG;
     ASSERT_TRUE(core.SetPolicy(root, ByName("web"), change).ok());
     ASSERT_TRUE(core.SetPolicy(root, ByClass(kBe), Priority(12)).ok());
+    ASSERT_TRUE(core.SetPolicy(root, ByName("web"), Budget(175)).ok());
+    ASSERT_TRUE(core.SetPolicy(root, ByClass(kLs), Budget(400)).ok());
   }
   std::vector<Gpu> gpus;
-  gpus.push_back(FakeGpu());
+  gpus.push_back(PacedFakeGpu(100));
   DaemonCore core(options, std::move(gpus));
   ASSERT_TRUE(core.Start().ok());
   EXPECT_EQ(core.class_defaults(kBe).priority, 12);
@@ -439,6 +564,10 @@ TEST(DaemonCoreStateTest, PolicyComesBackFromTheStateFile) {
   EXPECT_EQ(web->cls, kLs);
   EXPECT_EQ(web->priority, -3);
   EXPECT_EQ(core.GetUsage(tenant, web->id, 0)->quota_bytes, 4 * kG);
+  // Its own latency budget, on its pacing slot from registration; the LS class's is back.
+  EXPECT_EQ(web->budget_pct, 175u);
+  EXPECT_EQ(SlotBudget(core, web->id), 175u);
+  EXPECT_EQ(core.class_defaults(kLs).budget_pct, 400u);
   // The same name under another uid is another tenant: the class defaults.
   auto other = core.Register(PeerCredentials{getppid(), 1001, 1001}, "web", kBe, 0);
   ASSERT_TRUE(other.ok()) << other.status();

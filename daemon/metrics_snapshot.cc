@@ -89,8 +89,8 @@ constexpr Family kFamilies[] = {
      "Time the tenant had work in flight on the GPU, sampled each millisecond from its marks "
      "(made while it is paced). Includes waiting for its time slice: not GPU time."},
     {"missile_tenant_ls_budget_ratio", MetricType::kGauge,
-     "LS: its latency budget ([compute] ls_budget_pct / 100): how long its work may take beside "
-     "BE work, over its time alone."},
+     "LS: its latency budget (its own, else its class's, else [compute] ls_budget_pct; / 100): "
+     "how long its work may take beside BE work, over its time alone."},
     {"missile_tenant_ls_stretch_ratio", MetricType::kGauge,
      "LS: its busy periods' duration over the same work alone, about the 90th percentile of the "
      "budget controller's last 8 (0: none measured; measured only while a budget above 1 is "

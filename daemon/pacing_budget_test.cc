@@ -4,6 +4,7 @@
 // policy lets it, quiet times obeyed), and drives the domain's budget polls every 20 us.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -17,7 +18,7 @@ namespace {
 
 constexpr uint64_t kUs = 1000;
 constexpr uint64_t kMs = 1000 * kUs;
-constexpr uint64_t kLs = 1, kBe = 2;
+constexpr uint64_t kLs = 1, kBe = 2, kLs2 = 3;
 
 class BudgetTest : public ::testing::Test {
  protected:
@@ -31,6 +32,12 @@ class BudgetTest : public ::testing::Test {
     domain_ = std::move(*d);
     ls_ = Join(kLs, TenantClass::kLatencySensitive);
     be_ = Join(kBe, TenantClass::kBestEffort);
+    domain_->PublishSealed();
+  }
+
+  // A second LS tenant, whose requests come and go with the first's (AddSecondLs).
+  void AddSecondLs() {
+    ls2_ = Join(kLs2, TenantClass::kLatencySensitive);
     domain_->PublishSealed();
   }
 
@@ -63,10 +70,14 @@ class BudgetTest : public ::testing::Test {
     p->lanes[0].completed.store(in_flight ? sub - 1 : sub);
   }
 
-  double SharePublished() const {
+  double SharePublished(uint64_t ls = kLs) const {
     const pacingreg::Directory* d = domain_->directory();
-    return static_cast<double>(d->entries[*domain_->SlotOf(kLs)].be_share_ppm.load()) /
+    return static_cast<double>(d->entries[*domain_->SlotOf(ls)].be_share_ppm.load()) /
            pacing::kFullSharePpm;
+  }
+  // The share BE work gets of the LS tenants' busy time: the least of theirs (as BusyCredit).
+  double ShareOfBe() const {
+    return ls2_.valid() ? std::min(SharePublished(kLs), SharePublished(kLs2)) : SharePublished();
   }
   bool Quiet() const {
     return now_ < domain_->directory()->policy.quiet_until_ns.load();
@@ -82,7 +93,7 @@ class BudgetTest : public ::testing::Test {
       // Idle.
       for (uint64_t t = 0; t < gap_ns; t += 20 * kUs) Poll(false, false, !Quiet());
       const bool residue = !Quiet();  // the BE's work in flight when the request arrives
-      const double share = Quiet() ? 0 : SharePublished();
+      const double share = Quiet() ? 0 : ShareOfBe();
       const auto busy = static_cast<uint64_t>(
           static_cast<double>(alone_ns) * (1 + share) + (residue ? residue_ns : 0));
       stretch_.push_back(static_cast<double>(busy) / static_cast<double>(alone_ns));
@@ -93,6 +104,7 @@ class BudgetTest : public ::testing::Test {
   void Poll(bool ls_busy, bool ls_submit, bool be_busy) {
     now_ += 20 * kUs;
     Mark(ls_, ls_busy, ls_submit);
+    if (ls2_.valid()) Mark(ls2_, ls_busy, ls_submit);
     Mark(be_, be_busy, be_busy && Page(be_)->lanes[0].completed.load() ==
                                       Page(be_)->lanes[0].submitted.load());
     quiet_polls_ += Quiet() ? 1 : 0;
@@ -107,7 +119,7 @@ class BudgetTest : public ::testing::Test {
   }
 
   std::unique_ptr<PacingDomain> domain_;
-  shm::ShmRegion ls_, be_;
+  shm::ShmRegion ls_, be_, ls2_;
   int dir_ = -1;
   uint64_t now_ = 1000 * kMs;
   std::vector<double> stretch_;
@@ -174,6 +186,61 @@ TEST_F(BudgetTest, AnLsThatLeavesTakesItsShareWithIt) {
   ASSERT_TRUE(domain_->Assign(7, 7, TenantClass::kLatencySensitive, 1).ok());
   EXPECT_EQ(*domain_->SlotOf(7), slot);
   EXPECT_EQ(domain_->directory()->entries[slot].be_share_ppm.load(), 0u);
+}
+
+TEST_F(BudgetTest, ATenantsOwnBudgetOfAHundredKeepsItsShareAtZeroBesideADefaultOf200) {
+  Start(200);
+  domain_->SetBudget(kLs, 100);
+  Run(2000 * kMs, 1 * kMs, 1 * kMs);
+  // Its budget is 100 %, the only LS's: none is in force, no quiet time, no share.
+  EXPECT_EQ(quiet_polls_, 0u);
+  EXPECT_EQ(SharePublished(), 0);
+  EXPECT_EQ(domain_->Stats(kLs)->budget_pct, 100u);
+  EXPECT_EQ(domain_->Stats(kLs)->budget_state, pacing::BudgetState::kOff);
+  // Cleared, it follows the default again, and the BE gets a share.
+  domain_->SetBudget(kLs, 0);
+  Run(5000 * kMs, 1 * kMs, 1 * kMs);
+  EXPECT_EQ(domain_->Stats(kLs)->budget_pct, 200u);
+  EXPECT_EQ(domain_->Stats(kLs)->budget_state, pacing::BudgetState::kSpending);
+  EXPECT_GT(SharePublished(), 0.2);
+}
+
+TEST_F(BudgetTest, ATenantsOwnBudgetIsInForceBesideADefaultOf100) {
+  Start(100);
+  domain_->SetBudget(kLs, 150);
+  Run(10'000 * kMs, 1 * kMs, 1 * kMs);
+  const std::optional<PacingStats> st = domain_->Stats(kLs);
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->budget_pct, 150u);
+  EXPECT_EQ(st->budget_state, pacing::BudgetState::kSpending);
+  EXPECT_GT(SharePublished(), 0.2);
+  EXPECT_LE(RecentStretch(500), 1.5);
+  // A session that leaves takes its budget with it: the slot's next LS follows the default.
+  const uint32_t slot = *domain_->SlotOf(kLs);
+  domain_->Leave(kLs);
+  ASSERT_TRUE(domain_->Assign(7, 7, TenantClass::kLatencySensitive, 1).ok());
+  EXPECT_EQ(*domain_->SlotOf(7), slot);
+  EXPECT_EQ(domain_->Stats(7)->budget_pct, 100u);
+}
+
+TEST_F(BudgetTest, TwoLsTenantsWithTheirOwnBudgetsGetTheirOwnShares) {
+  Start(100);
+  AddSecondLs();
+  domain_->SetBudget(kLs, 150);
+  domain_->SetBudget(kLs2, 400);
+  Run(10'000 * kMs, 1 * kMs, 1 * kMs);
+  const std::optional<PacingStats> strict = domain_->Stats(kLs);
+  const std::optional<PacingStats> loose = domain_->Stats(kLs2);
+  ASSERT_TRUE(strict.has_value() && loose.has_value());
+  EXPECT_EQ(strict->budget_pct, 150u);
+  EXPECT_EQ(loose->budget_pct, 400u);
+  EXPECT_EQ(strict->budget_state, pacing::BudgetState::kSpending);
+  EXPECT_EQ(loose->budget_state, pacing::BudgetState::kSpending);
+  // The BE takes the least of the two shares while both are busy: the stricter budget holds,
+  // and the looser one, measured within its budget, grants more.
+  EXPECT_GT(SharePublished(kLs), 0.2);
+  EXPECT_GT(SharePublished(kLs2), SharePublished(kLs) + 0.2);
+  EXPECT_LE(RecentStretch(500), 1.5);
 }
 
 }  // namespace

@@ -249,6 +249,12 @@ void PacingDomain::SetPolicy(uint64_t session, TenantClass cls, uint32_t weight)
   CountLs();
 }
 
+void PacingDomain::SetBudget(uint64_t session, uint32_t pct) {
+  absl::MutexLock lock(&mu_);
+  auto it = slot_of_.find(session);
+  if (it != slot_of_.end()) slots_[it->second].budget_pct = pct;
+}
+
 void PacingDomain::Configure(const PacingSettings& settings) {
   absl::MutexLock lock(&mu_);
   Publish(settings);
@@ -349,11 +355,24 @@ void PacingDomain::SetQuietUntilForTesting(uint64_t until_ns) {
   dir()->policy.quiet_until_ns.store(until_ns, std::memory_order_relaxed);
 }
 
+uint32_t PacingDomain::BudgetOfLocked(uint32_t slot) const {
+  const uint32_t own = slots_[slot].budget_pct;
+  return own != 0 ? own : settings_.ls_budget_pct;
+}
+
 bool PacingDomain::BudgetsActiveLocked() const {
   const pacingreg::Policy& p = directory()->policy;
-  return settings_.pacing && settings_.ls_budget_pct > pacing::kNoBudgetPct &&
-         p.ls_tenants.load(std::memory_order_relaxed) != 0 &&
-         p.be_tenants.load(std::memory_order_relaxed) != 0;
+  if (!settings_.pacing || p.ls_tenants.load(std::memory_order_relaxed) == 0 ||
+      p.be_tenants.load(std::memory_order_relaxed) == 0) {
+    return false;
+  }
+  for (const auto& [session, slot] : slot_of_) {
+    if (directory()->entries[slot].cls.load(std::memory_order_relaxed) == pacingreg::kLs &&
+        BudgetOfLocked(slot) > pacing::kNoBudgetPct) {
+      return true;
+    }
+  }
+  return false;
 }
 
 void PacingDomain::StopBudgetsLocked() {
@@ -361,7 +380,7 @@ void PacingDomain::StopBudgetsLocked() {
     dir()->entries[slot].be_share_ppm.store(0, std::memory_order_relaxed);
     Budget& b = slots_[slot].budget;
     b.tracker.Reset();
-    b.controller.set_budget_pct(settings_.ls_budget_pct);
+    b.controller.set_budget_pct(BudgetOfLocked(slot));
   }
   quiet_until_ns_ = 0;
   dir()->policy.quiet_until_ns.store(0, std::memory_order_relaxed);
@@ -384,7 +403,8 @@ void PacingDomain::ObserveBudgetsLocked(uint64_t now) {
       continue;
     }
     Budget& b = slots_[slot].budget;
-    b.controller.set_budget_pct(settings_.ls_budget_pct);
+    const uint32_t budget_pct = BudgetOfLocked(slot);
+    b.controller.set_budget_pct(budget_pct);
     const pacingreg::LanesView v = View(slot, now);
     if (std::optional<pacing::BusyPeriod> p =
             b.tracker.Poll({now, v.in_flight, v.submissions, v.work_sum, be_in_flight}, limits)) {
@@ -402,7 +422,9 @@ void PacingDomain::ObserveBudgetsLocked(uint64_t now) {
     alone_total += b.alone_periods;
     // Alone durations are missing for its recent work, or old, while it works.
     const bool working = b.last_period_ns != 0 && now - b.last_period_ns < kQuietEveryNs;
-    if (working && (std::popcount(b.unknown) >= 2 || now - b.last_alone_ns > kRelearnNs)) {
+    // (An LS tenant of 100 % gives no share: its alone durations are not needed.)
+    if (working && budget_pct > pacing::kNoBudgetPct &&
+        (std::popcount(b.unknown) >= 2 || now - b.last_alone_ns > kRelearnNs)) {
       need_alone = true;
     }
     const pacing::BudgetStatus& st = b.controller.status();
@@ -488,9 +510,9 @@ std::optional<PacingStats> PacingDomain::Stats(uint64_t session) const {
   if (st.ls) {
     const Budget& b = slots_[slot].budget;
     const pacing::BudgetStatus& bs = b.controller.status();
-    st.budget_pct = settings_.ls_budget_pct;
+    st.budget_pct = BudgetOfLocked(slot);
     st.budget_state = budgets_active_ ? bs.state
-                      : settings_.ls_budget_pct > pacing::kNoBudgetPct
+                      : st.budget_pct > pacing::kNoBudgetPct
                           ? pacing::BudgetState::kLearning
                           : pacing::BudgetState::kOff;
     st.be_share = budgets_active_ && bs.state == pacing::BudgetState::kSpending

@@ -92,7 +92,7 @@ struct PacingStats {
   uint64_t busy_ns = 0;
   uint32_t reserve_state = 0;  // BE: pacingreg::ReserveState, as its shim reports it
   uint32_t reserve_tpcs = 0;   // BE: TPCs its kernels leave free (reserve_state active)
-  // LS: its latency budget ([compute] ls_budget_pct) and what the controller measured against
+  // LS: its latency budget (its own, SetBudget, else [compute] ls_budget_pct) and what the controller measured against
   // it (pacing/budget.h): the share of its busy time BE work may use now, the stretch of its
   // busy periods at the last decision (0: none yet), the periods measured against their alone
   // duration, and the alone periods learned.
@@ -123,8 +123,8 @@ class PacingDomain {
  public:
   // The sampler's period and the time constant of its decayed shares.
   static constexpr uint64_t kSampleNs = 1'000'000;
-  // While an LS latency budget is in force on the GPU (an LS tenant, a BE tenant, ls_budget_pct
-  // above 100), the sampler polls the LS tenants' lanes this often, to time their busy periods.
+  // While an LS latency budget is in force on the GPU (an LS tenant, a BE tenant, an LS tenant's
+  // budget above 100), the sampler polls the LS tenants' lanes this often, to time their busy periods.
   static constexpr uint64_t kObserveNs = 20'000;
   // A busy period with a gap between polls longer than this is not timed.
   static constexpr uint64_t kMaxPollGapNs = 100'000;
@@ -174,6 +174,10 @@ class PacingDomain {
   // session.
   void Leave(uint64_t session);
   void SetPolicy(uint64_t session, TenantClass cls, uint32_t weight);
+  // The session's own latency budget, in percent (100..1000), which it keeps while LS; 0: it
+  // follows settings().ls_budget_pct. Reset when the session takes a slot (Assign): the caller
+  // sets it again then. No-op for a session without a slot.
+  void SetBudget(uint64_t session, uint32_t pct);
   void Configure(const PacingSettings& settings);
   PacingSettings settings() const;
   std::optional<PacingStats> Stats(uint64_t session) const;
@@ -227,6 +231,7 @@ class PacingDomain {
     uint64_t epoch = 0;     // published as the entry's lanes_epoch; 0 while not sealed
     Sample sample;
     Budget budget;
+    uint32_t budget_pct = 0;  // its own budget (SetBudget); 0: settings_.ls_budget_pct
   };
 
   PacingDomain() = default;
@@ -237,8 +242,10 @@ class PacingDomain {
   void PublishSealedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunSampler();
   void SampleLocked(uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether an LS latency budget is in force: pacing on, ls_budget_pct above 100, an LS and a
-  // BE tenant on the GPU.
+  // The budget of the LS tenant in `slot`: its own, else settings_.ls_budget_pct.
+  uint32_t BudgetOfLocked(uint32_t slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether an LS latency budget is in force: pacing on, an LS tenant's budget above 100, an LS
+  // and a BE tenant on the GPU.
   bool BudgetsActiveLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One poll of the LS tenants' lanes for their budgets: times their busy periods, feeds the
   // controllers, publishes each LS tenant's BE share and, when alone durations are missing, a

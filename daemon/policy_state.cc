@@ -49,6 +49,9 @@ bool ReadInt(const toml::table& table, std::string_view key, int64_t lo, int64_t
 }
 
 constexpr int64_t kMaxBytes = std::numeric_limits<int64_t>::max();
+// A latency budget's range, as [compute] ls_budget_pct's.
+constexpr int64_t kMinBudgetPct = 100;
+constexpr int64_t kMaxBudgetPct = 1000;
 
 bool ReadClass(const toml::table& root, std::string_view cls, ClassPolicyState* out,
                std::string* error) {
@@ -56,7 +59,8 @@ bool ReadClass(const toml::table& root, std::string_view cls, ClassPolicyState* 
   if (table == nullptr) return true;
   return ReadInt(*table, "priority", -20, 19, &out->priority, error) &&
          ReadInt(*table, "tenant_quota_bytes", 0, kMaxBytes, &out->tenant_quota_bytes, error) &&
-         ReadInt(*table, "class_quota_bytes", 0, kMaxBytes, &out->class_quota_bytes, error);
+         ReadInt(*table, "class_quota_bytes", 0, kMaxBytes, &out->class_quota_bytes, error) &&
+         ReadInt(*table, "budget_pct", kMinBudgetPct, kMaxBudgetPct, &out->budget_pct, error);
 }
 
 bool ReadTenant(const toml::table& table, TenantPolicyState* out, std::string* error) {
@@ -76,7 +80,8 @@ bool ReadTenant(const toml::table& table, TenantPolicyState* out, std::string* e
   if (!ReadInt(table, "uid", 0, std::numeric_limits<uint32_t>::max(), &uid, error) ||
       !ReadInt(table, "priority", -20, 19, &priority, error) ||
       !ReadInt(table, "weight", 1, 1 << 20, &weight, error) ||
-      !ReadInt(table, "quota_bytes", 0, kMaxBytes, &out->quota_bytes, error)) {
+      !ReadInt(table, "quota_bytes", 0, kMaxBytes, &out->quota_bytes, error) ||
+      !ReadInt(table, "budget_pct", kMinBudgetPct, kMaxBudgetPct, &out->budget_pct, error)) {
     return false;
   }
   if (!uid || !priority || !weight) {
@@ -97,6 +102,7 @@ void WriteClass(std::ostringstream& out, const char* name, const ClassPolicyStat
   if (c.priority) out << "priority = " << *c.priority << "\n";
   if (c.tenant_quota_bytes) out << "tenant_quota_bytes = " << *c.tenant_quota_bytes << "\n";
   if (c.class_quota_bytes) out << "class_quota_bytes = " << *c.class_quota_bytes << "\n";
+  if (c.budget_pct) out << "budget_pct = " << *c.budget_pct << "\n";
 }
 
 absl::Status ErrnoStatus(const std::string& what) {
@@ -141,6 +147,7 @@ std::string FormatPolicyState(const PolicyState& state) {
         << TenantClassName(t.cls) << "\"\npriority = " << t.priority << "\nweight = " << t.weight
         << "\n";
     if (t.quota_bytes) out << "quota_bytes = " << *t.quota_bytes << "\n";
+    if (t.budget_pct) out << "budget_pct = " << *t.budget_pct << "\n";
   }
   return out.str();
 }

@@ -2,8 +2,8 @@
 // (daemon.state_file; by default policy.toml in systemd's state directory, /var/lib/missile).
 //
 // What is kept: each class's defaults that an administrator changed (priority, tenant quota,
-// class quota), and per tenant the class, priority and weight it was left with and the quota it
-// was given. A tenant is a new process after a restart, so it is matched by what stays the same
+// class quota, the LS class's latency budget), and per tenant the class, priority and weight it
+// was left with and the quota and latency budget it was given. A tenant is a new process after a restart, so it is matched by what stays the same
 // across restarts: its name together with its uid (never its pid or session). The uid is part
 // of the key because a name is whatever a tenant chose to register with: another user taking a
 // name in use does not inherit that name's policy.
@@ -32,6 +32,7 @@ struct ClassPolicyState {
   std::optional<int> priority;
   std::optional<uint64_t> tenant_quota_bytes;
   std::optional<uint64_t> class_quota_bytes;
+  std::optional<uint32_t> budget_pct = std::nullopt;  // LS: 100..1000
   bool operator==(const ClassPolicyState&) const = default;
 };
 
@@ -43,6 +44,7 @@ struct TenantPolicyState {
   int priority = 0;
   uint32_t weight = 0;
   std::optional<uint64_t> quota_bytes;  // set by an administrator for this tenant
+  std::optional<uint32_t> budget_pct = std::nullopt;  // its own LS latency budget, 100..1000
   bool operator==(const TenantPolicyState&) const = default;
 };
 

@@ -19,7 +19,8 @@ PolicyState Sample() {
   s.ls.priority = -15;
   s.be.tenant_quota_bytes = uint64_t{8} << 30;
   s.be.class_quota_bytes = uint64_t{16} << 30;
-  s.Put({"web", 1000, TenantClass::kLatencySensitive, -10, 3121, std::nullopt});
+  s.ls.budget_pct = 150;
+  s.Put({"web", 1000, TenantClass::kLatencySensitive, -10, 3121, std::nullopt, 250});
   s.Put({"batch.v2", 1001, TenantClass::kBestEffort, 10, 7, uint64_t{2} << 30});
   s.Put({"web", 0, TenantClass::kBestEffort, 5, 335, std::nullopt});
   return s;
@@ -39,6 +40,26 @@ TEST(PolicyStateTest, FormatAndParseRoundTrip) {
   absl::StatusOr<PolicyState> empty = ParsePolicyState(FormatPolicyState(PolicyState()));
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_TRUE(empty->empty());
+}
+
+TEST(PolicyStateTest, LatencyBudgetsAreWrittenOnlyWhereSet) {
+  const std::string text = FormatPolicyState(Sample());
+  EXPECT_NE(text.find("[classes.ls]\npriority = -15\nbudget_pct = 150\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("weight = 3121\nbudget_pct = 250\n"), std::string::npos) << text;
+  // One budget for the class, one for the tenant: the other tenants follow theirs.
+  size_t budgets = 0;
+  for (size_t at = text.find("budget_pct"); at != std::string::npos;
+       at = text.find("budget_pct", at + 1)) {
+    ++budgets;
+  }
+  EXPECT_EQ(budgets, 2u) << text;
+  absl::StatusOr<PolicyState> back = ParsePolicyState(text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->ls.budget_pct, 150u);
+  EXPECT_FALSE(back->be.budget_pct.has_value());
+  EXPECT_EQ(back->Find("web", 1000)->budget_pct, 250u);
+  EXPECT_FALSE(back->Find("web", 0)->budget_pct.has_value());
 }
 
 TEST(PolicyStateTest, TenantsAreKeyedByNameAndUid) {
@@ -71,6 +92,11 @@ TEST(PolicyStateTest, BadTextIsRefusedWithItsLine) {
        "uid: must be an integer"},
       {"version = 1\n[[tenants]]\nname = \"a\"\nuid = 1\nclass = \"be\"\npriority = 0\nweight = 0\n",
        "weight: must be an integer in [1, 1048576]"},
+      {"version = 1\n[classes.ls]\nbudget_pct = 99\n",
+       "line 3: budget_pct: must be an integer in [100, 1000]"},
+      {"version = 1\n[[tenants]]\nname = \"a\"\nuid = 1\nclass = \"ls\"\npriority = 0\nweight = 1\n"
+       "budget_pct = 1001\n",
+       "line 8: budget_pct: must be an integer in [100, 1000]"},
       {"version = 1\n[[tenants]]\nname = \"a\"\nuid = 1\nclass = \"be\"\npriority = 0\nweight = 1\n"
        "[[tenants]]\nname = \"a\"\nuid = 1\nclass = \"ls\"\npriority = 0\nweight = 1\n",
        "tenant 'a' of uid 1 is listed twice"},

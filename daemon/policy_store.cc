@@ -36,12 +36,18 @@ void PolicyStore::PutTenant(const TenantPolicyState& tenant) {
 
 void PolicyStore::ChangeClass(TenantClass cls, std::optional<int> priority,
                               std::optional<uint64_t> tenant_quota_bytes,
-                              std::optional<uint64_t> class_quota_bytes) {
+                              std::optional<uint64_t> class_quota_bytes,
+                              std::optional<uint32_t> budget_pct) {
   absl::MutexLock lock(&mu_);
   ClassPolicyState& kept = state_.of(cls);
+  ClassDefaults& defaults = cls == TenantClass::kLatencySensitive ? ls_ : be_;
   if (priority) {
-    (cls == TenantClass::kLatencySensitive ? ls_ : be_).priority = *priority;
+    defaults.priority = *priority;
     kept.priority = priority;
+  }
+  if (budget_pct) {
+    defaults.budget_pct = *budget_pct;
+    kept.budget_pct = *budget_pct == 0 ? std::nullopt : budget_pct;
   }
   if (tenant_quota_bytes) kept.tenant_quota_bytes = tenant_quota_bytes;
   if (class_quota_bytes) kept.class_quota_bytes = class_quota_bytes;

@@ -1,6 +1,6 @@
 // The policy an administrator set at run time, and the state file that keeps it across
-// restarts (policy_state.h): each class's defaults (priority; the quotas as the file keeps
-// them) and each tenant's policy by name and uid, which a tenant registering later with the
+// restarts (policy_state.h): each class's defaults (priority, the LS class's latency budget;
+// the quotas as the file keeps them) and each tenant's policy by name and uid, which a tenant registering later with the
 // same name and uid gets back.
 //
 // Owns the class defaults, the PolicyState and the state file's path. It applies nothing to
@@ -25,6 +25,9 @@ namespace missile::daemon {
 
 struct ClassDefaults {
   int priority = 0;
+  // LS: the latency budget, in percent, of its tenants without their own; 0: none set, they
+  // follow [compute] ls_budget_pct. Set at run time only.
+  uint32_t budget_pct = 0;
 };
 
 class PolicyStore {
@@ -42,11 +45,13 @@ class PolicyStore {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Replaces the tenant's entry, or adds it.
   void PutTenant(const TenantPolicyState& tenant) ABSL_LOCKS_EXCLUDED(mu_);
-  // A class changed at run time: a priority changes the class's defaults; each value given is
-  // what the file keeps for the class (quotas in bytes, as on the first GPU).
+  // A class changed at run time: a priority or a budget changes the class's defaults (a budget
+  // of 0 clears it, and the file keeps none); each value given is what the file keeps for the
+  // class (quotas in bytes, as on the first GPU).
   void ChangeClass(TenantClass cls, std::optional<int> priority,
                    std::optional<uint64_t> tenant_quota_bytes,
-                   std::optional<uint64_t> class_quota_bytes) ABSL_LOCKS_EXCLUDED(mu_);
+                   std::optional<uint64_t> class_quota_bytes,
+                   std::optional<uint32_t> budget_pct = std::nullopt) ABSL_LOCKS_EXCLUDED(mu_);
   // What the file would hold now.
   PolicyState state() const ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -114,6 +114,7 @@ void FillTenant(DaemonCore* core, const SessionInfo& s,
   t->set_tenant_class(ToProto(s.cls));
   t->set_priority(s.priority);
   t->set_weight(s.weight);
+  t->set_budget_pct(s.budget_pct);
   t->set_connected_s(std::chrono::duration_cast<std::chrono::seconds>(now - s.started).count());
   for (size_t g = 0; g < core->gpus().size(); ++g) {
     auto usage = core->gpus()[g].pool->GetUsage(s.id);
@@ -217,6 +218,7 @@ grpc::Status Status(DaemonCore* core, v1::StatusResponse* resp) {
     c->set_tenant_class(ToProto(cls));
     ClassDefaults d = core->class_defaults(cls);
     c->set_priority(d.priority);
+    c->set_budget_pct(d.budget_pct);
     auto w = pcie::WeightFromPriority(d.priority);
     c->set_weight(w.ok() ? *w : 0);
     if (!gpus.empty()) {
@@ -274,6 +276,7 @@ grpc::Status SetPolicy(DaemonCore* core, const PeerCredentials& creds,
   if (req.has_class_quota_bytes()) change.class_quota_bytes = req.class_quota_bytes();
   if (req.has_quota_percent()) change.quota_percent = req.quota_percent();
   if (req.has_class_quota_percent()) change.class_quota_percent = req.class_quota_percent();
+  if (req.has_budget_pct()) change.budget_pct = req.budget_pct();
   change.force = req.force();
   auto changed = core->SetPolicy(creds, target, change);
   if (!changed.ok()) return ToGrpc(changed.status());

@@ -44,6 +44,9 @@ struct SessionInfo {
   TenantClass cls = TenantClass::kBestEffort;
   int priority = 0;
   uint32_t weight = 0;
+  // Its own LS latency budget in percent (missilectl set --budget-pct); 0: none, it follows
+  // its class's.
+  uint32_t budget_pct = 0;
   std::string token;  // 16 random bytes
   std::chrono::steady_clock::time_point started;
   uint64_t generation = 0;  // bumped on every policy change

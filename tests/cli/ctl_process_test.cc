@@ -12,6 +12,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "daemon_process_fixture.h"
@@ -82,6 +83,113 @@ TEST_F(CtlProcessTest, ClassChangeTakesTheClassDefaultsAndSetSaysWhatChanged) {
 
   tenant.CloseStdin();
   EXPECT_EQ(tenant.Wait(), 0);
+}
+
+// The LS latency budget of one tenant and of the LS class, as missilectl sets and shows them;
+// out-of-range values and BE targets are refused with a clear message and change nothing.
+TEST_F(CtlProcessTest, ALatencyBudgetPerTenantAndForTheLsClass) {
+  StartDaemon();
+  Child web, api, batch;
+  ASSERT_TRUE(web.Start({TENANT_PROBE, "alloc:2", "hold"}, TenantEnv("ls", "web")));
+  ASSERT_EQ(web.WaitForLine("ready"), "ready");
+  ASSERT_TRUE(api.Start({TENANT_PROBE, "alloc:2", "hold"}, TenantEnv("ls", "api")));
+  ASSERT_EQ(api.WaitForLine("ready"), "ready");
+  ASSERT_TRUE(batch.Start({TENANT_PROBE, "alloc:2", "hold"}, TenantEnv("be", "batch")));
+  ASSERT_EQ(batch.WaitForLine("ready"), "ready");
+  const std::string web_pid = std::to_string(web.pid());
+  const std::string api_pid = std::to_string(api.pid());
+  // The budget in force on GPU 0 (ComputeUse) and the tenant's own (TenantInfo).
+  auto budgets = [this](const std::string& name) {
+    v1::ListTenantsResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    EXPECT_TRUE(admin_->ListTenants(&ctx, v1::ListTenantsRequest(), &resp).ok());
+    for (const v1::TenantInfo& t : resp.tenants()) {
+      if (t.name() != name) continue;
+      EXPECT_EQ(t.compute_size(), 1) << name;
+      return std::make_pair(t.compute_size() > 0 ? t.compute(0).budget_pct() : 0,
+                            t.budget_pct());
+    }
+    ADD_FAILURE() << "no tenant " << name;
+    return std::make_pair(0u, 0u);
+  };
+  EXPECT_EQ(budgets("web"), std::make_pair(100u, 0u)) << "[compute] ls_budget_pct";
+
+  ProcessResult set = Ctl({"set", "--name", "web", "--budget-pct", "150"});
+  ASSERT_EQ(set.exit_code, 0) << set.err;
+  EXPECT_EQ(set.out, "changed 1 tenant(s)\n" + web_pid + " web: budget 100% -> 150% (own)\n");
+  ProcessResult json = Ctl({"--json", "tenants"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_NE(json.out.find("\"budget_pct\":150,\"budget\":\"BUDGET_"), std::string::npos)
+      << json.out;
+  EXPECT_EQ(budgets("web"), std::make_pair(150u, 150u));
+  EXPECT_EQ(budgets("api"), std::make_pair(100u, 0u));
+  ProcessResult table = Ctl({"tenants"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("; budget 150% (own)"), std::string::npos) << table.out;
+
+  // Refused by missilectl before anything is sent, and by missiled.
+  for (const char* bad : {"99", "1001"}) {
+    ProcessResult refused = Ctl({"set", "--name", "web", "--budget-pct", bad});
+    EXPECT_EQ(refused.exit_code, 2) << bad;
+    EXPECT_NE(refused.err.find(std::string("--budget-pct: '") + bad +
+                               "' is not a budget in [100, 1000] percent, or 0 to clear it"),
+              std::string::npos)
+        << refused.err;
+  }
+  ProcessResult refused = Ctl({"set", "--class", "be", "--budget-pct", "150"});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("class be has no latency budget; only LS tenants have one"),
+            std::string::npos)
+      << refused.err;
+  refused = Ctl({"set", "--name", "batch", "--budget-pct", "150"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("'batch' is a BE tenant, and only LS tenants have a latency budget"),
+            std::string::npos)
+      << refused.err;
+  for (const auto& [target, pct] : {std::pair<std::string, uint32_t>{"web", 50},
+                                    {"web", 1001}, {"class be", 150}}) {
+    v1::SetPolicyRequest req;
+    if (target == "class be") {
+      req.set_tenant_class(v1::BEST_EFFORT);
+    } else {
+      req.set_name(target);
+    }
+    req.set_budget_pct(pct);
+    v1::SetPolicyResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    grpc::Status s = admin_->SetPolicy(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << target << " " << pct;
+    EXPECT_EQ(s.error_message(),
+              target == "class be"
+                  ? std::string("budget_pct: class be has no latency budget; only LS tenants "
+                                "have one")
+                  : "budget_pct must be in [100, 1000] (or 0 to clear it), got " +
+                        std::to_string(pct));
+  }
+  EXPECT_EQ(budgets("web"), std::make_pair(150u, 150u)) << "nothing refused changed it";
+  EXPECT_EQ(budgets("batch").first, 0u);
+
+  // The LS class's budget: api (none of its own) follows it, web keeps its own.
+  set = Ctl({"set", "--class", "ls", "--budget-pct", "300"});
+  ASSERT_EQ(set.exit_code, 0) << set.err;
+  EXPECT_EQ(set.out, "changed 1 tenant(s)\n" + web_pid + " web: unchanged\n" + api_pid +
+                         " api: budget 100% -> 300%\n");
+  EXPECT_EQ(budgets("api"), std::make_pair(300u, 0u));
+  EXPECT_EQ(budgets("web"), std::make_pair(150u, 150u));
+  ProcessResult status = Ctl({"status"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("BUDGET\nls "), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find(" 300%\nbe "), std::string::npos) << status.out;
+  // 0 clears web's: it follows the class's.
+  set = Ctl({"set", "--pid", web_pid, "--budget-pct", "0"});
+  ASSERT_EQ(set.exit_code, 0) << set.err;
+  EXPECT_EQ(set.out, "changed 1 tenant(s)\n" + web_pid + " web: budget 150% (own) -> 300%\n");
+  EXPECT_EQ(budgets("web"), std::make_pair(300u, 0u));
+
+  for (Child* c : {&web, &api, &batch}) c->CloseStdin();
+  for (Child* c : {&web, &api, &batch}) EXPECT_EQ(c->Wait(), 0);
 }
 
 TEST_F(CtlProcessTest, StatusSaysWhetherTenantsRunOnMps) {

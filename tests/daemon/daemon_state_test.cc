@@ -58,6 +58,11 @@ TEST_F(StateTest, PolicySetAtRunTimeIsBackAfterARestart) {
     ASSERT_EQ(moved.exit_code, 0) << moved.err;
     ProcessResult be = Ctl({"set", "--class", "be", "--priority", "7", "--quota", "256MiB"});
     ASSERT_EQ(be.exit_code, 0) << be.err;
+    // Latency budgets: web's own and the LS class's.
+    ProcessResult budget = Ctl({"set", "--name", "web", "--budget-pct", "175"});
+    ASSERT_EQ(budget.exit_code, 0) << budget.err;
+    budget = Ctl({"set", "--class", "ls", "--budget-pct", "250"});
+    ASSERT_EQ(budget.exit_code, 0) << budget.err;
     web.CloseStdin();
     web.Wait();
   }
@@ -73,6 +78,9 @@ TEST_F(StateTest, PolicySetAtRunTimeIsBackAfterARestart) {
   EXPECT_NE(log.find(" -> 77, quota "), std::string::npos) << log;
   EXPECT_NE(log.find("class be defaults changed by uid"), std::string::npos) << log;
   EXPECT_NE(log.find("priority 10 -> 7"), std::string::npos) << log;
+  EXPECT_NE(log.find("budget none -> 175%"), std::string::npos) << log;
+  EXPECT_NE(log.find("class ls defaults changed by uid"), std::string::npos) << log;
+  EXPECT_NE(log.find("budget none -> 250%"), std::string::npos) << log;
 
   StopDaemon();
   ASSERT_EQ(daemon_exit_, 0);
@@ -81,7 +89,9 @@ TEST_F(StateTest, PolicySetAtRunTimeIsBackAfterARestart) {
   v1::ClassPolicy be = ClassOf(v1::BEST_EFFORT);
   EXPECT_EQ(be.priority(), 7);
   EXPECT_EQ(be.tenant_quota_bytes(), 256 * kMiB);
-  EXPECT_EQ(ClassOf(v1::LATENCY_SENSITIVE).priority(), -10) << "the LS defaults were not changed";
+  EXPECT_EQ(ClassOf(v1::LATENCY_SENSITIVE).priority(), -10) << "only the LS budget was changed";
+  EXPECT_EQ(ClassOf(v1::LATENCY_SENSITIVE).budget_pct(), 250u);
+  EXPECT_EQ(ClassOf(v1::BEST_EFFORT).budget_pct(), 0u);
   // A new process with the same name and uid gets the tenant's policy back, whatever class
   // it asks for; another name gets the (restored) class defaults.
   Child web, other;
@@ -94,6 +104,9 @@ TEST_F(StateTest, PolicySetAtRunTimeIsBackAfterARestart) {
   EXPECT_EQ(w.weight(), 77u);
   ASSERT_GT(w.usage_size(), 0);
   EXPECT_EQ(w.usage(0).quota_bytes(), 64 * kMiB);
+  EXPECT_EQ(w.budget_pct(), 175u);
+  ASSERT_GT(w.compute_size(), 0);
+  EXPECT_EQ(w.compute(0).budget_pct(), 175u);
   v1::TenantInfo o = TenantNamed("other");
   EXPECT_EQ(o.tenant_class(), v1::BEST_EFFORT);
   EXPECT_EQ(o.priority(), 7);
