@@ -87,6 +87,7 @@ TEST_F(CtlProcessTest, ClassChangeTakesTheClassDefaultsAndSetSaysWhatChanged) {
 
 // The LS latency budget of one tenant and of the LS class, as missilectl sets and shows them;
 // out-of-range values and BE targets are refused with a clear message and change nothing.
+// long: one daemon and three tenants walked through every way of setting a budget, in order.
 TEST_F(CtlProcessTest, ALatencyBudgetPerTenantAndForTheLsClass) {
   StartDaemon();
   Child web, api, batch;
