@@ -3,6 +3,7 @@
 // more BE work shares its busy time) and a BE tenant (its lanes page: work in flight whenever the
 // policy lets it, quiet times obeyed), and drives the domain's budget polls every 20 us.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <memory>
@@ -49,7 +50,7 @@ class BudgetTest : public ::testing::Test {
     EXPECT_TRUE(page.ok());
     pacingreg::InitLanes(static_cast<pacingreg::LanesPage*>(page->data()));
     EXPECT_TRUE(page->SealWrites().ok());
-    dir_ = fds->directory;
+    close(fds->directory);
     return *std::move(page);
   }
 
@@ -97,7 +98,6 @@ class BudgetTest : public ::testing::Test {
       const auto busy = static_cast<uint64_t>(
           static_cast<double>(alone_ns) * (1 + share) + (residue ? residue_ns : 0));
       stretch_.push_back(static_cast<double>(busy) / static_cast<double>(alone_ns));
-      quiet_polls_ += 0;
       for (uint64_t t = 0; t < busy; t += 20 * kUs) Poll(true, t == 0, share > 0 || (t == 0 && residue));
     }
   }
@@ -120,7 +120,6 @@ class BudgetTest : public ::testing::Test {
 
   std::unique_ptr<PacingDomain> domain_;
   shm::ShmRegion ls_, be_, ls2_;
-  int dir_ = -1;
   uint64_t now_ = 1000 * kMs;
   std::vector<double> stretch_;
   uint64_t quiet_polls_ = 0, polls_ = 0;

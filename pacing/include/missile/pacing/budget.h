@@ -73,8 +73,6 @@ class BusyPeriodTracker {
   };
   // Feeds one poll (polls come in time order); returns the period that ended, if one did.
   std::optional<BusyPeriod> Poll(const LsPoll& p, const Limits& limits);
-  // Whether a period is open now.
-  bool busy() const { return open_; }
   // Periods dropped so far.
   uint64_t dropped() const { return dropped_; }
   // Forgets the period going on (the count of dropped ones stays).
