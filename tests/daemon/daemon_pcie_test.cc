@@ -86,8 +86,12 @@ TEST_F(DaemonTest, PcieCopyWaitingOnItsStreamDoesNotHoldTheLink) {
     EXPECT_EQ(be.Wait(60), 0) << be.out();
     printf("LS 4 MiB copy p50: alone %.0f us, next to a BE whose %s copies wait 100 ms on their "
            "stream %.0f us; BE: %s\n", alone, mode, next_to_stalled, be.out().c_str());
-    EXPECT_LE(next_to_stalled, 1.5 * alone) << mode << ": alone " << alone
-                                            << " us, next to the stalled BE " << next_to_stalled;
+    // A granted copy that held the link through its stream's 100 ms wait would make each LS copy
+    // wait for the rest of it: about 50 ms at the median. The bound is a quarter of the wait, so
+    // a loaded machine, which stretches every copy here (a 4 MiB copy alone has measured 6 to
+    // 9 ms on two busy cores), does not fail it while a held link still does.
+    EXPECT_LE(next_to_stalled, alone + 25000) << mode << ": alone " << alone
+                                              << " us, next to the stalled BE " << next_to_stalled;
     EXPECT_GT(Field(be.out(), "copies"), 0) << be.out();
     EXPECT_NE(be.out().find("data ok"), std::string::npos) << be.out();
   }
