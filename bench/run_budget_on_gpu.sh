@@ -3,7 +3,9 @@
 # For each LS scenario of bench/colocation ($SCENARIOS: decode-graph, resnet50-graph,
 # resnet50-eager) beside the BE of pair (a) (ResNet-152 fp16 batch 128 with a 512 MiB copy per
 # iteration), the modes alone, none, mps-prio, missile (budget 100 %) and missile-bN for each
-# budget N in $BUDGETS ([compute] ls_budget_pct = N, bench/colocation/modes/budgetN.toml),
+# budget N in $BUDGETS ([compute] ls_budget_pct = N, bench/colocation/modes/budgetN.toml), on
+# MPS (BE at client priority 1) missile-mps-bN for each N in $MPS_BUDGETS and missile-mps-rT-bN
+# (the budget with ls_reserve_tpcs = T) for each T in $RESERVES and N in $RESERVE_BUDGETS,
 # WINDOWS measured windows (default 3) of SECONDS_MAIN s back to back in each mode (the LS's
 # --windows: one set-up, one warm-up of LS_WARMUP s, default 3, so the budget controller has
 # settled), in REPEATS fresh runs of bench/colocation/run_on_gpu.sh (default 1) with their own
@@ -11,7 +13,8 @@
 # measured of the LS: budget, stretch, BE share) and OUT/SCEN-R.tgz (everything); then
 # bench/colocation/frontier.py OUT gives the medians and the plot.
 # usage: bench/run_budget_on_gpu.sh RUNTIME_DIR OUT_DIR
-# env: SCENARIOS BUDGETS ("125 150 200") WINDOWS (3) REPEATS (1) FIRST (1) SECONDS_MAIN (5)
+# env: SCENARIOS BUDGETS ("125 150 200") MPS_BUDGETS ("") RESERVES ("") RESERVE_BUDGETS ("")
+#   WINDOWS (3) REPEATS (1) FIRST (1) SECONDS_MAIN (5)
 #   BASE_MODES ("alone none mps-prio missile") LS_WARMUP (3) BE_ARGS
 set -uo pipefail
 rt=$(cd "$1" && pwd); out=$2
@@ -22,6 +25,20 @@ extra="" modes=${BASE_MODES:-alone none mps-prio missile}
 for b in ${BUDGETS:-125 150 200}; do
   extra+=" missile-b$b:bench/colocation/modes/budget$b.toml"
   modes+=" missile-b$b"
+done
+for b in ${MPS_BUDGETS:-}; do
+  extra+=" missile-mps-b$b:bench/colocation/modes/budget$b.toml"
+  modes+=" missile-mps-b$b"
+done
+snippets=$out/modes
+mkdir -p "$snippets"
+for t in ${RESERVES:-}; do
+  for b in ${RESERVE_BUDGETS:-}; do
+    f=$snippets/reserve$t-budget$b.toml
+    printf '[compute]\nls_reserve_tpcs = %s\nls_budget_pct = %s\n' "$t" "$b" > "$f"
+    extra+=" missile-mps-r$t-b$b:$f"
+    modes+=" missile-mps-r$t-b$b"
+  done
 done
 for scen in ${SCENARIOS:-decode-graph resnet50-graph resnet50-eager}; do
   for r in $(seq "${FIRST:-1}" "${REPEATS:-1}"); do

@@ -10,6 +10,7 @@
 // blocks against the tenant until they are returned, so capacity queries and allocations that
 // meet the quota call ReturnFreed first.
 //
+// The SessionGpu of its (session, GPU) owns it (session_gpu.h), made by the memory manager.
 // The state belongs to `session()` for good: its RPCs go to that session only, so its block ids
 // never reach another daemon session; once the session ended, frees unmap locally and the
 // blocks stay queued, sent only if a client of the same daemon session adopts the state.
@@ -99,6 +100,8 @@ class GpuMemory {
   // as `successor` (same session id and daemon instance): its blocks are still leased to that
   // session, so their returns go through `successor` from now on, the queued ones at once.
   void AdoptedBy(SessionClient* successor) ABSL_LOCKS_EXCLUDED(mu_);
+  // The successor that took this state's returns (AdoptedBy), if one did.
+  SessionClient* adopted_by() const { return adopted_by_.load(std::memory_order_acquire); }
   // Returns everything freed that the daemon still counts: the reuse cache and the queue.
   void ReturnFreed() ABSL_LOCKS_EXCLUDED(mu_);
 

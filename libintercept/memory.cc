@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <string>
 
+#include "session_gpu.h"
+
 namespace missile::shim {
 namespace {
 
@@ -29,9 +31,10 @@ MemoryManager::MemoryManager(const Config& config, const DriverApi& api, Session
 MemoryManager::~MemoryManager() { sessions_->SetEndListener(nullptr); }
 
 uint64_t MemoryManager::leased_bytes() const {
-  absl::MutexLock lock(&devices_mu_);
   uint64_t bytes = 0;
-  for (const auto& d : all_devices_) bytes += d->leased_bytes();
+  sessions_->ForEachGpu([&](const SessionGpu& g) {
+    if (const GpuMemory* d = g.memory()) bytes += d->leased_bytes();
+  });
   return bytes;
 }
 
@@ -39,12 +42,9 @@ void MemoryManager::SessionEnded(SessionClient* ended) {
   // Its reuse caches would never be used again: unmap them now, so the memory goes back to
   // the GPU rather than waiting for the program's next free on each GPU.
   std::vector<GpuMemory*> states;
-  {
-    absl::MutexLock lock(&devices_mu_);
-    for (const auto& d : all_devices_) {
-      if (d->session() == ended) states.push_back(d.get());
-    }
-  }
+  sessions_->ForEachGpu([&](const SessionGpu& g) {
+    if (g.session() == ended && g.memory() != nullptr) states.push_back(g.memory());
+  });
   for (GpuMemory* d : states) d->ReturnFreed();
 }
 
@@ -56,60 +56,29 @@ std::optional<CUresult> MemoryManager::Unmanaged(const char* what, uint64_t byte
 }
 
 absl::StatusOr<GpuMemory*> MemoryManager::DeviceOf(CUdevice dev) {
-  SessionClient* session = sessions_->Client();
-  if (session == nullptr) return absl::UnavailableError("no daemon");
-  {
-    absl::MutexLock lock(&devices_mu_);
-    auto it = devices_.find(static_cast<int>(dev));
-    if (it != devices_.end() && it->second->session() == session) return it->second;
-  }
-  absl::StatusOr<const GpuLink*> link = sessions_->LinkOf(session, dev);
-  if (!link.ok()) return link.status();
-  // A session that ended meanwhile gets no new state (it could never hold memory).
-  if (!session->connected()) return absl::UnavailableError("the session with missiled ended");
-  absl::StatusOr<std::unique_ptr<GpuMemory>> made =
-      GpuMemory::Create(session, **link, dev, next_serial_.fetch_add(1), config_, api_, log_);
-  if (!made.ok()) {
-    // The program then uses the driver directly on this GPU: say so once.
-    if (!setup_failure_logged_.exchange(true)) {
-      log_->warn("{} failed; its allocations go to the driver directly",
-                 std::string(made.status().message()));
-    }
-    return made.status();
-  }
-  GpuMemory* raw = made->get();
-  std::vector<GpuMemory*> adopted;
-  {
-    absl::MutexLock lock(&devices_mu_);
-    auto it = devices_.find(static_cast<int>(dev));
-    if (it != devices_.end() && it->second->session() == session) {
-      return it->second;  // another thread won the race; ours gives its reservation back
-    }
-    by_serial_[raw->serial()] = raw;
-    // Earlier states of this device in the same daemon session (the daemon kept it through a
-    // stall) return their blocks through this one's session from now on.
-    for (const auto& old : all_devices_) {
-      SessionClient* was = old->session();
-      if (old->dev() == dev && was != session && !was->connected() && !was->instance().empty() &&
-          was->session_id() == session->session_id() && was->instance() == session->instance()) {
-        adopted.push_back(old.get());
+  SessionGpu* gpu = sessions_->GpuOf(dev);
+  if (gpu == nullptr) return absl::UnavailableError("no daemon");
+  if (GpuMemory* made = gpu->memory()) return made;
+  return gpu->Memory([&](const GpuLink& link) -> absl::StatusOr<std::unique_ptr<GpuMemory>> {
+    absl::StatusOr<std::unique_ptr<GpuMemory>> made = GpuMemory::Create(
+        gpu->session(), link, dev, next_serial_.fetch_add(1), config_, api_, log_);
+    if (!made.ok()) {
+      // The program then uses the driver directly on this GPU: say so once.
+      if (!setup_failure_logged_.exchange(true)) {
+        log_->warn("{} failed; its allocations go to the driver directly",
+                   std::string(made.status().message()));
       }
+      return made.status();
     }
-    all_devices_.push_back(std::move(*made));
-    // The current session's replaces an ended one's; a GpuMemory of a session that ended
-    // meanwhile serves only this call (and later frees), and never displaces the current one's.
-    if (session == sessions_->Client()) devices_[static_cast<int>(dev)] = raw;
-  }
-  for (GpuMemory* old : adopted) old->AdoptedBy(session);  // may send a Free: no lock held
-  return raw;
+    absl::MutexLock lock(&serials_mu_);
+    by_serial_[(*made)->serial()] = made->get();  // SessionGpu keeps it for good
+    return made;
+  });
 }
 
 GpuMemory* MemoryManager::StateOf(CUdevice dev) {
-  SessionClient* session = sessions_->Client();
-  absl::MutexLock lock(&devices_mu_);
-  auto it = devices_.find(static_cast<int>(dev));
-  if (it == devices_.end() || it->second->session() != session) return nullptr;
-  return it->second;
+  SessionGpu* gpu = sessions_->GpuOf(dev);
+  return gpu == nullptr ? nullptr : gpu->memory();
 }
 
 absl::StatusOr<GpuMemory*> MemoryManager::CurrentDevice() {
@@ -198,7 +167,7 @@ absl::Status MemoryManager::FreeManaged(CUdeviceptr dptr, const AllocationTable:
                                         bool sync) {
   GpuMemory* d = nullptr;
   {
-    absl::MutexLock lock(&devices_mu_);
+    absl::MutexLock lock(&serials_mu_);
     auto it = by_serial_.find(entry.cookie);
     if (it == by_serial_.end()) return absl::InternalError("allocation of an unknown device");
     d = it->second;

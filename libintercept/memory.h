@@ -20,11 +20,12 @@
 // kept until the process exits (the graph may run again at any time): its frees do nothing.
 //
 // The facade over the pieces that do the work: the SessionManager (session_manager.h) gives
-// the current daemon session, one GpuMemory (gpu_memory.h) per GPU and session holds the
-// mappings, the small-allocation chunks, the reuse cache and the queued frees, VmmHandles
-// (vmm_handles.h) counts the program's VMM handles, DeferredFrees (deferred_frees.h) holds the
-// frees of cuMemFreeAsync until their streams reach them. The manager itself keeps the
-// allocation table and the map from CUDA devices to GpuMemory.
+// the current daemon session and its SessionGpu of each GPU (session_gpu.h), whose GpuMemory
+// (gpu_memory.h), made here, holds the mappings, the small-allocation chunks, the reuse cache
+// and the queued frees; VmmHandles (vmm_handles.h) counts the program's VMM handles,
+// DeferredFrees (deferred_frees.h) holds the frees of cuMemFreeAsync until their streams reach
+// them. The manager itself keeps the allocation table and, for frees, each GpuMemory by the
+// serial its allocations carry.
 // Each GPU's state belongs to one session, so the memory of an ended session is unmapped
 // locally when freed and its block ids never reach another daemon session; when the shim
 // registered again into the same daemon session (the daemon kept it through a stall), the new
@@ -101,14 +102,14 @@ class MemoryManager {
   uint64_t passthrough_bytes() const { return sessions_->passthrough_bytes(); }
 
   // For tests: the current session's state of CUDA device `dev`, if it has been set up.
-  GpuMemory* StateOf(CUdevice dev) ABSL_LOCKS_EXCLUDED(devices_mu_);
+  GpuMemory* StateOf(CUdevice dev);
   const VmmHandles& vmm_handles() const { return vmm_; }
 
  private:
   // The GPU of the calling thread's current context, or the given device, in the current
   // session; made on first use.
   absl::StatusOr<GpuMemory*> CurrentDevice();
-  absl::StatusOr<GpuMemory*> DeviceOf(CUdevice dev) ABSL_LOCKS_EXCLUDED(devices_mu_);
+  absl::StatusOr<GpuMemory*> DeviceOf(CUdevice dev);
   // What an allocation without a serving session does (MISSILE_NO_DAEMON); a passthrough of
   // `bytes` is counted for the session manager's reports.
   std::optional<CUresult> Unmanaged(const char* what, uint64_t bytes);
@@ -118,9 +119,9 @@ class MemoryManager {
       ABSL_LOCKS_EXCLUDED(captured_mu_);
   bool Captured(CUdeviceptr dptr) const ABSL_LOCKS_EXCLUDED(captured_mu_);
   // Unmaps the reuse caches of an ended session's GPUs (the end listener).
-  void SessionEnded(SessionClient* ended) ABSL_LOCKS_EXCLUDED(devices_mu_);
+  void SessionEnded(SessionClient* ended);
   absl::Status FreeManaged(CUdeviceptr dptr, const AllocationTable::Entry& entry, bool sync)
-      ABSL_LOCKS_EXCLUDED(devices_mu_);
+      ABSL_LOCKS_EXCLUDED(serials_mu_);
   void ReturnUnused(const VmmHandles::Unused& u);
   CUresult ToResult(const absl::Status& s, const char* what);
 
@@ -138,13 +139,10 @@ class MemoryManager {
   absl::flat_hash_set<CUdeviceptr> captured_ ABSL_GUARDED_BY(captured_mu_);
   std::atomic<bool> any_captured_{false};
 
-  mutable absl::Mutex devices_mu_;
-  // Every GpuMemory ever made (never destroyed while the manager lives: allocations refer to
-  // them by serial).
-  std::vector<std::unique_ptr<GpuMemory>> all_devices_ ABSL_GUARDED_BY(devices_mu_);
-  absl::flat_hash_map<uint64_t, GpuMemory*> by_serial_ ABSL_GUARDED_BY(devices_mu_);
-  // The current session's GpuMemory per CUDA ordinal.
-  absl::flat_hash_map<int, GpuMemory*> devices_ ABSL_GUARDED_BY(devices_mu_);
+  // Every GpuMemory made, by the serial its allocations carry in the table (each is owned by
+  // its SessionGpu, which the session manager never destroys).
+  mutable absl::Mutex serials_mu_;
+  absl::flat_hash_map<uint64_t, GpuMemory*> by_serial_ ABSL_GUARDED_BY(serials_mu_);
   std::atomic<uint64_t> next_serial_{1};
 
   // The cuMemFreeAsync frees waiting for their streams; each is released by FreeManaged.

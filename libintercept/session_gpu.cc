@@ -2,6 +2,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "session_manager.h"
 
@@ -84,6 +85,37 @@ Pacer* SessionGpu::pacer() {
   pacer_ptr_.store(pacer_.get(), std::memory_order_release);
   pacer_tried_.store(true, std::memory_order_release);
   return pacer_.get();
+}
+
+absl::StatusOr<GpuMemory*> SessionGpu::Memory(MemoryFactory make) {
+  if (GpuMemory* made = memory_ptr_.load(std::memory_order_acquire)) return made;
+  GpuMemory* made = nullptr;
+  {
+    absl::MutexLock lock(&memory_mu_);
+    if (memory_ != nullptr) return memory_.get();
+    absl::StatusOr<const GpuLink*> link = sessions_->LinkOf(session_, device_);
+    if (!link.ok()) return link.status();
+    // A session that ended meanwhile gets no memory (it could never hold any).
+    if (!session_->connected()) return absl::UnavailableError("the session with missiled ended");
+    absl::StatusOr<std::unique_ptr<GpuMemory>> created = make(**link);
+    if (!created.ok()) return created.status();
+    memory_ = std::move(*created);
+    made = memory_.get();
+    memory_ptr_.store(made, std::memory_order_release);
+  }
+  // The same daemon session served by an earlier client (the daemon kept it through a stall):
+  // that client's memory of this device returns its blocks through this one from now on.
+  std::vector<GpuMemory*> adopted;
+  sessions_->ForEachGpu([&](const SessionGpu& g) {
+    SessionClient* was = g.session();
+    if (g.memory() != nullptr && g.device() == device_ && was != session_ && !was->connected() &&
+        !was->instance().empty() && was->session_id() == session_->session_id() &&
+        was->instance() == session_->instance()) {
+      adopted.push_back(g.memory());
+    }
+  });
+  for (GpuMemory* old : adopted) old->AdoptedBy(session_);  // may send a Free: no lock held
+  return made;
 }
 
 bool SessionGpu::HostPacedCopies() {

@@ -1,13 +1,15 @@
-// The shim's state on one GPU in one daemon session: the GPU's copy gate (copy_gate.h) and its
-// pacer (pacer.h), and the per-call context a hook hands down with it.
+// The shim's state on one GPU in one daemon session: the GPU's memory (gpu_memory.h), its copy
+// gate (copy_gate.h) and its pacer (pacer.h), and the per-call context a hook hands down with it.
 //
 // The SessionManager creates one SessionGpu per (session, CUDA device), at the first call that
 // asks for it, and never destroys it: once the session has ended and a new one serves, the old
-// object stays valid for threads still inside its gate or pacer, and new calls get the new
-// session's object. The gate and the pacer are opened lazily, each once, by the first call that
-// needs it (a copy of a scheduled size, a work item); a failure is logged once (unless the
-// session had ended) and kept, so that GPU's copies run unscheduled, or its work unpaced, for
-// the rest of the session.
+// object stays valid for threads still inside its gate or pacer and for the allocations its
+// memory served, and new calls get the new session's object. The gate and the pacer are opened
+// lazily, each once, by the first call that needs it (a copy of a scheduled size, a work item);
+// a failure is logged once (unless the session had ended) and kept, so that GPU's copies run
+// unscheduled, or its work unpaced, for the rest of the session. The memory is made by the
+// first allocation that succeeds in making it (the memory manager's factory); a failure is not
+// kept, and the next allocation tries again.
 //
 // Which GPU a hook resolves: a work item (launch, memset, graph launch, and the pacing step of
 // every copy) is the current context's device's; a copy's gate is that of the GPU holding its
@@ -27,7 +29,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "copy_gate.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
 #include "driver_api.h"
+#include "gpu_memory.h"
 #include "pacer.h"
 #include "session_client.h"
 #include "spdlog/logger.h"
@@ -67,6 +72,17 @@ class SessionGpu {
   // Whether opening the pacer was tried in this session (the exit report's reserve lines).
   bool pacer_tried() const { return pacer_tried_.load(std::memory_order_acquire); }
 
+  // The GPU's memory in this session, made by `make` (given the daemon's GPU) under this
+  // object's lock at the first call, when the session is still connected; earlier memory of
+  // this device in the same daemon session (the shim registered again into a session the daemon
+  // kept through a stall) then returns its blocks through this session. A failure (of `make`,
+  // or the daemon does not manage the GPU, or the session ended) is returned, not kept.
+  using MemoryFactory =
+      absl::FunctionRef<absl::StatusOr<std::unique_ptr<GpuMemory>>(const GpuLink&)>;
+  absl::StatusOr<GpuMemory*> Memory(MemoryFactory make) ABSL_LOCKS_EXCLUDED(memory_mu_);
+  // The memory if it was made, without making it.
+  GpuMemory* memory() const { return memory_ptr_.load(std::memory_order_acquire); }
+
   // Whether asynchronous copies whose work runs on this GPU go as host-paced pieces
   // (CopyGate::EnqueueAsync): a paced BE tenant on a GPU with an LS tenant.
   bool HostPacedCopies();
@@ -85,6 +101,9 @@ class SessionGpu {
   std::unique_ptr<CopyGate> gate_ ABSL_GUARDED_BY(gate_mu_);
   std::atomic<bool> gate_tried_{false};
   std::atomic<CopyGate*> gate_ptr_{nullptr};
+  absl::Mutex memory_mu_;
+  std::unique_ptr<GpuMemory> memory_ ABSL_GUARDED_BY(memory_mu_);
+  std::atomic<GpuMemory*> memory_ptr_{nullptr};
   absl::Mutex pacer_mu_;
   std::unique_ptr<Pacer> pacer_ ABSL_GUARDED_BY(pacer_mu_);
   std::atomic<bool> pacer_tried_{false};

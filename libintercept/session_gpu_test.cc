@@ -1,8 +1,9 @@
 // SessionGpu in process: the SessionManager over a test session (the daemon: a memfd copy
 // channel and the daemon's own pacing domain) and a RecordingDriver (the GPU). What is checked
-// is that each (session, GPU) gets one object whose gate and pacer open once, however many
-// threads ask first; that a new session gets new objects while the old ones stay usable; and
-// that the host-paced decision of a copy is the SessionGpu's.
+// is that each (session, GPU) gets one object whose memory, gate and pacer are made once,
+// however many threads ask first; that a new session gets new objects while the old ones stay
+// usable; that a successor in the same daemon session adopts the old memory; and that the
+// host-paced decision of a copy is the SessionGpu's.
 #include "session_gpu.h"
 
 #include <sys/socket.h>
@@ -344,6 +345,76 @@ TEST_F(SessionGpuTest, CaptureStateIsAskedOncePerCall) {
     EXPECT_EQ(g_capture_queries.load(), 3);
   }
   g_capturing = false;
+}
+
+// The GPU's memory: made once however many threads allocate first, a failure not kept, none
+// for an ended session, and an ended client's memory adopted by its successor in the same
+// daemon session (the daemon kept the session through a stall), never by another session.
+TEST_F(SessionGpuTest, MemoryIsMadeOnceAndAdoptedWithinItsDaemonSession) {
+  TestSession* first = Queue(2, "one");
+  Start();
+  std::atomic<int> makes{0};
+  auto memory_of = [&](SessionGpu* gpu) {
+    return gpu->Memory([&](const GpuLink& link) -> absl::StatusOr<std::unique_ptr<GpuMemory>> {
+      if (makes.fetch_add(1) == 0) return absl::InternalError("the first attempt fails");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let the threads pile up
+      return GpuMemory::Create(gpu->session(), link, gpu->device(), makes.load(), config_,
+                               driver_.api(), log_.get());
+    });
+  };
+  SessionGpu* gpu = sessions_->CurrentGpu();
+  ASSERT_NE(gpu, nullptr);
+  EXPECT_EQ(memory_of(gpu).status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(gpu->memory(), nullptr);
+
+  constexpr int kThreads = 8;
+  std::vector<GpuMemory*> made(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      absl::StatusOr<GpuMemory*> m = memory_of(gpu);
+      made[i] = m.ok() ? *m : nullptr;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  ASSERT_NE(made[0], nullptr);
+  for (GpuMemory* m : made) EXPECT_EQ(m, made[0]);
+  EXPECT_EQ(makes.load(), 2);
+  EXPECT_EQ(gpu->memory(), made[0]);
+  EXPECT_EQ(made[0]->session(), first);
+
+  // The daemon kept the session through a stall: the shim registers into it again.
+  first->End();
+  EXPECT_EQ(memory_of(gpu).value(), made[0]);  // made before the end: still there
+  TestSession* successor = Queue(2, "one", /*gpus=*/2);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (sessions_->Client() != successor && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(sessions_->Client(), successor);
+  SessionGpu* next = sessions_->CurrentGpu();
+  ASSERT_NE(next, gpu);
+  EXPECT_EQ(made[0]->adopted_by(), nullptr);  // not before the successor makes its own
+  absl::StatusOr<GpuMemory*> next_memory = memory_of(next);
+  ASSERT_TRUE(next_memory.ok()) << next_memory.status();
+  EXPECT_EQ(made[0]->adopted_by(), successor);
+
+  // An ended session's object makes no memory; a restarted daemon's session (another
+  // instance) adopts nothing.
+  SessionGpu* unused = sessions_->GpuOf(1);
+  ASSERT_NE(unused, nullptr);
+  successor->End();
+  const int before = makes.load();
+  EXPECT_EQ(memory_of(unused).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(unused->memory(), nullptr);
+  EXPECT_EQ(makes.load(), before);
+  TestSession* other = Queue(2, "two");
+  while (sessions_->Client() != other && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(sessions_->Client(), other);
+  ASSERT_TRUE(memory_of(sessions_->CurrentGpu()).ok());
+  EXPECT_EQ((*next_memory)->adopted_by(), nullptr);
 }
 
 TEST_F(SessionGpuTest, NoSessionNoObject) {

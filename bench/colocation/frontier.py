@@ -59,16 +59,27 @@ def collect(out_dir):
     return data
 
 
+FAMILY = re.compile(r"^(missile(?:-mps(?:-r\d+)?)?)(?:-b(\d+))?$")
+
+
+def family_of(mode):
+    """(family, budget) of a Missile budget mode: missile-b125 -> ("missile", 125), missile-mps
+    -> ("missile-mps", 100), missile-mps-r16-b200 -> ("missile-mps-r16", 200); None for the
+    other modes (alone, none, mps-prio, missile-nopace, ...)."""
+    m = FAMILY.match(mode)
+    return (m.group(1), int(m.group(2) or 100)) if m else None
+
+
 def budget_of(mode):
-    m = re.match(r"^missile-b(\d+)$", mode)
-    return int(m.group(1)) if m else (100 if mode == "missile" else None)
+    f = family_of(mode)
+    return f[1] if f else None
 
 
 def table(data):
     lines = ["| LS | mode | windows | p99 x alone, median (range) | BE % of solo, median (range) |",
              "|---|---|---|---|---|"]
     for scen, modes in data.items():
-        for mode in sorted(modes, key=lambda x: (budget_of(x) is None, budget_of(x) or 0, x)):
+        for mode in sorted(modes, key=lambda x: (family_of(x) is None, family_of(x) or ("", 0), x)):
             vals = modes[mode]
             r = [v[0] for v in vals]
             b = [v[1] for v in vals if v[1] is not None]
@@ -90,14 +101,18 @@ def plot(data, path):
         med = {m: (statistics.median(v[0] for v in vals),
                    statistics.median([v[1] for v in vals if v[1] is not None] or [0]))
                for m, vals in modes.items() if m != "alone"}
-        budgets = sorted((budget_of(m), m) for m in med if budget_of(m) is not None)
-        if budgets:
+        families = {}
+        for m in med:
+            if family_of(m) is not None:
+                fam, b = family_of(m)
+                families.setdefault(fam, []).append((b, m))
+        for fam, budgets in sorted(families.items()):
+            budgets.sort()
             xs = [med[m][1] for _, m in budgets]
             ys = [med[m][0] for _, m in budgets]
-            ax.plot(xs, ys, "o-", label="Missile, budget 100-" + str(budgets[-1][0]) + " %")
+            ax.plot(xs, ys, "o-", label=f"{fam}, budget {budgets[0][0]}-{budgets[-1][0]} %")
             for (b, m), x, y in zip(budgets, xs, ys):
                 ax.annotate(f"{b}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
-                ax.axhline(b / 100, color="grey", lw=0.5, ls=":")
         for m, (y, x) in med.items():
             if budget_of(m) is None:
                 ax.plot([x], [y], "s", label=m)

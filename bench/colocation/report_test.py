@@ -266,6 +266,10 @@ class FrontierTest(unittest.TestCase):
         self.assertEqual(frontier.budget_of("missile-b125"), 125)
         self.assertEqual(frontier.budget_of("missile"), 100)
         self.assertIsNone(frontier.budget_of("mps-prio"))
+        self.assertEqual(frontier.family_of("missile-mps"), ("missile-mps", 100))
+        self.assertEqual(frontier.family_of("missile-mps-b150"), ("missile-mps", 150))
+        self.assertEqual(frontier.family_of("missile-mps-r16-b200"), ("missile-mps-r16", 200))
+        self.assertIsNone(frontier.family_of("missile-nopace"))
 
 
 class TailEventsTest(unittest.TestCase):
