@@ -200,6 +200,38 @@ TEST_F(PacerTest, ALongBeItemIsReportedByItself) {
   EXPECT_EQ(values, expected);
 }
 
+// Another BE tenant that submits work after one of this tenant's items started may have taken
+// the GPU's time slice from it: the item's time is not its own and teaches nothing. The same
+// item with the other tenant active but submitting nothing new is learned.
+TEST_F(PacerTest, AnItemAnotherBeSubmittedBesideTeachesNothing) {
+  constexpr uint64_t kPeer = 3;
+  OpenBe();
+  auto fds = domain_->Join(kPeer, 300, TenantClass::kBestEffort, 1);
+  ASSERT_TRUE(fds.ok());
+  close(fds->directory);
+  auto lanes = shm::ShmRegion::Attach(fds->lanes, sizeof(pacingreg::LanesPage),
+                                      shm::Access::kReadWrite);
+  ASSERT_TRUE(lanes.ok());
+  auto* peer = static_cast<pacingreg::LanesPage*>(lanes->data());
+  pacingreg::InitLanes(peer);
+  ASSERT_TRUE(lanes->SealWrites().ok());
+  domain_->PublishSealed();
+  peer->lanes_used.store(1);  // nothing in flight: it never holds this one as running
+  peer->active.store(1);
+  uint64_t peer_gpu_ns = 1000 * kMs;  // always ahead: the share never holds this one
+  auto item = [&](uint64_t key, bool peer_beside) {
+    peer_gpu_ns += 10 * kMs;
+    peer->gpu_ns.store(peer_gpu_ns);
+    Pacer::Ticket t = be_->Begin(nullptr, false, key);
+    if (peer_beside) peer->last_submit_ns.store(pacingreg::NowNs());
+    be_->End(t, CUDA_SUCCESS);
+  };
+  for (int i = 0; i < 300; ++i) item(7, /*peer_beside=*/true);
+  EXPECT_FALSE(be_->Learned(7).has_value());
+  for (int i = 0; i < 1000 && !be_->Learned(7).has_value(); ++i) item(7, false);
+  EXPECT_TRUE(be_->Learned(7).has_value());
+}
+
 // An LS latency budget, the BE's side: while the LS is busy, the BE's items go as the LS's
 // published share of its busy time allows, each taking its predicted duration (50 us, the
 // policy's unknown_us: items in flight beside an LS teach the predictor nothing).

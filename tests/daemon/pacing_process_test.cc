@@ -257,12 +257,14 @@ TEST_F(PacingTest, TwoBeTenantsShareTheGpuByWeight) {
   const double ratio = static_cast<double>(k3) / static_cast<double>(k1);
   std::printf("be1 %llu kernels, be3 %llu kernels: %.2f\n", static_cast<unsigned long long>(k1),
               static_cast<unsigned long long>(k3), ratio);
-  // The share brings it toward 3: 2.4 to 3.6 in repeated runs of 5 s in earlier versions; now
-  // up to 5.0 on a quiet 2-core machine and 5.6 on a loaded one, with the pacer's earlier
-  // always-pace rule as well (not from the lone-BE rule); without weights it is 1. The 5 %
-  // target is the GPU benchmark's (pair d).
+  // Without weights it is 1. The share is of accounted GPU time (1:3.00 here); kernel counts
+  // follow it as far as each tenant's learned kernel duration is its own. While a tenant learned
+  // from kernels that the other's, submitted after they started, delayed on the engine, it got
+  // 1:3.8 to 1:4.7 (8 runs on a 2-core machine); learning only from kernels nobody submitted
+  // beside gave 1:2.5 to 1:4.2, median 1:3.1 (11 runs). The bound leaves room for a loaded
+  // machine; the 5 % target is the GPU benchmark's (pair d).
   EXPECT_GT(ratio, 2.0) << k1 << " vs " << k3;
-  EXPECT_LT(ratio, 6.0) << k1 << " vs " << k3;
+  EXPECT_LT(ratio, 4.8) << k1 << " vs " << k3;
   EXPECT_EQ(one.Wait(10), 0);
   EXPECT_EQ(three.Wait(10), 0);
 }

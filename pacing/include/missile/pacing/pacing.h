@@ -193,6 +193,7 @@ struct ShareEntry {
   uint64_t gpu_ns = 0;   // GPU time accounted so far
   uint32_t weight = 1;   // > 0
   bool running = false;  // has predicted work in flight now
+  uint64_t last_submit_ns = 0;  // its latest submission
 };
 
 // Whether a BE tenant may submit now, given the active other BE tenants of its GPU: it may
