@@ -22,27 +22,28 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 # The benchmarks are not needed; only the fuzz targets (and what they link) are built.
 CC=clang CXX=clang++ cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DMISSILE_FUZZ=ON -DMISSILE_BUILD_BENCH=OFF -DMISSILE_WERROR=OFF "$@" >/dev/null
+build_start=$SECONDS
 # shellcheck disable=SC2086
 cmake --build "$build_dir" --parallel "$(nproc)" --target $targets
+echo "fuzz: build took $((SECONDS - build_start)) s"
 
 artifacts="$build_dir/artifacts"
 scratch="$build_dir/scratch-corpus"
 mkdir -p "$artifacts"
-# Fuzz targets leak-check every input (LeakSanitizer); a leak or a crash ends the run at once.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-status=0
-for target in $targets; do
-  bin="$build_dir/tests/fuzz/$target"
-  corpus="tests/fuzz/corpus/$target"
+
+# One target: replays its corpus, then fuzzes it. Its lines go to $build_dir/$target.out, printed
+# when it is done (the targets run side by side).
+fuzz_one() {
+  local target=$1 bin="$build_dir/tests/fuzz/$1" corpus="tests/fuzz/corpus/$1"
   echo "fuzz: $target: replaying $(find "$corpus" -type f | wc -l) inputs of $corpus"
   if ! "$bin" -runs=0 -artifact_prefix="$artifacts/$target-" "$corpus" >"$build_dir/$target.replay.log" 2>&1; then
-    echo "fuzz: $target: FAILED replaying its corpus:" >&2
-    tail -n 60 "$build_dir/$target.replay.log" >&2
-    status=1
-    continue
+    echo "fuzz: $target: FAILED replaying its corpus:"
+    tail -n 60 "$build_dir/$target.replay.log"
+    return 1
   fi
-  [ "$seconds" -gt 0 ] || continue
+  [ "$seconds" -gt 0 ] || return 0
   rm -rf "${scratch:?}/$target"
   mkdir -p "$scratch/$target"
   echo "fuzz: $target: fuzzing for ${seconds} s"
@@ -50,13 +51,32 @@ for target in $targets; do
   if ! "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
       -print_final_stats=1 -artifact_prefix="$artifacts/$target-" "$scratch/$target" "$corpus" \
       >"$build_dir/$target.fuzz.log" 2>&1; then
-    echo "fuzz: $target: FAILED (input saved under $artifacts):" >&2
-    tail -n 80 "$build_dir/$target.fuzz.log" >&2
-    status=1
-    continue
+    echo "fuzz: $target: FAILED (input saved under $artifacts):"
+    tail -n 80 "$build_dir/$target.fuzz.log"
+    return 1
   fi
   grep -E "^stat::number_of_executed_units|^stat::new_units_added" "$build_dir/$target.fuzz.log" |
     sed "s/^/fuzz: $target: /"
+}
+
+# As many targets at once as there are CPUs (each fuzzer is one process on one core): on CI's
+# two cores the five take three rounds of the fuzzing time instead of five.
+fuzz_start=$SECONDS
+status=0
+pids=() names=()
+collect() {  # waits for the oldest running target and prints its lines
+  local rc=0
+  wait "${pids[0]}" || rc=$?
+  cat "$build_dir/${names[0]}.out"
+  [ $rc -eq 0 ] || status=1
+  pids=("${pids[@]:1}") names=("${names[@]:1}")
+}
+for target in $targets; do
+  while [ ${#pids[@]} -ge "$(nproc)" ]; do collect; done
+  fuzz_one "$target" >"$build_dir/$target.out" 2>&1 &
+  pids+=($!) names+=("$target")
 done
+while [ ${#pids[@]} -gt 0 ]; do collect; done
+echo "fuzz: replays and fuzzing took $((SECONDS - fuzz_start)) s"
 [ $status -eq 0 ] && echo "fuzz: every target: OK"
 exit $status

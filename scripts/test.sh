@@ -17,7 +17,10 @@ else
     echo "test: no NVIDIA GPU here: SKIPPING these GPU tests (label gpu):"
     echo "$skipped" | sed 's/^/  skipped: /'
   fi
-  ctest --output-on-failure --timeout 600 -LE gpu
+  # The in-process unit tests side by side, then the others one at a time: the process, test
+  # double, soak and packaging tests wait on real processes against wall-time bounds.
+  ctest --output-on-failure --timeout 600 -L '^unit$' -LE gpu -j "$(nproc)"
+  ctest --output-on-failure --timeout 600 -LE 'gpu|^unit$'
 fi
 cd "$root"
 
