@@ -44,20 +44,25 @@ class PacerTest : public ::testing::Test {
     driver_.set_run_stream_writes(true);
   }
 
-  // The LS tenant's page as an LS shim (or a liar) would write it; sealed unless `seal` is false.
-  void JoinLs(bool seal = true) {
-    auto fds = domain_->Join(kLsSession, 100, TenantClass::kLatencySensitive, 1);
+  // Another tenant's page as its shim (or a liar) would write it, into `page`; sealed unless
+  // `seal` is false, then published.
+  void JoinPage(uint64_t session, uint32_t pid, TenantClass cls, bool seal, shm::ShmRegion* page) {
+    auto fds = domain_->Join(session, pid, cls, 1);
     ASSERT_TRUE(fds.ok());
     close(fds->directory);
     auto lanes = shm::ShmRegion::Attach(fds->lanes, sizeof(pacingreg::LanesPage),
                                         shm::Access::kReadWrite);
     ASSERT_TRUE(lanes.ok());
-    ls_ = *std::move(lanes);
-    pacingreg::InitLanes(ls());
+    *page = *std::move(lanes);
+    pacingreg::InitLanes(static_cast<pacingreg::LanesPage*>(page->data()));
     if (seal) {
-      ASSERT_TRUE(ls_.SealWrites().ok());
+      ASSERT_TRUE(page->SealWrites().ok());
     }
     domain_->PublishSealed();
+  }
+  // The LS tenant's page; sealed unless `seal` is false.
+  void JoinLs(bool seal = true) {
+    JoinPage(kLsSession, 100, TenantClass::kLatencySensitive, seal, &ls_);
   }
   pacingreg::LanesPage* ls() { return static_cast<pacingreg::LanesPage*>(ls_.data()); }
   void LsBusy(uint64_t last_submit_ns) {
@@ -206,16 +211,10 @@ TEST_F(PacerTest, ALongBeItemIsReportedByItself) {
 TEST_F(PacerTest, AnItemAnotherBeSubmittedBesideTeachesNothing) {
   constexpr uint64_t kPeer = 3;
   OpenBe();
-  auto fds = domain_->Join(kPeer, 300, TenantClass::kBestEffort, 1);
-  ASSERT_TRUE(fds.ok());
-  close(fds->directory);
-  auto lanes = shm::ShmRegion::Attach(fds->lanes, sizeof(pacingreg::LanesPage),
-                                      shm::Access::kReadWrite);
-  ASSERT_TRUE(lanes.ok());
-  auto* peer = static_cast<pacingreg::LanesPage*>(lanes->data());
-  pacingreg::InitLanes(peer);
-  ASSERT_TRUE(lanes->SealWrites().ok());
-  domain_->PublishSealed();
+  shm::ShmRegion page;
+  JoinPage(kPeer, 300, TenantClass::kBestEffort, /*seal=*/true, &page);
+  ASSERT_NE(page.data(), nullptr);
+  auto* peer = static_cast<pacingreg::LanesPage*>(page.data());
   peer->lanes_used.store(1);  // nothing in flight: it never holds this one as running
   peer->active.store(1);
   uint64_t peer_gpu_ns = 1000 * kMs;  // always ahead: the share never holds this one

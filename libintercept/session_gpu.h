@@ -27,10 +27,10 @@
 #include <optional>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
-#include "copy_gate.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "copy_gate.h"
 #include "driver_api.h"
 #include "gpu_memory.h"
 #include "pacer.h"

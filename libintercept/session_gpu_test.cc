@@ -159,6 +159,14 @@ class SessionGpuTest : public ::testing::Test {
   void Start() {
     sessions_ = std::make_unique<SessionManager>(config_, driver_.api(), &connector_, log_.get());
   }
+  // Whether the manager serves `session` within 10 s (its reconnect thread looks every second).
+  bool AwaitClient(TestSession* session) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (sessions_->Client() != session && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return sessions_->Client() == session;
+  }
   // An LS tenant joins the GPU's pacing domain (its page sealed, as its shim does).
   void JoinLs() {
     auto fds = domain_->Join(kLsSession, 100, TenantClass::kLatencySensitive, 1);
@@ -253,11 +261,7 @@ TEST_F(SessionGpuTest, ANewSessionGetsNewObjectsWhileTheOldStayValid) {
   old_session->End();
   TestSession* new_session = Queue(3, "two");
   EXPECT_EQ(old_gpu->Gate(), nullptr);  // an ended session schedules no copy
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (sessions_->Client() != new_session && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_EQ(sessions_->Client(), new_session);
+  ASSERT_TRUE(AwaitClient(new_session));
 
   SessionGpu* new_gpu = sessions_->CurrentGpu();
   ASSERT_NE(new_gpu, nullptr);
@@ -387,11 +391,7 @@ TEST_F(SessionGpuTest, MemoryIsMadeOnceAndAdoptedWithinItsDaemonSession) {
   first->End();
   EXPECT_EQ(memory_of(gpu).value(), made[0]);  // made before the end: still there
   TestSession* successor = Queue(2, "one", /*gpus=*/2);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (sessions_->Client() != successor && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_EQ(sessions_->Client(), successor);
+  ASSERT_TRUE(AwaitClient(successor));
   SessionGpu* next = sessions_->CurrentGpu();
   ASSERT_NE(next, gpu);
   EXPECT_EQ(made[0]->adopted_by(), nullptr);  // not before the successor makes its own
@@ -409,10 +409,7 @@ TEST_F(SessionGpuTest, MemoryIsMadeOnceAndAdoptedWithinItsDaemonSession) {
   EXPECT_EQ(unused->memory(), nullptr);
   EXPECT_EQ(makes.load(), before);
   TestSession* other = Queue(2, "two");
-  while (sessions_->Client() != other && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_EQ(sessions_->Client(), other);
+  ASSERT_TRUE(AwaitClient(other));
   ASSERT_TRUE(memory_of(sessions_->CurrentGpu()).ok());
   EXPECT_EQ((*next_memory)->adopted_by(), nullptr);
 }

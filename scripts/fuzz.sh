@@ -30,6 +30,7 @@ echo "fuzz: build took $((SECONDS - build_start)) s"
 artifacts="$build_dir/artifacts"
 scratch="$build_dir/scratch-corpus"
 mkdir -p "$artifacts"
+# Fuzz targets leak-check every input (LeakSanitizer); a leak or a crash ends the run at once.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
