@@ -13,7 +13,7 @@
 # measured of the LS: budget, stretch, BE share) and OUT/SCEN-R.tgz (everything); then
 # bench/colocation/frontier.py OUT gives the medians and the plot.
 # usage: bench/run_budget_on_gpu.sh RUNTIME_DIR OUT_DIR
-# env: SCENARIOS BUDGETS ("125 150 200") MPS_BUDGETS ("") RESERVES ("") RESERVE_BUDGETS ("")
+# env: SCENARIOS BUDGETS ("125 150 200"; set and empty: none) MPS_BUDGETS ("") RESERVES ("") RESERVE_BUDGETS ("")
 #   WINDOWS (3) REPEATS (1) FIRST (1) SECONDS_MAIN (5)
 #   BASE_MODES ("alone none mps-prio missile") LS_WARMUP (3) BE_ARGS
 set -uo pipefail
@@ -22,7 +22,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 bash "$here/bench/gpu_header.sh" "bench/run_budget_on_gpu.sh"
 extra="" modes=${BASE_MODES:-alone none mps-prio missile}
-for b in ${BUDGETS:-125 150 200}; do
+for b in ${BUDGETS-125 150 200}; do
   extra+=" missile-b$b:bench/colocation/modes/budget$b.toml"
   modes+=" missile-b$b"
 done

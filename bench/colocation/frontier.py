@@ -100,7 +100,7 @@ def plot(data, path):
     for ax, (scen, modes) in zip(axes[0], data.items()):
         med = {m: (statistics.median(v[0] for v in vals),
                    statistics.median([v[1] for v in vals if v[1] is not None] or [0]))
-               for m, vals in modes.items() if m != "alone"}
+               for m, vals in modes.items() if m not in ("alone", "alone-mps")}
         families = {}
         for m in med:
             if family_of(m) is not None:

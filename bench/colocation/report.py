@@ -44,11 +44,12 @@ PAIR_D_BES = ("be1", "be2")
 PAIR_D_TOLERANCE_PCT = 5.0
 D_PREFIX = "d-"  # pair (d) runs are tagged d-<mode>
 SWEEP_PREFIX = "sweep:"
-UNWEIGHTED_MODES = ("alone", "none", "mps", "mps-prio")  # no Missile: no BE weights
+UNWEIGHTED_MODES = ("alone", "alone-mps", "none", "mps", "mps-prio")  # no Missile: no BE weights
 SOLO_MODE = "alone"  # LS alone and the BE's solo throughput
+LS_ONLY_MODES = (SOLO_MODE, "alone-mps")  # the LS with no BE beside it
 BE_NAME = "be"  # the one BE job of the main pairs and the sweep
 # Modes in the order the tables list them; modes not named here (EXTRA_MODES) follow.
-MODE_ORDER = ["alone", "alone-missile", "none", "mps", "mps-prio", "missile", "missile-mps",
+MODE_ORDER = ["alone", "alone-missile", "alone-mps", "none", "mps", "mps-prio", "missile", "missile-mps",
               "missile-nopace"]
 
 
@@ -359,7 +360,7 @@ class Report:
             if r is None:
                 continue
             p99x = ratio(r.get("p99_ms"), alone.get("p99_ms") if alone else None)
-            if mode == SOLO_MODE:
+            if mode in LS_ONLY_MODES:
                 be_tp = be_pct = harvest = float("nan")
                 verdict = "-"
             else:

@@ -9,7 +9,7 @@
 #             (ResNet-152 bs128 + 512 MiB copies), modes $MODES             (~6-7 min)
 #     sweep   open-loop Poisson LS at LOAD x capacity, SWEEP_MODELS, modes SWEEP_MODES (~7 min)
 #     pair-d  two BE jobs (weights 1:3 under Missile) beside the ResNet-50 graph LS (~3 min)
-#   Modes: alone, none, mps, mps-prio, missile, missile-mps, missile-nopace, and EXTRA_MODES
+#   Modes: alone, alone-mps (the LS alone on MPS), none, mps, mps-prio, missile, missile-mps, missile-nopace, and EXTRA_MODES
 #   ("name:snippet.toml ...": Missile with the snippet appended to missiled's config).
 # env: SECONDS_MAIN (8) SECONDS_SWEEP (4) BE_SOLO_SECONDS (15) LOAD (0.3) MODES SWEEP_MODES
 #   D_MODES ("none missile") D_WEIGHTS ("1 3") SWEEP_MODELS EXTRA_MODES MAIN_SCENARIOS
@@ -111,7 +111,7 @@ show_tail() {  # LOGNAME: the last lines of a process's stderr and stdout
   echo "----"
 }
 
-mode_uses_mps() { case $1 in mps|mps-prio|missile-mps*) return 0 ;; esac; return 1; }
+mode_uses_mps() { case $1 in mps|mps-prio|alone-mps|missile-mps*) return 0 ;; esac; return 1; }
 mode_be_prio() { case $1 in mps-prio|missile-mps*) return 0 ;; esac; return 1; }
 mode_uses_missile() { case $1 in missile*) return 0 ;; esac; [ -n "${snippet[$1]:-}" ]; }
 
@@ -392,6 +392,8 @@ phase_main() {
     if [ "$mode" = alone ]; then
       colocate main alone alone "$MAIN_SCEN" "--seconds $S_MAIN" "$S_MAIN" || echo "WARN: main alone incomplete"
       be_solo_all
+    elif [ "$mode" = alone-mps ]; then  # the LS alone on the MPS server: what MPS itself costs it
+      run_mode main alone-mps alone-mps "$MAIN_SCEN" "--seconds $S_MAIN" "$S_MAIN"
     else
       run_mode main "$mode" "$mode" "$MAIN_SCEN" "--seconds $S_MAIN" "$S_MAIN" be
     fi
