@@ -253,7 +253,7 @@ pacing::LsObservation Pacer::ObserveLs(uint64_t now) const {
   if (pol.ls_tenants.load(std::memory_order_acquire) == 0) return seen;
   const uint64_t stale = pol.ls_stale_ns.load(std::memory_order_relaxed);
   const uint64_t idle = pol.ls_idle_ns.load(std::memory_order_relaxed);
-  uint32_t share_busy = pacing::kFullSharePpm, share_any = pacing::kFullSharePpm;
+  uint32_t share_busy = pacing::kMaxSharePpm, share_any = pacing::kMaxSharePpm;
   bool any_busy = false;
   absl::ReaderMutexLock lock(&peers_mu_);
   for (uint32_t i = 0; i < kSlots; ++i) {

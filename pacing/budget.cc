@@ -130,6 +130,7 @@ void BudgetController::set_budget_pct(uint32_t pct) {
   if (pct == budget_pct_) return;
   budget_pct_ = pct;
   pending_.clear();
+  recent_.clear();
   over_at_zero_ = 0;
   const uint64_t periods = status_.periods;
   status_ = BudgetStatus();
@@ -140,34 +141,46 @@ void BudgetController::set_budget_pct(uint32_t pct) {
 void BudgetController::Observe(double stretch) {
   ++status_.periods;
   pending_.push_back(stretch);
+  recent_.push_back(stretch);
+  if (recent_.size() > kWindow) recent_.erase(recent_.begin());
   if (pending_.size() >= kDecisionEvery) Decide();
 }
 
 void BudgetController::Decide() {
-  std::sort(pending_.begin(), pending_.end());
-  const double high = pending_[pending_.size() - 2];  // about the 90th percentile of 8
+  const double budget = budget_pct_ / 100.0;
+  const bool fresh_over =
+      std::any_of(pending_.begin(), pending_.end(), [&](double v) { return v > budget; });
   pending_.clear();
+  std::vector<double> sorted = recent_;
+  std::sort(sorted.begin(), sorted.end());
+  const double high = sorted[sorted.size() - 2];  // recent_ holds kDecisionEvery or more
   status_.stretch = high;
   if (budget_pct_ <= kNoBudgetPct) {
     status_.state = BudgetState::kOff;
     status_.share_ppm = 0;
     return;
   }
-  const double budget = budget_pct_ / 100.0;
   if (high > budget) {
-    if (status_.share_ppm == 0) {
+    if (!fresh_over) {
+      // The period above it is older: it was answered when it came.
+    } else if (status_.share_ppm == 0) {
       ++over_at_zero_;
     } else {
       status_.share_ppm /= 2;
       if (status_.share_ppm < kFullSharePpm / 100) status_.share_ppm = 0;
     }
-    status_.state = over_at_zero_ >= 3 ? BudgetState::kUnmet : BudgetState::kSpending;
+    if (over_at_zero_ >= 3) {
+      status_.state = BudgetState::kUnmet;
+    } else if (status_.state != BudgetState::kUnmet) {
+      status_.state = BudgetState::kSpending;
+    }
     return;
   }
   over_at_zero_ = 0;
   const double room = std::clamp((budget - high) / (budget - 1.0), 0.0, 1.0);
-  const auto step = static_cast<uint32_t>(room * kFullSharePpm / 10);
-  status_.share_ppm = std::min(kFullSharePpm, status_.share_ppm + step);
+  const double base = std::max<double>(kFullSharePpm / 10.0, status_.share_ppm / 4.0);
+  const double grown = status_.share_ppm + room * base;
+  status_.share_ppm = static_cast<uint32_t>(std::min<double>(kMaxSharePpm, grown));
   status_.state = BudgetState::kSpending;
 }
 
@@ -180,7 +193,7 @@ void BusyCredit::Advance(uint64_t now, bool ls_busy, uint32_t share_ppm, uint64_
     credit_ns_ = 0;
   } else if (now > last_ns_) {
     const auto earned = static_cast<int64_t>(
-        static_cast<unsigned __int128>(now - last_ns_) * std::min(share_ppm, kFullSharePpm) /
+        static_cast<unsigned __int128>(now - last_ns_) * std::min(share_ppm, kMaxSharePpm) /
         kFullSharePpm);
     credit_ns_ = std::min(credit_ns_ + earned, static_cast<int64_t>(cap_ns));
   }

@@ -187,8 +187,40 @@ TEST(BudgetController, TheShareGrowsWithinTheBudgetAndHalvesAboveIt) {
   Feed8(&c, 1.3);  // over: halves
   EXPECT_EQ(c.status().share_ppm, 75'000u);
   EXPECT_DOUBLE_EQ(c.status().stretch, 1.3);
-  Feed8(&c, 1.0, 20);
-  EXPECT_EQ(c.status().share_ppm, kFullSharePpm);  // never past the whole busy time
+  // The slow periods stay in the window for three more decisions: the share holds, no more
+  // halving for them.
+  Feed8(&c, 1.0, 3);
+  EXPECT_EQ(c.status().share_ppm, 75'000u);
+  EXPECT_DOUBLE_EQ(c.status().stretch, 1.3);
+  Feed8(&c, 1.0);  // out of the window: grows again
+  EXPECT_EQ(c.status().share_ppm, 175'000u);
+  // Past 40 %, by a quarter of itself; up to the bound, which passes the whole busy time (on
+  // MPS the BE runs beside the LS).
+  Feed8(&c, 1.0, 3);
+  EXPECT_EQ(c.status().share_ppm, 475'000u);
+  Feed8(&c, 1.0);
+  EXPECT_EQ(c.status().share_ppm, 593'750u);
+  Feed8(&c, 1.0, 30);
+  EXPECT_EQ(c.status().share_ppm, kMaxSharePpm);
+}
+
+TEST(BudgetController, DecidesOnTheSecondHighestOfTheLastThirtyTwo) {
+  BudgetController c;
+  c.set_budget_pct(125);
+  Feed8(&c, 1.0, 4);
+  const uint32_t share = c.status().share_ppm;
+  // One period over the budget in 32 is let through (about the 97th percentile)...
+  for (size_t i = 0; i < 7; ++i) c.Observe(1.0);
+  c.Observe(1.4);
+  EXPECT_GT(c.status().share_ppm, share);
+  EXPECT_DOUBLE_EQ(c.status().stretch, 1.0);
+  // ... a second one 16 periods later halves the share, although each batch of eight has one.
+  Feed8(&c, 1.0);
+  const uint32_t grown = c.status().share_ppm;
+  for (size_t i = 0; i < 7; ++i) c.Observe(1.0);
+  c.Observe(1.3);
+  EXPECT_EQ(c.status().share_ppm, grown / 2);
+  EXPECT_DOUBLE_EQ(c.status().stretch, 1.3);
 }
 
 TEST(BudgetController, OneSlowPeriodInEightDoesNotDecideButTwoDo) {
@@ -216,6 +248,9 @@ TEST(BudgetController, ABudgetThatCannotBeMetFallsBackToNoShareAndSaysSo) {
   Feed8(&c, 1.3, 3);  // and still over, 3 times
   EXPECT_EQ(c.status().share_ppm, 0u);
   EXPECT_EQ(c.status().state, BudgetState::kUnmet);
+  Feed8(&c, 1.05, 3);  // the slow periods still in the window: still unmet, no share
+  EXPECT_EQ(c.status().state, BudgetState::kUnmet);
+  EXPECT_EQ(c.status().share_ppm, 0u);
   Feed8(&c, 1.05);  // met again
   EXPECT_EQ(c.status().state, BudgetState::kSpending);
   EXPECT_GT(c.status().share_ppm, 0u);

@@ -30,8 +30,11 @@ namespace missile::pacing {
 // A budget in percent of the alone time: 100 is "LS first, always" (no BE work while an LS is
 // busy); 125 lets the LS's work take up to 1.25x its alone time.
 inline constexpr uint32_t kNoBudgetPct = 100;
-// The share of an LS tenant's busy time that BE work may use, in parts per million.
+// The share of an LS tenant's busy time that BE work may use, in parts per million: the BE's
+// GPU time over the LS's busy time. On MPS the two run side by side, so a share may pass the
+// whole busy time; kMaxSharePpm bounds it (a BE then goes about as it would with no budget).
 inline constexpr uint32_t kFullSharePpm = 1'000'000;
+inline constexpr uint32_t kMaxSharePpm = 8 * kFullSharePpm;
 
 // --- Busy periods -------------------------------------------------------------------------
 
@@ -147,14 +150,19 @@ struct BudgetStatus {
   uint64_t periods = 0;        // busy periods measured (with a stretch)
 };
 
-// Decides, every `kDecisionEvery` measured periods, from the second highest stretch of those
-// (about their 90th percentile): above the budget, the share halves (under 1 % it is 0); within
-// it, the share grows by up to 10 points, in proportion to the room left. With no share and the
-// stretch still above the budget at 3 decisions in a row, the budget is unmet (until a decision
-// finds it met). A budget of 100 % (or less) keeps the share at 0.
+// Decides, every `kDecisionEvery` measured periods, from the second highest stretch of the last
+// `kWindow` (about their 95th percentile: the budget bounds the LS's p99, and the p90 of eight
+// let the p99 pass it). Above the budget, the share halves (under 1 % it is 0) if the newest
+// periods brought a stretch above it, and holds if the one above it is older (one slow period
+// halves the share once, not at each decision it stays in the window). Within it, the share
+// grows in proportion to the room left, by up to 10 points or a quarter of itself, whichever is
+// more, up to kMaxSharePpm. With no share and new stretches above the budget at 3 decisions in
+// a row, the budget is unmet (until a decision finds it met). A budget of 100 % (or less)
+// keeps the share at 0.
 class BudgetController {
  public:
   static constexpr size_t kDecisionEvery = 8;
+  static constexpr size_t kWindow = 32;
   void set_budget_pct(uint32_t pct);
   uint32_t budget_pct() const { return budget_pct_; }
   // One measured period's stretch.
@@ -164,7 +172,8 @@ class BudgetController {
  private:
   void Decide();
   uint32_t budget_pct_ = kNoBudgetPct;
-  std::vector<double> pending_;
+  std::vector<double> pending_;  // since the last decision
+  std::vector<double> recent_;   // the last kWindow, oldest first
   int over_at_zero_ = 0;
   BudgetStatus status_;
 };
