@@ -2,8 +2,9 @@
 #
 #   MISSILE_SANITIZE=address  AddressSanitizer + UndefinedBehaviorSanitizer over every target
 #   MISSILE_SANITIZE=thread   ThreadSanitizer over every target
-#   MISSILE_FUZZ=ON           the libFuzzer targets of tests/fuzz (clang only); the code they
-#                             reach is built with ASan + UBSan and coverage instrumentation
+#   MISSILE_FUZZ=ON           the libFuzzer targets of tests/fuzz (clang only); every target
+#                             is built with ASan + UBSan and coverage instrumentation, so
+#                             scripts/fuzz.sh runs unit tests of this build under ASan + UBSan too
 #
 # The flags go on every target (compile and link), so the shim, the driver test double and the
 # daemon are instrumented alike and the multi-process tests run sanitized end to end.

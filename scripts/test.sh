@@ -56,16 +56,18 @@ else
   echo "test: clang++ not found: SKIPPING the clang -Wthread-safety build" >&2
 fi
 
-# Sanitizer builds of the CPU tests (ASan+UBSan, TSan) and the fuzz targets, run for a bounded
-# time: scripts/sanitize.sh and scripts/fuzz.sh, documented in docs/testing.md. CI (CI=true)
-# always runs both; elsewhere MISSILE_SKIP_SANITIZERS=1 or MISSILE_SKIP_FUZZ=1 skips one.
+# Sanitizer builds, documented in docs/testing.md: scripts/sanitize.sh, the TSan build of the
+# threaded CPU tests; scripts/fuzz.sh, one clang ASan+UBSan build of the daemon's tenant-facing
+# unit tests and the fuzz targets, which it runs for a bounded time. CI (CI=true) always runs
+# both; elsewhere MISSILE_SKIP_SANITIZERS=1 skips the TSan build and MISSILE_SKIP_FUZZ=1 the
+# ASan+UBSan build (its unit tests with the fuzzing).
 if [ "${CI:-}" = "true" ] || [ "${MISSILE_SKIP_SANITIZERS:-0}" != "1" ]; then
   ./scripts/sanitize.sh
 else
-  echo "test: MISSILE_SKIP_SANITIZERS=1: SKIPPING the sanitizer builds" >&2
+  echo "test: MISSILE_SKIP_SANITIZERS=1: SKIPPING the TSan build" >&2
 fi
 if [ "${CI:-}" = "true" ] || [ "${MISSILE_SKIP_FUZZ:-0}" != "1" ]; then
   ./scripts/fuzz.sh
 else
-  echo "test: MISSILE_SKIP_FUZZ=1: SKIPPING the fuzz targets" >&2
+  echo "test: MISSILE_SKIP_FUZZ=1: SKIPPING the ASan+UBSan unit tests and the fuzz targets" >&2
 fi
