@@ -116,6 +116,9 @@ def plot(data, path):
         for m, (y, x) in med.items():
             if budget_of(m) is None:
                 ax.plot([x], [y], "s", label=m)
+        if "alone-mps" in modes:  # what MPS alone costs the LS: the floor of the MPS families
+            y = statistics.median(v[0] for v in modes["alone-mps"])
+            ax.axhline(y, color="gray", linestyle="--", linewidth=1, label=f"LS alone on MPS ({y:.2f})")
         ax.set_title(scen)
         ax.set_xlabel("BE throughput, % of solo")
         ax.set_ylabel("LS p99 / alone p99")
