@@ -92,11 +92,12 @@ constexpr Family kFamilies[] = {
      "LS: its latency budget (its own, else its class's, else [compute] ls_budget_pct; / 100): "
      "how long its work may take beside BE work, over its time alone."},
     {"missile_tenant_ls_stretch_ratio", MetricType::kGauge,
-     "LS: its busy periods' duration over the same work alone, about the 90th percentile of the "
-     "budget controller's last 8 (0: none measured; measured only while a budget above 1 is "
+     "LS: its busy periods' duration over the same work alone, about the 95th percentile of the "
+     "budget controller's last 32 (0: none measured; measured only while a budget above 1 is "
      "in force)."},
     {"missile_tenant_ls_be_time_ratio", MetricType::kGauge,
-     "LS: the fraction of its busy time BE work may use now, set by the budget controller."},
+     "LS: the BE GPU time its busy time may carry now, as a fraction of it, set by the budget "
+     "controller (up to 8: on MPS the BE runs beside the LS)."},
 };
 
 HistogramValue Seconds(const GrantWaits& waits) {
