@@ -292,5 +292,24 @@ TEST(BusyCredit, AccruesTheShareOfTheBusyTimeAndStartsAtZeroEachPeriod) {
   for (uint64_t t = 0; t < 100; ++t) EXPECT_FALSE(c.Take(13 * kMs + t * kMs, true, 0, 1, kMs));
 }
 
+TEST(BusyCredit, AShareAboveTheBusyTimeLetsMoreBeWorkGoThanTheLsIsBusy) {
+  // On MPS: four times the busy time. Over 1 ms busy, about 4 ms of 50 us items go.
+  BusyCredit c;
+  EXPECT_FALSE(c.Take(0, true, 4 * kFullSharePpm, 50 * kUs, 200 * kUs));  // a period starts
+  uint64_t took = 0;
+  for (uint64_t t = 10; t <= 1000; t += 10) {
+    while (c.Take(t * kUs, true, 4 * kFullSharePpm, 50 * kUs, 200 * kUs)) took += 50;
+  }
+  EXPECT_NEAR(static_cast<double>(took), 4000, 100);
+  // Bounded at kMaxSharePpm: a larger share gives no more.
+  BusyCredit d;
+  d.Take(0, true, UINT32_MAX, 50 * kUs, 200 * kUs);
+  took = 0;
+  for (uint64_t t = 10; t <= 1000; t += 10) {
+    while (d.Take(t * kUs, true, UINT32_MAX, 50 * kUs, 200 * kUs)) took += 50;
+  }
+  EXPECT_NEAR(static_cast<double>(took), 1000.0 * kMaxSharePpm / kFullSharePpm, 100);
+}
+
 }  // namespace
 }  // namespace missile::pacing
