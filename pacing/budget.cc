@@ -85,9 +85,11 @@ std::optional<BusyPeriod> BusyPeriodTracker::Poll(const LsPoll& p, const Limits&
 
 namespace {
 
+// The plain mean of the first 8 samples, then the newest weighs 1/8: the first alone period
+// (perhaps the LS's first request, on a cold GPU) does not set the mean for long.
 void Update(double v, double* mean, uint32_t* samples) {
-  *mean = *samples == 0 ? v : *mean + (v - *mean) / 8;
   if (*samples < UINT32_MAX) ++*samples;
+  *mean += (v - *mean) / std::min<uint32_t>(*samples, 8);
 }
 
 }  // namespace

@@ -148,9 +148,13 @@ TEST(AloneDurations, StretchIsTheDurationOverTheMeanAloneOnceKnown) {
   ASSERT_TRUE(alone.Stretch({43, 15, 3000 * kUs, false}).has_value());
   EXPECT_DOUBLE_EQ(*alone.Stretch({43, 15, 3000 * kUs, false}), 2.0);
   EXPECT_FALSE(alone.Stretch({43, 0, 3000 * kUs, false}).has_value());
-  // The newest sample weighs 1/8.
-  alone.Learn({42, 10, 1800 * kUs, true});
-  EXPECT_DOUBLE_EQ(*alone.Stretch(p), 1.5e6 / 1.1e6);
+  // The first eight samples weigh the same (a slow first one does not stay in the mean), then
+  // the newest weighs 1/8.
+  alone.Learn({42, 10, 1600 * kUs, true});
+  EXPECT_DOUBLE_EQ(*alone.Stretch(p), 1.5e6 / 1.2e6);
+  for (int i = 0; i < 5; ++i) alone.Learn({42, 10, 1200 * kUs, true});
+  alone.Learn({42, 10, 2000 * kUs, true});
+  EXPECT_DOUBLE_EQ(*alone.Stretch(p), 1.5e6 / 1.3e6);
 }
 
 TEST(AloneDurations, IsBoundedInSize) {

@@ -108,11 +108,11 @@ class BusyPeriodTracker {
 // --- Alone durations ----------------------------------------------------------------------
 
 // Learns how long a period of each signature takes with no BE work on the GPU (a mean over its
-// alone periods, the newest weighing 1/8), and gives a period's stretch against it. A period
-// whose signature was not seen alone (an eager LS's CPU gaps may cut its requests anywhere, so
-// periods of the same work differ) is measured per item instead: its duration per item over the
-// mean duration per item of the alone periods. Bounded: past `capacity` signatures it forgets
-// them all and starts again.
+// alone periods: plain over the first 8, then the newest weighing 1/8), and gives a period's
+// stretch against it. A period whose signature was not seen alone (an eager LS's CPU gaps may
+// cut its requests anywhere, so periods of the same work differ) is measured per item instead:
+// its duration per item over the mean duration per item of the alone periods. Bounded: past
+// `capacity` signatures it forgets them all and starts again.
 class AloneDurations {
  public:
   explicit AloneDurations(size_t capacity = 4096) : capacity_(capacity) {}
