@@ -71,7 +71,9 @@ class LimitsUidTest : public process_test::DaemonTest {
   void StartDaemon(const std::string& limits) {
     config_ = WriteConfig("[limits]\n" + limits);
     ASSERT_TRUE(daemon_.Start(DaemonArgv(), DaemonEnv(), daemon_log_));
+    // The descriptor socket comes up first, the gRPC socket after it (daemon/main.cc).
     ASSERT_TRUE(WaitForFile(socket_ + ".fd", 5)) << "missiled did not start" << DaemonLog();
+    ASSERT_TRUE(WaitForFile(socket_, 5)) << "missiled did not start" << DaemonLog();
     admin_ = v1::Admin::NewStub(
         grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials()));
   }
