@@ -131,7 +131,7 @@ const char* BudgetStateName(BudgetState s) {
 void BudgetController::set_budget_pct(uint32_t pct) {
   if (pct == budget_pct_) return;
   budget_pct_ = pct;
-  pending_.clear();
+  since_decision_ = 0;
   recent_.clear();
   over_at_zero_ = 0;
   const uint64_t periods = status_.periods;
@@ -142,20 +142,20 @@ void BudgetController::set_budget_pct(uint32_t pct) {
 
 void BudgetController::Observe(double stretch) {
   ++status_.periods;
-  pending_.push_back(stretch);
   recent_.push_back(stretch);
   if (recent_.size() > kWindow) recent_.erase(recent_.begin());
-  if (pending_.size() >= kDecisionEvery) Decide();
+  if (++since_decision_ == kDecisionEvery) Decide();
 }
 
 void BudgetController::Decide() {
   const double budget = budget_pct_ / 100.0;
-  const bool fresh_over =
-      std::any_of(pending_.begin(), pending_.end(), [&](double v) { return v > budget; });
-  pending_.clear();
+  // The periods since the last decision are the newest kDecisionEvery of recent_.
+  const bool fresh_over = std::any_of(recent_.end() - static_cast<ptrdiff_t>(kDecisionEvery),
+                                      recent_.end(), [&](double v) { return v > budget; });
+  since_decision_ = 0;
   std::vector<double> sorted = recent_;
   std::sort(sorted.begin(), sorted.end());
-  const double high = sorted[sorted.size() - 2];  // recent_ holds kDecisionEvery or more
+  const double high = sorted[sorted.size() - 2];
   status_.stretch = high;
   if (budget_pct_ <= kNoBudgetPct) {
     status_.state = BudgetState::kOff;

@@ -297,22 +297,21 @@ TEST(BusyCredit, AccruesTheShareOfTheBusyTimeAndStartsAtZeroEachPeriod) {
 }
 
 TEST(BusyCredit, AShareAboveTheBusyTimeLetsMoreBeWorkGoThanTheLsIsBusy) {
-  // On MPS: four times the busy time. Over 1 ms busy, about 4 ms of 50 us items go.
-  BusyCredit c;
-  EXPECT_FALSE(c.Take(0, true, 4 * kFullSharePpm, 50 * kUs, 200 * kUs));  // a period starts
-  uint64_t took = 0;
-  for (uint64_t t = 10; t <= 1000; t += 10) {
-    while (c.Take(t * kUs, true, 4 * kFullSharePpm, 50 * kUs, 200 * kUs)) took += 50;
-  }
-  EXPECT_NEAR(static_cast<double>(took), 4000, 100);
+  // Microseconds of 50 us items that go over 1 ms of LS busy time at `share_ppm`, taking all
+  // the credit has at each 10 us step.
+  auto taken_in_1ms = [](uint32_t share_ppm) {
+    BusyCredit c;
+    EXPECT_FALSE(c.Take(0, true, share_ppm, 50 * kUs, 200 * kUs));  // a period starts
+    uint64_t took = 0;
+    for (uint64_t t = 10; t <= 1000; t += 10) {
+      while (c.Take(t * kUs, true, share_ppm, 50 * kUs, 200 * kUs)) took += 50;
+    }
+    return static_cast<double>(took);
+  };
+  // On MPS: four times the busy time.
+  EXPECT_NEAR(taken_in_1ms(4 * kFullSharePpm), 4000, 100);
   // Bounded at kMaxSharePpm: a larger share gives no more.
-  BusyCredit d;
-  d.Take(0, true, UINT32_MAX, 50 * kUs, 200 * kUs);
-  took = 0;
-  for (uint64_t t = 10; t <= 1000; t += 10) {
-    while (d.Take(t * kUs, true, UINT32_MAX, 50 * kUs, 200 * kUs)) took += 50;
-  }
-  EXPECT_NEAR(static_cast<double>(took), 1000.0 * kMaxSharePpm / kFullSharePpm, 100);
+  EXPECT_NEAR(taken_in_1ms(UINT32_MAX), 1000.0 * kMaxSharePpm / kFullSharePpm, 100);
 }
 
 }  // namespace

@@ -62,13 +62,8 @@ if [ ${#unit_tests[@]} -gt 0 ]; then
     LSAN_OPTIONS="suppressions=$root/tests/sanitizers/lsan.supp:${LSAN_OPTIONS:-}"
     UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
   )
-  include=$(cd "$build_dir" && env "${unit_env[@]}" ctest --show-only=json-v1 -LE gpu | python3 -c '
-import json, os, re, sys
-built = set(sys.argv[1:])
-names = [t["name"] for t in json.load(sys.stdin)["tests"]
-         if t.get("command") and os.path.basename(t["command"][0]) in built]
-print("^(" + "|".join(re.escape(n) for n in names) + ")$" if names else "")
-' "${unit_tests[@]}")
+  include=$(cd "$build_dir" && env "${unit_env[@]}" ctest --show-only=json-v1 -LE gpu |
+    python3 "$root/scripts/tests_of_programs.py" "${unit_tests[@]}")
   [ -n "$include" ] || { echo "fuzz: no test of the unit test programs found" >&2; exit 1; }
   (cd "$build_dir" &&
     env "${unit_env[@]}" ctest --output-on-failure --timeout 900 -LE gpu -R "$include")

@@ -42,17 +42,10 @@ run() {
   cmake --build "$dir" --parallel "$(nproc)" --target "${targets[@]}"
   echo "sanitize: $name build took $((SECONDS - start)) s"
   start=$SECONDS
-  # Only the tests whose program is one of the targets built here (instrumented): tests of
-  # other targets (listed as <target>_NOT_BUILT) and tests run by scripts (packaging, soak,
-  # manifest checks, the shim's static checks) belong to the main build.
+  # Only the tests whose program is one of the targets built here (instrumented).
   local include
-  include=$(cd "$dir" && ctest --show-only=json-v1 -LE gpu | python3 -c '
-import json, os, re, sys
-built = set(sys.argv[1:])
-names = [t["name"] for t in json.load(sys.stdin)["tests"]
-         if t.get("command") and os.path.basename(t["command"][0]) in built]
-print("^(" + "|".join(re.escape(n) for n in names) + ")$" if names else "")
-' "${targets[@]}")
+  include=$(cd "$dir" && ctest --show-only=json-v1 -LE gpu |
+    python3 "$root/scripts/tests_of_programs.py" "${targets[@]}")
   [ -n "$include" ] || { echo "sanitize: $name: no test of the built targets found" >&2; exit 1; }
   (cd "$dir" && ctest --output-on-failure --timeout 900 -LE gpu -R "$include")
   echo "sanitize: $name tests took $((SECONDS - start)) s"

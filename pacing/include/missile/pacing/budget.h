@@ -172,8 +172,8 @@ class BudgetController {
  private:
   void Decide();
   uint32_t budget_pct_ = kNoBudgetPct;
-  std::vector<double> pending_;  // since the last decision
-  std::vector<double> recent_;   // the last kWindow, oldest first
+  size_t since_decision_ = 0;   // periods observed since the last decision
+  std::vector<double> recent_;  // the last kWindow stretches, oldest first
   int over_at_zero_ = 0;
   BudgetStatus status_;
 };
