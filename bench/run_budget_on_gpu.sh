@@ -15,7 +15,7 @@
 # usage: bench/run_budget_on_gpu.sh RUNTIME_DIR OUT_DIR
 # env: SCENARIOS BUDGETS ("125 150 200"; set and empty: none) MPS_BUDGETS ("") RESERVES ("") RESERVE_BUDGETS ("")
 #   WINDOWS (3) REPEATS (1) FIRST (1) SECONDS_MAIN (5)
-#   BASE_MODES ("alone none mps-prio missile") LS_WARMUP (3) BE_ARGS
+#   BASE_MODES ("alone none mps-prio missile") MORE_MODES ("") LS_WARMUP (3) BE_ARGS
 set -uo pipefail
 rt=$(cd "$1" && pwd); out=$2
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,6 +29,12 @@ done
 for b in ${MPS_BUDGETS:-}; do
   extra+=" missile-mps-b$b:bench/colocation/modes/budget$b.toml"
   modes+=" missile-mps-b$b"
+done
+# MORE_MODES: "name:snippet.toml ..." as run_on_gpu.sh's EXTRA_MODES (e.g.
+# missile-mps-nopace:bench/colocation/modes/nopace.toml), after the others.
+for em in ${MORE_MODES:-}; do
+  extra+=" $em"
+  modes+=" ${em%%:*}"
 done
 snippets=$out/modes
 mkdir -p "$snippets"

@@ -291,6 +291,10 @@ TEST(FormatTenantsTest, AnLsTenantsBudgetAndWhetherItIsItsOwn) {
   infer->set_budget_pct(200);
   EXPECT_THAT(FormatTenants(r),
               HasSubstr("  40%; budget 200% (own): stretch 1.50, BE share 25%  "));
+  c->set_be_share(8);
+  c->set_be_window_scale(4);
+  EXPECT_THAT(FormatTenants(r),
+              HasSubstr("  40%; budget 200% (own): stretch 1.50, BE share 800%, BE window x4  "));
   c->set_budget(v1::ComputeUse::BUDGET_LEARNING);
   EXPECT_THAT(FormatTenants(r), HasSubstr("  40%; budget 200% (own) learning  "));
   infer->set_budget_pct(100);

@@ -98,6 +98,10 @@ constexpr Family kFamilies[] = {
     {"missile_tenant_ls_be_time_ratio", MetricType::kGauge,
      "LS: the BE GPU time its busy time may carry now, as a fraction of it, set by the budget "
      "controller (up to 8: on MPS the BE runs beside the LS)."},
+    {"missile_tenant_ls_be_window_scale", MetricType::kGauge,
+     "LS: how many times the configured in-flight window (window_items, window_us, refill_us) "
+     "the BE tenants may use now, set by the budget controller once the BE time ratio is at 8 "
+     "(1 to 16)."},
 };
 
 HistogramValue Seconds(const GrantWaits& waits) {
@@ -152,6 +156,7 @@ absl::Status AddTenant(const TenantMetrics& t, Exposition* e) {
     s.Update(e->Add("missile_tenant_ls_budget_ratio", labels, p.budget_ratio));
     s.Update(e->Add("missile_tenant_ls_stretch_ratio", labels, p.stretch_ratio));
     s.Update(e->Add("missile_tenant_ls_be_time_ratio", labels, p.be_share_ratio));
+    s.Update(e->Add("missile_tenant_ls_be_window_scale", labels, p.be_window_scale));
   }
   return s;
 }
@@ -239,7 +244,8 @@ MetricsSnapshot TakeMetricsSnapshot(const DaemonCore& core, const std::string& v
                                   static_cast<double>(st->gpu_ns) / kNsPerSecond, st->busy_share,
                                   st->held_share,
                                   static_cast<double>(st->busy_ns) / kNsPerSecond,
-                                  st->budget_pct / 100.0, st->stretch, st->be_share};
+                                  st->budget_pct / 100.0, st->stretch, st->be_share,
+                                  static_cast<double>(st->be_window_scale)};
         }
       }
       snap.tenants.push_back(std::move(t));

@@ -52,6 +52,7 @@ struct TenantPacing {
   double budget_ratio = 1;
   double stretch_ratio = 0;
   double be_share_ratio = 0;
+  double be_window_scale = 1;  // LS: the BE's in-flight window, times this
 };
 
 // One tenant on one GPU. Its series are keyed by name, class, replica and GPU; the pid and the

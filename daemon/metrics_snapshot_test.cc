@@ -167,7 +167,7 @@ TEST(MetricsSnapshotTest, WritesEveryFamilyWithPcieAndPacing) {
         "missile_gpu_be_busy_seconds_total", "missile_gpu_ls_busy_ratio",
         "missile_gpu_be_busy_ratio", "missile_tenant_busy_seconds_total",
         "missile_tenant_ls_budget_ratio", "missile_tenant_ls_stretch_ratio",
-        "missile_tenant_ls_be_time_ratio"}) {
+        "missile_tenant_ls_be_time_ratio", "missile_tenant_ls_be_window_scale"}) {
     EXPECT_THAT(*text, HasSubstr(std::string("# HELP ") + family + " ")) << family;
     EXPECT_THAT(*text, HasSubstr(std::string("# TYPE ") + family + " ")) << family;
     EXPECT_THAT(*text, HasSubstr(std::string("\n") + family)) << family;

@@ -50,6 +50,12 @@ absl::Status CheckRange(const settings::Setting&, const std::optional<bool>&) {
 
 const char* OnOff(bool b) { return b ? "on" : "off"; }
 
+// What an LS entry publishes of its budget when it spends none: no share, the window as set.
+void ClearBudgetOutput(pacingreg::Entry* e) {
+  e->be_share_ppm.store(0, std::memory_order_relaxed);
+  e->be_window_scale.store(1, std::memory_order_relaxed);
+}
+
 }  // namespace
 
 absl::StatusOr<PacingSettings> ApplyPacingChange(const PacingSettings& before,
@@ -192,7 +198,7 @@ absl::Status PacingDomain::Assign(uint64_t session, int pid, TenantClass cls, ui
   pacingreg::Entry& e = dir()->entries[*free];
   slots_[*free] = SlotState();  // nothing of the previous session: a new page comes with Join
   e.lanes_epoch.store(0, std::memory_order_relaxed);
-  e.be_share_ppm.store(0, std::memory_order_relaxed);  // a budget's share is its LS's alone
+  ClearBudgetOutput(&e);  // a budget's share is its LS's alone
   e.pid.store(pid, std::memory_order_relaxed);
   e.weight.store(weight == 0 ? 1 : weight, std::memory_order_relaxed);
   e.cls.store(cls == TenantClass::kLatencySensitive ? pacingreg::kLs : pacingreg::kBe,
@@ -225,7 +231,7 @@ void PacingDomain::Leave(uint64_t session) {
   pacingreg::Entry& e = dir()->entries[it->second];
   // Readers check the epoch before they read a page: from here on nobody reads this one.
   e.lanes_epoch.store(0, std::memory_order_release);
-  e.be_share_ppm.store(0, std::memory_order_relaxed);
+  ClearBudgetOutput(&e);
   e.cls.store(pacingreg::kFree, std::memory_order_release);
   e.session.store(0, std::memory_order_release);
   slots_[it->second] = SlotState();  // unmaps and closes the daemon's side of the page
@@ -242,7 +248,7 @@ void PacingDomain::SetPolicy(uint64_t session, TenantClass cls, uint32_t weight)
   const uint32_t to = cls == TenantClass::kLatencySensitive ? pacingreg::kLs : pacingreg::kBe;
   if (e.cls.load(std::memory_order_relaxed) != to) {
     // Another class: its budget (an LS's) starts over, with no share.
-    e.be_share_ppm.store(0, std::memory_order_relaxed);
+    ClearBudgetOutput(&e);
     slots_[it->second].budget = Budget();
   }
   e.cls.store(to, std::memory_order_release);
@@ -342,11 +348,13 @@ void PacingDomain::ObserveBudgets(uint64_t now) {
   BudgetsTurnLocked(now);
 }
 
-void PacingDomain::SetBeShareForTesting(uint64_t session, uint32_t share_ppm) {
+void PacingDomain::SetBeShareForTesting(uint64_t session, uint32_t share_ppm,
+                                        uint32_t window_scale) {
   absl::MutexLock lock(&mu_);
   auto it = slot_of_.find(session);
   if (it != slot_of_.end()) {
     dir()->entries[it->second].be_share_ppm.store(share_ppm, std::memory_order_relaxed);
+    dir()->entries[it->second].be_window_scale.store(window_scale, std::memory_order_relaxed);
   }
 }
 
@@ -377,7 +385,7 @@ bool PacingDomain::BudgetsActiveLocked() const {
 
 void PacingDomain::StopBudgetsLocked() {
   for (const auto& [session, slot] : slot_of_) {
-    dir()->entries[slot].be_share_ppm.store(0, std::memory_order_relaxed);
+    ClearBudgetOutput(&dir()->entries[slot]);
     Budget& b = slots_[slot].budget;
     b.tracker.Reset();
     b.controller.set_budget_pct(BudgetOfLocked(slot));
@@ -428,8 +436,9 @@ void PacingDomain::ObserveBudgetsLocked(uint64_t now) {
       need_alone = true;
     }
     const pacing::BudgetStatus& st = b.controller.status();
-    e.be_share_ppm.store(st.state == pacing::BudgetState::kSpending ? st.share_ppm : 0,
-                         std::memory_order_relaxed);
+    const bool spending = st.state == pacing::BudgetState::kSpending;
+    e.be_share_ppm.store(spending ? st.share_ppm : 0, std::memory_order_relaxed);
+    e.be_window_scale.store(spending ? st.window_scale : 1, std::memory_order_relaxed);
   }
   pacingreg::Policy& pol = dir()->policy;
   if (quiet_until_ns_ != 0) {
@@ -518,6 +527,9 @@ std::optional<PacingStats> PacingDomain::Stats(uint64_t session) const {
     st.be_share = budgets_active_ && bs.state == pacing::BudgetState::kSpending
                       ? static_cast<double>(bs.share_ppm) / pacing::kFullSharePpm
                       : 0;
+    st.be_window_scale = budgets_active_ && bs.state == pacing::BudgetState::kSpending
+                             ? bs.window_scale
+                             : 1;
     st.stretch = bs.stretch;
     st.periods = bs.periods;
     st.alone_periods = b.alone_periods;

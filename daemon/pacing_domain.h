@@ -99,6 +99,7 @@ struct PacingStats {
   uint32_t budget_pct = pacing::kNoBudgetPct;
   pacing::BudgetState budget_state = pacing::BudgetState::kOff;
   double be_share = 0;
+  uint32_t be_window_scale = 1;  // the BE's window, times this (pacing::kMaxWindowScale)
   double stretch = 0;
   uint64_t periods = 0;
   uint64_t alone_periods = 0;
@@ -193,9 +194,9 @@ class PacingDomain {
   void PublishSealed();
   // The sampler's budget work for one poll at `now` (tests; the sampler does it every turn).
   void ObserveBudgets(uint64_t now);
-  // Publishes an LS session's BE share as its budget controller would (tests of the BE's side;
-  // the sampler overwrites it while a budget is in force).
-  void SetBeShareForTesting(uint64_t session, uint32_t share_ppm);
+  // Publishes an LS session's BE share and window scale as its budget controller would (tests of
+  // the BE's side; the sampler overwrites them while a budget is in force).
+  void SetBeShareForTesting(uint64_t session, uint32_t share_ppm, uint32_t window_scale = 1);
   // Publishes a quiet time as the budget work would (tests of the BE's side).
   void SetQuietUntilForTesting(uint64_t until_ns);
 

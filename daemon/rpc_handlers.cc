@@ -72,6 +72,7 @@ void FillCompute(uint32_t gpu, const PacingStats& st, v1::ComputeUse* out) {
     out->set_budget(static_cast<v1::ComputeUse::Budget>(st.budget_state));
     out->set_stretch(st.stretch);
     out->set_be_share(st.be_share);
+    out->set_be_window_scale(st.be_window_scale);
     out->set_periods(st.periods);
     out->set_alone_periods(st.alone_periods);
     out->set_dropped_periods(st.dropped_periods);

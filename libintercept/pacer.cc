@@ -254,13 +254,17 @@ pacing::LsObservation Pacer::ObserveLs(uint64_t now) const {
   const uint64_t stale = pol.ls_stale_ns.load(std::memory_order_relaxed);
   const uint64_t idle = pol.ls_idle_ns.load(std::memory_order_relaxed);
   uint32_t share_busy = pacing::kMaxSharePpm, share_any = pacing::kMaxSharePpm;
+  uint32_t scale_busy = pacing::kMaxWindowScale, scale_any = pacing::kMaxWindowScale;
   bool any_busy = false;
   absl::ReaderMutexLock lock(&peers_mu_);
   for (uint32_t i = 0; i < kSlots; ++i) {
     const pacingreg::Entry& e = dir().entries[i];
     if (i == slot_index_ || e.cls.load(std::memory_order_acquire) != pacingreg::kLs) continue;
     const uint32_t share = e.be_share_ppm.load(std::memory_order_relaxed);
+    const uint32_t scale = std::clamp<uint32_t>(e.be_window_scale.load(std::memory_order_relaxed),
+                                                1, pacing::kMaxWindowScale);
     share_any = std::min(share_any, share);
+    scale_any = std::min(scale_any, scale);
     const std::optional<pacingreg::LanesView> v = PeerView(i, now);
     if (!v || v->last_submit_ns == 0 || now - v->last_submit_ns >= stale) continue;
     seen.newest_submit_ns = std::max(seen.newest_submit_ns, v->last_submit_ns);
@@ -269,9 +273,11 @@ pacing::LsObservation Pacer::ObserveLs(uint64_t now) const {
     if (counts || now - v->last_submit_ns < idle) {
       any_busy = true;
       share_busy = std::min(share_busy, share);
+      scale_busy = std::min(scale_busy, scale);
     }
   }
   seen.share_ppm = any_busy ? share_busy : share_any;
+  seen.window_scale = any_busy ? scale_busy : scale_any;
   return seen;
 }
 
@@ -389,14 +395,17 @@ Pacer::Admission Pacer::Admit(uint64_t key, uint32_t own_lane) {
     RetireLocked(now);
     SetActiveLocked(true, now);
     pacing::AdmissionInput in;
-    in.window_admits = window_.Admits(
-        predicted_ns,
+    const pacing::LsObservation ls_seen = ObserveLs(now);
+    // The window as set, widened by the LS tenants' budgets (pacing/budget.h).
+    const pacing::InflightWindow::Limits limits = pacing::InflightWindow::Scaled(
         {pol.window_items.load(std::memory_order_relaxed),
          pol.window_ns.load(std::memory_order_relaxed),
          pol.refill_ns.load(std::memory_order_relaxed)},
-        now);
-    // The LS first: the cheapest check, and the one that matters.
-    const bool ls_busy = LsHoldsLocked(now, predicted_ns, in.window_admits, &beside_ls);
+        ls_seen.window_scale);
+    in.window_admits = window_.Admits(predicted_ns, limits, now);
+    // The LS first: the one that matters.
+    const bool ls_busy =
+        LsHoldsLocked(now, ls_seen, predicted_ns, limits.predicted_ns, in.window_admits, &beside_ls);
     in.ls_busy = ls_busy;
     // missiled relearning the LS tenants' alone durations: no BE work at all, for a moment.
     const uint64_t quiet_until = pol.quiet_until_ns.load(std::memory_order_relaxed);
@@ -448,10 +457,10 @@ Pacer::Admission Pacer::Admit(uint64_t key, uint32_t own_lane) {
   return {predicted_ns, beside_ls};
 }
 
-bool Pacer::LsHoldsLocked(uint64_t now, uint64_t predicted_ns, bool window_admits,
+bool Pacer::LsHoldsLocked(uint64_t now, const pacing::LsObservation& ls_seen,
+                          uint64_t predicted_ns, uint64_t window_ns, bool window_admits,
                           bool* beside_ls) {
   const pacingreg::Policy& pol = dir().policy;
-  const pacing::LsObservation ls_seen = ObserveLs(now);
   bool busy = ls_.Busy(ls_seen, now, pol.ls_idle_ns.load(std::memory_order_relaxed));
   if (ls_seen.in_flight) interfered_ns_ = now;
   // Whatever lets it go, an item that goes while an LS tenant is busy shares the GPU with the
@@ -460,7 +469,7 @@ bool Pacer::LsHoldsLocked(uint64_t now, uint64_t predicted_ns, bool window_admit
   // An LS latency budget (pacing/budget.h): while an LS tenant is busy, BE work may use the
   // share of its busy time that missiled's controller publishes, item by item.
   const uint32_t share = ls_seen.share_ppm;
-  credit_.Advance(now, busy, share, pol.window_ns.load(std::memory_order_relaxed));
+  credit_.Advance(now, busy, share, window_ns);
   if (busy && share != 0 && window_admits && credit_.TryTake(predicted_ns)) busy = false;
   return busy;
 }

@@ -172,11 +172,12 @@ class Pacer {
   };
   Admission Admit(uint64_t key, uint32_t own_lane);
   pacing::LsObservation ObserveLs(uint64_t now) const;
-  // Whether the LS tenants hold an item predicted to run `predicted_ns` now: an LS is busy and
-  // its budget's share gives no credit (taken here when it does and `window_admits`).
-  // `beside_ls`: an LS is busy (the item, if it goes, shares
-  // the GPU with LS work).
-  bool LsHoldsLocked(uint64_t now, uint64_t predicted_ns, bool window_admits, bool* beside_ls)
+  // Whether the LS tenants seen in `ls_seen` hold an item predicted to run `predicted_ns` now:
+  // an LS is busy and its budget's share gives no credit (taken here when it does and
+  // `window_admits`; the credit is capped at `window_ns`, the window in force). `beside_ls`: an
+  // LS is busy (the item, if it goes, shares the GPU with LS work).
+  bool LsHoldsLocked(uint64_t now, const pacing::LsObservation& ls_seen, uint64_t predicted_ns,
+                     uint64_t window_ns, bool window_admits, bool* beside_ls)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<pacing::ShareEntry> ActivePeers(uint64_t now) const;
   void RetireLocked(uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

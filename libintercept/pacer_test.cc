@@ -259,6 +259,39 @@ TEST_F(PacerTest, ABusyLsWithABudgetLetsTheBeUseItsShare) {
   EXPECT_GT(be_->held_by_ns(pacing::Verdict::kWaitLs), 0u);  // and waits between them
 }
 
+// Past its largest share, a budget widens the BE's in-flight window: with the LS's published
+// scale at 4, four times the items go before the window holds one (the GPU completes none here).
+TEST_F(PacerTest, AnLsBudgetsWindowScaleWidensTheBesWindow) {
+  auto items_before_a_hold = [this](uint32_t scale) {
+    PacingSettings s;
+    s.window_items = 2;
+    s.window_ns = 1000 * kMs;
+    s.unknown_ns = 1000;
+    s.ls_idle_ns = 0;
+    auto d = PacingDomain::Create(s);
+    EXPECT_TRUE(d.ok()) << d.status();
+    if (!d.ok()) return -1;
+    be_.reset();
+    domain_ = std::move(*d);
+    driver_.set_run_stream_writes(false);  // nothing of the BE completes
+    JoinLs();
+    OpenBe();
+    ls()->lanes_used.store(1);
+    ls()->last_submit_ns.store(pacingreg::NowNs());  // on the GPU, idle
+    domain_->SetBeShareForTesting(kLsSession, 0, scale);
+    for (int n = 0; n < 64; ++n) {
+      // Held by the window until its oldest item has stalled (100 ms).
+      if (HeldMs() > 50.0) return n;
+    }
+    return 64;
+  };
+  EXPECT_EQ(items_before_a_hold(1), 2);
+  EXPECT_EQ(items_before_a_hold(4), 8);
+  EXPECT_GT(be_->held_by_ns(pacing::Verdict::kWaitWindow), 0u);
+  // A scale past the largest is the largest (16: 32 items).
+  EXPECT_EQ(items_before_a_hold(1000), 32);
+}
+
 // While missiled relearns the LS tenants' alone durations, nothing of the BE goes, LS idle or
 // not; a quiet time too far ahead (a stale or wrong word) is not obeyed.
 TEST_F(PacerTest, AQuietTimeHoldsTheBeEvenWithTheLsIdle) {

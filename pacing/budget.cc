@@ -160,11 +160,14 @@ void BudgetController::Decide() {
   if (budget_pct_ <= kNoBudgetPct) {
     status_.state = BudgetState::kOff;
     status_.share_ppm = 0;
+    status_.window_scale = 1;
     return;
   }
   if (high > budget) {
     if (!fresh_over) {
       // The period above it is older: it was answered when it came.
+    } else if (status_.window_scale > 1) {
+      status_.window_scale /= 2;
     } else if (status_.share_ppm == 0) {
       ++over_at_zero_;
     } else {
@@ -180,10 +183,15 @@ void BudgetController::Decide() {
   }
   over_at_zero_ = 0;
   const double room = std::clamp((budget - high) / (budget - 1.0), 0.0, 1.0);
+  status_.state = BudgetState::kSpending;
+  if (status_.share_ppm >= kMaxSharePpm) {
+    // The share gives no more: the window next.
+    if (room >= kWindowRoom) status_.window_scale = std::min(status_.window_scale * 2, kMaxWindowScale);
+    return;
+  }
   const double base = std::max<double>(kFullSharePpm / 10.0, status_.share_ppm / 4.0);
   const double grown = status_.share_ppm + room * base;
   status_.share_ppm = static_cast<uint32_t>(std::min<double>(kMaxSharePpm, grown));
-  status_.state = BudgetState::kSpending;
 }
 
 void BusyCredit::Advance(uint64_t now, bool ls_busy, uint32_t share_ppm, uint64_t cap_ns) {

@@ -208,6 +208,38 @@ TEST(BudgetController, TheShareGrowsWithinTheBudgetAndHalvesAboveIt) {
   EXPECT_EQ(c.status().share_ppm, kMaxSharePpm);
 }
 
+TEST(BudgetController, PastTheLargestShareTheWindowWidensAndNarrowsFirst) {
+  BudgetController c;
+  c.set_budget_pct(200);
+  Feed8(&c, 1.0, 40);  // the share reaches its bound, then the window doubles to its own
+  EXPECT_EQ(c.status().share_ppm, kMaxSharePpm);
+  EXPECT_EQ(c.status().window_scale, kMaxWindowScale);
+  // Over the budget: the window halves, the share holds.
+  Feed8(&c, 2.5);
+  EXPECT_EQ(c.status().window_scale, kMaxWindowScale / 2);
+  EXPECT_EQ(c.status().share_ppm, kMaxSharePpm);
+  Feed8(&c, 1.0, 3);  // the slow periods leave the 32: nothing decided on them again
+  EXPECT_EQ(c.status().window_scale, kMaxWindowScale / 2);
+  // Little room (under a fifth of the budget's): the window holds.
+  Feed8(&c, 1.9, 4);
+  EXPECT_EQ(c.status().window_scale, kMaxWindowScale / 2);
+  // Over again, three times: the window is back to 1 before the share halves.
+  for (int i = 0; i < 3; ++i) {
+    Feed8(&c, 1.0, 3);
+    Feed8(&c, 2.5);
+  }
+  EXPECT_EQ(c.status().window_scale, 1u);
+  EXPECT_EQ(c.status().share_ppm, kMaxSharePpm);
+  Feed8(&c, 1.0, 3);
+  Feed8(&c, 2.5);
+  EXPECT_EQ(c.status().share_ppm, kMaxSharePpm / 2);
+  EXPECT_EQ(c.status().window_scale, 1u);
+  // A new budget starts again from nothing.
+  c.set_budget_pct(150);
+  EXPECT_EQ(c.status().window_scale, 1u);
+  EXPECT_EQ(c.status().share_ppm, 0u);
+}
+
 TEST(BudgetController, DecidesOnTheSecondHighestOfTheLastThirtyTwo) {
   BudgetController c;
   c.set_budget_pct(125);

@@ -29,6 +29,14 @@ void InflightWindow::Add(uint32_t lane, uint64_t seq, uint64_t key, uint64_t pre
   predicted_sum_ += predicted_ns;
 }
 
+InflightWindow::Limits InflightWindow::Scaled(const Limits& limits, uint32_t scale) {
+  const uint64_t k = std::max<uint32_t>(scale, 1);
+  auto times = [k](uint64_t v) { return v > UINT64_MAX / k ? UINT64_MAX : v * k; };
+  return {static_cast<uint32_t>(std::min<uint64_t>(uint64_t{limits.items} * k,
+                                                   std::max(limits.items, kMaxItems))),
+          times(limits.predicted_ns), times(limits.refill_ns)};
+}
+
 bool InflightWindow::Admits(uint64_t predicted_ns, const Limits& limits, uint64_t now) const {
   if (items_.empty()) return true;  // at least one item always runs, however long
   if (items_.size() >= limits.items) return false;

@@ -55,6 +55,25 @@ TEST(InflightWindow, AdmitsOneAlwaysThenByCountAndPredictedDuration) {
   EXPECT_FALSE(w.Admits(1, lim, 0));  // count
 }
 
+TEST(InflightWindow, ABudgetWidensTheLimitsWithinBounds) {
+  const InflightWindow::Limits lim{.items = 8, .predicted_ns = 100 * kUs, .refill_ns = 25 * kUs};
+  const InflightWindow::Limits x4 = InflightWindow::Scaled(lim, 4);
+  EXPECT_EQ(x4.items, 32u);
+  EXPECT_EQ(x4.predicted_ns, 400 * kUs);
+  EXPECT_EQ(x4.refill_ns, 100 * kUs);
+  // 0 is 1; the count stops at kMaxItems, a time at the largest value.
+  EXPECT_EQ(InflightWindow::Scaled(lim, 0).items, 8u);
+  EXPECT_EQ(InflightWindow::Scaled({.items = 1000, .predicted_ns = UINT64_MAX / 2}, 16).items,
+            InflightWindow::kMaxItems);
+  EXPECT_EQ(InflightWindow::Scaled({.items = 1, .predicted_ns = UINT64_MAX / 2}, 16).predicted_ns,
+            UINT64_MAX);
+  // What the widened window admits: four times the work in flight.
+  InflightWindow w;
+  w.Add(0, 1, 7, 90 * kUs, 0);
+  EXPECT_FALSE(w.Admits(60 * kUs, lim, 0));
+  EXPECT_TRUE(w.Admits(60 * kUs, x4, 0));
+}
+
 TEST(InflightWindow, WhatIsLeftToRunDecidesAsTimePasses) {
   InflightWindow w;
   InflightWindow::Limits lim{.items = 8, .predicted_ns = 100 * kUs, .refill_ns = 25 * kUs};

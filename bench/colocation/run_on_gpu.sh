@@ -311,6 +311,7 @@ if last:
     n, c = last
     print(f"  budget {n}: {c.get('budget_pct', 0)}% {c.get('budget', 'BUDGET_OFF')}, stretch "
           f"{float(c.get('stretch', 0)):.3f}, BE share {float(c.get('be_share', 0)):.3f}, "
+          f"window x{c.get('be_window_scale', 1)}, "
           f"periods {c.get('periods', 0)}, alone {c.get('alone_periods', 0)}, dropped "
           f"{c.get('dropped_periods', 0)}")
 PY

@@ -41,7 +41,7 @@
 namespace missile::pacingreg {
 
 inline constexpr uint32_t kMagic = 0x4d504143;  // "MPAC"
-inline constexpr uint32_t kVersion = 4;
+inline constexpr uint32_t kVersion = 5;
 inline constexpr uint32_t kSlots = 64;   // tenant sessions per GPU
 inline constexpr uint32_t kLanes = 96;   // streams per tenant tracked separately
 inline constexpr size_t kPage = 4096;
@@ -100,6 +100,9 @@ struct Entry {
   // LS: the share of its busy time BE work may use now, set by missiled's budget controller
   // (parts per million; 0: none, the BE waits while this LS is busy).
   std::atomic<uint32_t> be_share_ppm;
+  // LS: the BE tenants' in-flight window, times this (1..pacing::kMaxWindowScale; 0 reads as
+  // 1), set by the same controller once the share is at its bound.
+  std::atomic<uint32_t> be_window_scale;
 };
 
 struct alignas(kPage) Directory {

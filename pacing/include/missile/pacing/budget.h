@@ -35,6 +35,15 @@ inline constexpr uint32_t kNoBudgetPct = 100;
 // whole busy time; kMaxSharePpm bounds it (a BE then goes about as it would with no budget).
 inline constexpr uint32_t kFullSharePpm = 1'000'000;
 inline constexpr uint32_t kMaxSharePpm = 8 * kFullSharePpm;
+// Past kMaxSharePpm, what holds a BE back on MPS is its in-flight window (pacing.h): at most
+// `window_items` items and `window_us` of predicted work, so the GPU runs dry of BE work between
+// the BE's refills. A budget with room left at that share widens the window, doubling at each
+// decision (the items, the predicted work and the refill threshold, times the scale), up to
+// kMaxWindowScale; over the budget, the window narrows before the share does.
+inline constexpr uint32_t kMaxWindowScale = 16;
+// The window doubles only while the room left is at least this much of the budget's (one
+// doubling can take more of it than a share step).
+inline constexpr double kWindowRoom = 0.2;
 
 // --- Busy periods -------------------------------------------------------------------------
 
@@ -146,6 +155,7 @@ const char* BudgetStateName(BudgetState s);
 struct BudgetStatus {
   BudgetState state = BudgetState::kOff;
   uint32_t share_ppm = 0;      // of the LS's busy time, BE work may use this much
+  uint32_t window_scale = 1;   // the BE's in-flight window, times this (1..kMaxWindowScale)
   double stretch = 0;          // the stretch the last decision saw (its high quantile); 0: none
   uint64_t periods = 0;        // busy periods measured (with a stretch)
 };
@@ -154,11 +164,12 @@ struct BudgetStatus {
 // `kWindow` (about their 95th percentile: the budget bounds the LS's p99, and the p90 of eight
 // let the p99 pass it). Above the budget, the share halves (under 1 % it is 0) if the newest
 // periods brought a stretch above it, and holds if the one above it is older (one slow period
-// halves the share once, not at each decision it stays in the window). Within it, the share
-// grows in proportion to the room left, by up to 10 points or a quarter of itself, whichever is
-// more, up to kMaxSharePpm. With no share and new stretches above the budget at 3 decisions in
-// a row, the budget is unmet (until a decision finds it met). A budget of 100 % (or less)
-// keeps the share at 0.
+// halves the share once, not at each decision it stays in the window); a widened window halves
+// first. Within it, the share grows in proportion to the room left, by up to 10 points or a
+// quarter of itself, whichever is more, up to kMaxSharePpm; at kMaxSharePpm the window doubles
+// instead, while the room is kWindowRoom or more. With no share and new stretches above the
+// budget at 3 decisions in a row, the budget is unmet (until a decision finds it met). A budget
+// of 100 % (or less) keeps the share at 0 and the window at 1.
 class BudgetController {
  public:
   static constexpr size_t kDecisionEvery = 8;

@@ -32,6 +32,8 @@ struct LsObservation {
   // The share of their busy time the busy LS tenants let BE work use (budget.h): the least of
   // theirs, or of every LS tenant's when none is busy now (parts per million).
   uint32_t share_ppm = 0;
+  // The BE's in-flight window, times this (budget.h, kMaxWindowScale), by the same rule.
+  uint32_t window_scale = 1;
 };
 
 // Whether one LS tenant counts: a lane in flight counts only while the tenant's last submission
@@ -95,6 +97,10 @@ class InflightWindow {
   // the GPU fed across the host's refill latency behind a long item: the residue an arriving LS
   // request meets is then at most refill_ns plus the new item, which has to run some time.
   bool Admits(uint64_t predicted_ns, const Limits& limits, uint64_t now) const;
+  // The limits widened by an LS budget (budget.h): each times `scale` (at least 1), the items
+  // at most kMaxItems.
+  static constexpr uint32_t kMaxItems = 1024;
+  static Limits Scaled(const Limits& limits, uint32_t scale);
   // Predicted work in flight not yet done: per lane, the predicted time of its items up to its
   // first `alone` one less the time since the first of them could start (never below 0), plus
   // the predicted time of the items behind that `alone` one in full.
