@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
@@ -141,7 +142,8 @@ std::string FormatPacingPolicy(const v1::PacingPolicy& p) {
 namespace {
 
 // An LS tenant's latency budget after its busy share, where one is set: "; budget 125%: stretch
-// 1.18, BE share 20%" (", BE window x4" once it is widened), or "learning", "unmet: stretch 1.31 with no BE share"); "(own)" after the
+// 1.18, BE share 20%" (", BE window x4" once it is widened; "BE not held" for the share at
+// the last step), or "learning", "unmet: stretch 1.31 with no BE share"); "(own)" after the
 // percentage when it is the tenant's own (`own`: TenantInfo.budget_pct), which shows even at 100.
 std::string FormatBudget(const v1::ComputeUse& c, uint32_t own) {
   if (c.budget_pct() <= 100 && own == 0) return "";
@@ -151,8 +153,10 @@ std::string FormatBudget(const v1::ComputeUse& c, uint32_t own) {
     case v1::ComputeUse::BUDGET_OFF:
       return head;
     case v1::ComputeUse::BUDGET_SPENDING:
-      return absl::StrCat(head, absl::StrFormat(": stretch %.2f, BE share ", c.stretch()),
-                          Percent(c.be_share()), "%",
+      return absl::StrCat(head, absl::StrFormat(": stretch %.2f, ", c.stretch()),
+                          std::isinf(c.be_share())
+                              ? std::string("BE not held")
+                              : absl::StrCat("BE share ", Percent(c.be_share()), "%"),
                           c.be_window_scale() > 1
                               ? absl::StrCat(", BE window x", c.be_window_scale())
                               : std::string());

@@ -1,5 +1,6 @@
 #include "ctl_format.h"
 
+#include <cmath>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -295,6 +296,10 @@ TEST(FormatTenantsTest, AnLsTenantsBudgetAndWhetherItIsItsOwn) {
   c->set_be_window_scale(4);
   EXPECT_THAT(FormatTenants(r),
               HasSubstr("  40%; budget 200% (own): stretch 1.50, BE share 800%, BE window x4  "));
+  c->set_be_share(HUGE_VAL);
+  c->set_be_window_scale(16);
+  EXPECT_THAT(FormatTenants(r),
+              HasSubstr("  40%; budget 200% (own): stretch 1.50, BE not held, BE window x16  "));
   c->set_budget(v1::ComputeUse::BUDGET_LEARNING);
   EXPECT_THAT(FormatTenants(r), HasSubstr("  40%; budget 200% (own) learning  "));
   infer->set_budget_pct(100);

@@ -97,7 +97,8 @@ constexpr Family kFamilies[] = {
      "in force)."},
     {"missile_tenant_ls_be_time_ratio", MetricType::kGauge,
      "LS: the BE GPU time its busy time may carry now, as a fraction of it, set by the budget "
-     "controller (up to 8: on MPS the BE runs beside the LS)."},
+     "controller (up to 8: on MPS the BE runs beside the LS; +Inf once the LS's busy time "
+     "holds the BE not at all, the controller's last step)."},
     {"missile_tenant_ls_be_window_scale", MetricType::kGauge,
      "LS: how many times the configured in-flight window (window_items, window_us, refill_us) "
      "the BE tenants may use now, set by the budget controller once the BE time ratio is at 8 "

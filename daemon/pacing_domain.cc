@@ -524,12 +524,12 @@ std::optional<PacingStats> PacingDomain::Stats(uint64_t session) const {
                       : st.budget_pct > pacing::kNoBudgetPct
                           ? pacing::BudgetState::kLearning
                           : pacing::BudgetState::kOff;
-    st.be_share = budgets_active_ && bs.state == pacing::BudgetState::kSpending
-                      ? static_cast<double>(bs.share_ppm) / pacing::kFullSharePpm
-                      : 0;
-    st.be_window_scale = budgets_active_ && bs.state == pacing::BudgetState::kSpending
-                             ? bs.window_scale
-                             : 1;
+    const bool spending = budgets_active_ && bs.state == pacing::BudgetState::kSpending;
+    st.be_share = !spending                                  ? 0
+                  : bs.share_ppm == pacing::kUnheldSharePpm ? HUGE_VAL
+                                                            : static_cast<double>(bs.share_ppm) /
+                                                                  pacing::kFullSharePpm;
+    st.be_window_scale = spending ? bs.window_scale : 1;
     st.stretch = bs.stretch;
     st.periods = bs.periods;
     st.alone_periods = b.alone_periods;

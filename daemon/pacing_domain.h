@@ -98,7 +98,7 @@ struct PacingStats {
   // duration, and the alone periods learned.
   uint32_t budget_pct = pacing::kNoBudgetPct;
   pacing::BudgetState budget_state = pacing::BudgetState::kOff;
-  double be_share = 0;
+  double be_share = 0;             // +infinity: the BE is not held (pacing::kUnheldSharePpm)
   uint32_t be_window_scale = 1;  // the BE's window, times this (pacing::kMaxWindowScale)
   double stretch = 0;
   uint64_t periods = 0;

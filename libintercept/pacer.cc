@@ -253,14 +253,17 @@ pacing::LsObservation Pacer::ObserveLs(uint64_t now) const {
   if (pol.ls_tenants.load(std::memory_order_acquire) == 0) return seen;
   const uint64_t stale = pol.ls_stale_ns.load(std::memory_order_relaxed);
   const uint64_t idle = pol.ls_idle_ns.load(std::memory_order_relaxed);
-  uint32_t share_busy = pacing::kMaxSharePpm, share_any = pacing::kMaxSharePpm;
+  uint32_t share_busy = pacing::kUnheldSharePpm, share_any = pacing::kUnheldSharePpm;
   uint32_t scale_busy = pacing::kMaxWindowScale, scale_any = pacing::kMaxWindowScale;
   bool any_busy = false;
   absl::ReaderMutexLock lock(&peers_mu_);
   for (uint32_t i = 0; i < kSlots; ++i) {
     const pacingreg::Entry& e = dir().entries[i];
     if (i == slot_index_ || e.cls.load(std::memory_order_acquire) != pacingreg::kLs) continue;
-    const uint32_t share = e.be_share_ppm.load(std::memory_order_relaxed);
+    uint32_t share = e.be_share_ppm.load(std::memory_order_relaxed);
+    if (share > pacing::kMaxSharePpm && share != pacing::kUnheldSharePpm) {
+      share = pacing::kMaxSharePpm;
+    }
     const uint32_t scale = std::clamp<uint32_t>(e.be_window_scale.load(std::memory_order_relaxed),
                                                 1, pacing::kMaxWindowScale);
     share_any = std::min(share_any, share);
@@ -470,7 +473,11 @@ bool Pacer::LsHoldsLocked(uint64_t now, const pacing::LsObservation& ls_seen,
   // share of its busy time that missiled's controller publishes, item by item.
   const uint32_t share = ls_seen.share_ppm;
   credit_.Advance(now, busy, share, window_ns);
-  if (busy && share != 0 && window_admits && credit_.TryTake(predicted_ns)) busy = false;
+  if (busy && share == pacing::kUnheldSharePpm) {
+    busy = false;  // the budget's last step: the LS holds nothing
+  } else if (busy && share != 0 && window_admits && credit_.TryTake(predicted_ns)) {
+    busy = false;
+  }
   return busy;
 }
 

@@ -257,6 +257,11 @@ TEST_F(PacerTest, ABusyLsWithABudgetLetsTheBeUseItsShare) {
   EXPECT_GE(n, 100);
   EXPECT_LE(n, 1100);
   EXPECT_GT(be_->held_by_ns(pacing::Verdict::kWaitLs), 0u);  // and waits between them
+  // The budget's last step: the busy LS holds nothing.
+  domain_->SetBeShareForTesting(kLsSession, pacing::kUnheldSharePpm);
+  const uint64_t held_before = be_->held_by_ns(pacing::Verdict::kWaitLs);
+  EXPECT_GT(items_in(std::chrono::milliseconds(50)), 100);
+  EXPECT_EQ(be_->held_by_ns(pacing::Verdict::kWaitLs), held_before);
 }
 
 // Past its largest share, a budget widens the BE's in-flight window: with the LS's published

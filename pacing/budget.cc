@@ -166,6 +166,8 @@ void BudgetController::Decide() {
   if (high > budget) {
     if (!fresh_over) {
       // The period above it is older: it was answered when it came.
+    } else if (status_.share_ppm == kUnheldSharePpm) {
+      status_.share_ppm = kMaxSharePpm;
     } else if (status_.window_scale > 1) {
       status_.window_scale /= 2;
     } else if (status_.share_ppm == 0) {
@@ -185,8 +187,13 @@ void BudgetController::Decide() {
   const double room = std::clamp((budget - high) / (budget - 1.0), 0.0, 1.0);
   status_.state = BudgetState::kSpending;
   if (status_.share_ppm >= kMaxSharePpm) {
-    // The share gives no more: the window next.
-    if (room >= kWindowRoom) status_.window_scale = std::min(status_.window_scale * 2, kMaxWindowScale);
+    // The share gives no more: the window next, then no hold at all.
+    if (room < kWindowRoom) return;
+    if (status_.window_scale < kMaxWindowScale) {
+      status_.window_scale = std::min(status_.window_scale * 2, kMaxWindowScale);
+    } else {
+      status_.share_ppm = kUnheldSharePpm;
+    }
     return;
   }
   const double base = std::max<double>(kFullSharePpm / 10.0, status_.share_ppm / 4.0);

@@ -204,17 +204,27 @@ TEST(BudgetController, TheShareGrowsWithinTheBudgetAndHalvesAboveIt) {
   EXPECT_EQ(c.status().share_ppm, 475'000u);
   Feed8(&c, 1.0);
   EXPECT_EQ(c.status().share_ppm, 593'750u);
-  Feed8(&c, 1.0, 30);
+  int decisions = 0;
+  while (c.status().share_ppm < kMaxSharePpm && decisions < 30) {
+    Feed8(&c, 1.0);
+    ++decisions;
+  }
   EXPECT_EQ(c.status().share_ppm, kMaxSharePpm);
+  EXPECT_EQ(c.status().window_scale, 1u);
 }
 
 TEST(BudgetController, PastTheLargestShareTheWindowWidensAndNarrowsFirst) {
   BudgetController c;
   c.set_budget_pct(200);
-  Feed8(&c, 1.0, 40);  // the share reaches its bound, then the window doubles to its own
+  Feed8(&c, 1.0, 40);  // the share reaches its bound, then the window doubles to its own,
+  EXPECT_EQ(c.status().window_scale, kMaxWindowScale);
+  EXPECT_EQ(c.status().share_ppm, kUnheldSharePpm);  // then the BE is not held at all
+  // Over the budget: held again, at the largest share.
+  Feed8(&c, 2.5);
   EXPECT_EQ(c.status().share_ppm, kMaxSharePpm);
   EXPECT_EQ(c.status().window_scale, kMaxWindowScale);
-  // Over the budget: the window halves, the share holds.
+  // Over again: the window halves, the share holds.
+  Feed8(&c, 1.0, 3);
   Feed8(&c, 2.5);
   EXPECT_EQ(c.status().window_scale, kMaxWindowScale / 2);
   EXPECT_EQ(c.status().share_ppm, kMaxSharePpm);
@@ -342,8 +352,11 @@ TEST(BusyCredit, AShareAboveTheBusyTimeLetsMoreBeWorkGoThanTheLsIsBusy) {
   };
   // On MPS: four times the busy time.
   EXPECT_NEAR(taken_in_1ms(4 * kFullSharePpm), 4000, 100);
-  // Bounded at kMaxSharePpm: a larger share gives no more.
-  EXPECT_NEAR(taken_in_1ms(UINT32_MAX), 1000.0 * kMaxSharePpm / kFullSharePpm, 100);
+  // Bounded at kMaxSharePpm: a larger share gives no more...
+  EXPECT_NEAR(taken_in_1ms(kUnheldSharePpm - 1), 1000.0 * kMaxSharePpm / kFullSharePpm, 100);
+  // ... but the last step's holds nothing, from the start of a period on.
+  BusyCredit c;
+  for (uint64_t t = 0; t < 100; ++t) EXPECT_TRUE(c.Take(t * kUs, true, kUnheldSharePpm, kMs, kUs));
 }
 
 }  // namespace

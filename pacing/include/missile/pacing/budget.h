@@ -44,6 +44,11 @@ inline constexpr uint32_t kMaxWindowScale = 16;
 // The window doubles only while the room left is at least this much of the budget's (one
 // doubling can take more of it than a share step).
 inline constexpr double kWindowRoom = 0.2;
+// The last step, with the share at kMaxSharePpm, the window at kMaxWindowScale and that much
+// room still left: the LS's busy time holds the BE not at all (it goes as with pacing off,
+// within its widened window). Over the budget, this step is the first taken back. Published as
+// this share; the credit of a share this large never runs out.
+inline constexpr uint32_t kUnheldSharePpm = UINT32_MAX;
 
 // --- Busy periods -------------------------------------------------------------------------
 
@@ -154,7 +159,7 @@ const char* BudgetStateName(BudgetState s);
 
 struct BudgetStatus {
   BudgetState state = BudgetState::kOff;
-  uint32_t share_ppm = 0;      // of the LS's busy time, BE work may use this much
+  uint32_t share_ppm = 0;      // of the LS's busy time, BE work may use this much (or kUnheldSharePpm)
   uint32_t window_scale = 1;   // the BE's in-flight window, times this (1..kMaxWindowScale)
   double stretch = 0;          // the stretch the last decision saw (its high quantile); 0: none
   uint64_t periods = 0;        // busy periods measured (with a stretch)
@@ -165,9 +170,10 @@ struct BudgetStatus {
 // let the p99 pass it). Above the budget, the share halves (under 1 % it is 0) if the newest
 // periods brought a stretch above it, and holds if the one above it is older (one slow period
 // halves the share once, not at each decision it stays in the window); a widened window halves
-// first. Within it, the share grows in proportion to the room left, by up to 10 points or a
-// quarter of itself, whichever is more, up to kMaxSharePpm; at kMaxSharePpm the window doubles
-// instead, while the room is kWindowRoom or more. With no share and new stretches above the
+// first (and before that, an unheld BE is held again at kMaxSharePpm). Within it, the share
+// grows in proportion to the room left, by up to 10 points or a quarter of itself, whichever is
+// more, up to kMaxSharePpm; at kMaxSharePpm the window doubles instead, while the room is
+// kWindowRoom or more, and at kMaxWindowScale the share becomes kUnheldSharePpm. With no share and new stretches above the
 // budget at 3 decisions in a row, the budget is unmet (until a decision finds it met). A budget
 // of 100 % (or less) keeps the share at 0 and the window at 1.
 class BudgetController {
@@ -205,7 +211,7 @@ class BusyCredit {
   bool Take(uint64_t now, bool ls_busy, uint32_t share_ppm, uint64_t predicted_ns,
             uint64_t cap_ns) {
     Advance(now, ls_busy, share_ppm, cap_ns);
-    return !ls_busy || (share_ppm != 0 && TryTake(predicted_ns));
+    return !ls_busy || share_ppm == kUnheldSharePpm || (share_ppm != 0 && TryTake(predicted_ns));
   }
   int64_t credit_ns() const { return credit_ns_; }
 
