@@ -27,7 +27,8 @@ def summaries(out_dir):
         if m.group(3):
             with tarfile.open(path) as tar:
                 for member in tar.getmembers():
-                    if member.name.endswith("/summary.md") and member.name.count("/") == 1:
+                    name = member.name[2:] if member.name.startswith("./") else member.name
+                    if name.endswith("/summary.md") and name.count("/") == 1:
                         yield m.group(1), int(m.group(2)), tar.extractfile(member).read().decode()
         elif os.path.isfile(os.path.join(path, "summary.md")):
             with open(os.path.join(path, "summary.md")) as fh:

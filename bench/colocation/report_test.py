@@ -271,6 +271,23 @@ class FrontierTest(unittest.TestCase):
         self.assertEqual(frontier.family_of("missile-mps-r16-b200"), ("missile-mps-r16", 200))
         self.assertIsNone(frontier.family_of("missile-nopace"))
 
+    def test_archives_are_read_with_or_without_a_leading_dot(self):
+        # bench/scrub_paths.sh rewrites an archive from its folder ("./decode-graph-1/...").
+        import frontier
+        import tarfile
+        summary = "\n".join([
+            "## (f) decode-graph: x", "",
+            "| missile-mps-b200 | 10 | 1.0 | 1.8 | 1.9 | 1.80 | 900.0 | 80.0 | 0.9 | FAIL |", ""])
+        with tempfile.TemporaryDirectory() as d:
+            for name, prefix in (("decode-graph-1.tgz", ""), ("decode-graph-2.tgz", "./")):
+                with tarfile.open(os.path.join(d, name), "w:gz") as tar:
+                    data = summary.encode()
+                    info = tarfile.TarInfo(f"{prefix}{name[:-4]}/summary.md")
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+            data = frontier.collect(d)
+        self.assertEqual(data["decode-graph"]["missile-mps-b200"], [(1.80, 80.0), (1.80, 80.0)])
+
 
 class TailEventsTest(unittest.TestCase):
     """tail_events.py: slow requests placed in the BE iteration running when they started."""
