@@ -407,8 +407,8 @@ Pacer::Admission Pacer::Admit(uint64_t key, uint32_t own_lane) {
         ls_seen.window_scale);
     in.window_admits = window_.Admits(predicted_ns, limits, now);
     // The LS first: the one that matters.
-    const bool ls_busy =
-        LsHoldsLocked(now, ls_seen, predicted_ns, limits.predicted_ns, in.window_admits, &beside_ls);
+    const bool ls_busy = LsHoldsLocked(now, ls_seen, predicted_ns, limits.predicted_ns,
+                                       in.window_admits, &beside_ls);
     in.ls_busy = ls_busy;
     // missiled relearning the LS tenants' alone durations: no BE work at all, for a moment.
     const uint64_t quiet_until = pol.quiet_until_ns.load(std::memory_order_relaxed);
@@ -473,11 +473,7 @@ bool Pacer::LsHoldsLocked(uint64_t now, const pacing::LsObservation& ls_seen,
   // share of its busy time that missiled's controller publishes, item by item.
   const uint32_t share = ls_seen.share_ppm;
   credit_.Advance(now, busy, share, window_ns);
-  if (busy && share == pacing::kUnheldSharePpm) {
-    busy = false;  // the budget's last step: the LS holds nothing
-  } else if (busy && share != 0 && window_admits && credit_.TryTake(predicted_ns)) {
-    busy = false;
-  }
+  if (busy && credit_.Lets(share, predicted_ns, window_admits)) busy = false;
   return busy;
 }
 

@@ -217,8 +217,9 @@ void BusyCredit::Advance(uint64_t now, bool ls_busy, uint32_t share_ppm, uint64_
   last_ns_ = std::max(last_ns_, now);
 }
 
-bool BusyCredit::TryTake(uint64_t predicted_ns) {
-  if (credit_ns_ <= 0) return false;
+bool BusyCredit::Lets(uint32_t share_ppm, uint64_t predicted_ns, bool window_admits) {
+  if (share_ppm == kUnheldSharePpm) return true;
+  if (share_ppm == 0 || !window_admits || credit_ns_ <= 0) return false;
   credit_ns_ -= static_cast<int64_t>(std::min<uint64_t>(predicted_ns, INT64_MAX / 2));
   return true;
 }

@@ -321,6 +321,12 @@ TEST(BusyCredit, AccruesTheShareOfTheBusyTimeAndStartsAtZeroEachPeriod) {
   // 25 us earned: positive, so a 50 us item goes (the debt is paid back before the next).
   EXPECT_TRUE(c.Take(1 * kMs + 100 * kUs, true, 250'000, 50 * kUs, 100 * kUs));
   EXPECT_FALSE(c.Take(1 * kMs + 200 * kUs, true, 250'000, 50 * kUs, 100 * kUs));  // at 0
+  // An item the window holds anyway takes none of the credit.
+  c.Advance(1 * kMs + 300 * kUs, true, 250'000, 100 * kUs);
+  const int64_t credit = c.credit_ns();
+  EXPECT_GT(credit, 0);
+  EXPECT_FALSE(c.Lets(250'000, 50 * kUs, /*window_admits=*/false));
+  EXPECT_EQ(c.credit_ns(), credit);
   EXPECT_TRUE(c.Take(1 * kMs + 300 * kUs, true, 250'000, 50 * kUs, 100 * kUs));
   // Over 1 ms of busy time, 250 us of items went: a quarter.
   uint64_t took = 0;

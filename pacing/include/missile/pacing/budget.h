@@ -159,7 +159,7 @@ const char* BudgetStateName(BudgetState s);
 
 struct BudgetStatus {
   BudgetState state = BudgetState::kOff;
-  uint32_t share_ppm = 0;      // of the LS's busy time, BE work may use this much (or kUnheldSharePpm)
+  uint32_t share_ppm = 0;      // of the LS's busy time, BE work may use this (kUnheldSharePpm)
   uint32_t window_scale = 1;   // the BE's in-flight window, times this (1..kMaxWindowScale)
   double stretch = 0;          // the stretch the last decision saw (its high quantile); 0: none
   uint64_t periods = 0;        // busy periods measured (with a stretch)
@@ -173,9 +173,9 @@ struct BudgetStatus {
 // first (and before that, an unheld BE is held again at kMaxSharePpm). Within it, the share
 // grows in proportion to the room left, by up to 10 points or a quarter of itself, whichever is
 // more, up to kMaxSharePpm; at kMaxSharePpm the window doubles instead, while the room is
-// kWindowRoom or more, and at kMaxWindowScale the share becomes kUnheldSharePpm. With no share and new stretches above the
-// budget at 3 decisions in a row, the budget is unmet (until a decision finds it met). A budget
-// of 100 % (or less) keeps the share at 0 and the window at 1.
+// kWindowRoom or more, and at kMaxWindowScale the share becomes kUnheldSharePpm. With no share
+// and new stretches above the budget at 3 decisions in a row, the budget is unmet (until a
+// decision finds it met). A budget of 100 % (or less) keeps the share at 0 and the window at 1.
 class BudgetController {
  public:
   static constexpr size_t kDecisionEvery = 8;
@@ -205,13 +205,15 @@ class BusyCredit {
  public:
   // Brings the credit to `now`: accrues while `ls_busy`, and starts from 0 at a busy period.
   void Advance(uint64_t now, bool ls_busy, uint32_t share_ppm, uint64_t cap_ns);
-  // Whether an item may go now (a positive credit); takes `predicted_ns` if so.
-  bool TryTake(uint64_t predicted_ns);
-  // Advance, then TryTake while busy (always true while not).
+  // Whether the busy LS lets an item predicted to run `predicted_ns` go now: at the last step
+  // (kUnheldSharePpm) always, taking nothing; else if `window_admits` (an item that will not go
+  // takes no credit) and the credit is positive, taking `predicted_ns`.
+  bool Lets(uint32_t share_ppm, uint64_t predicted_ns, bool window_admits);
+  // Advance, then Lets while busy (always true while not).
   bool Take(uint64_t now, bool ls_busy, uint32_t share_ppm, uint64_t predicted_ns,
             uint64_t cap_ns) {
     Advance(now, ls_busy, share_ppm, cap_ns);
-    return !ls_busy || share_ppm == kUnheldSharePpm || (share_ppm != 0 && TryTake(predicted_ns));
+    return !ls_busy || Lets(share_ppm, predicted_ns, /*window_admits=*/true);
   }
   int64_t credit_ns() const { return credit_ns_; }
 
