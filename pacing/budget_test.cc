@@ -216,7 +216,7 @@ TEST(BudgetController, TheShareGrowsWithinTheBudgetAndHalvesAboveIt) {
 TEST(BudgetController, PastTheLargestShareTheWindowWidensAndNarrowsFirst) {
   BudgetController c;
   c.set_budget_pct(200);
-  Feed8(&c, 1.0, 40);  // the share reaches its bound, then the window doubles to its own,
+  Feed8(&c, 1.0, 60);  // the share reaches its bound, then the window doubles to its own,
   EXPECT_EQ(c.status().window_scale, kMaxWindowScale);
   EXPECT_EQ(c.status().share_ppm, kUnheldSharePpm);  // then the BE is not held at all
   // Over the budget: held again, at the largest share.

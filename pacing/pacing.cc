@@ -40,6 +40,11 @@ InflightWindow::Limits InflightWindow::Scaled(const Limits& limits, uint32_t sca
 bool InflightWindow::Admits(uint64_t predicted_ns, const Limits& limits, uint64_t now) const {
   if (items_.empty()) return true;  // at least one item always runs, however long
   if (items_.size() >= limits.items) return false;
+  // What is left to run is at most what was predicted for it all: with room for that, the
+  // count-down over every item in flight (a widened window holds up to kMaxItems) is not needed.
+  if (predicted_ns <= limits.predicted_ns && predicted_sum_ <= limits.predicted_ns - predicted_ns) {
+    return true;
+  }
   const uint64_t remaining = RemainingNs(now);
   return remaining + predicted_ns <= limits.predicted_ns || remaining < limits.refill_ns;
 }
