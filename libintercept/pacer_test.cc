@@ -284,17 +284,56 @@ TEST_F(PacerTest, AnLsBudgetsWindowScaleWidensTheBesWindow) {
     ls()->lanes_used.store(1);
     ls()->last_submit_ns.store(pacingreg::NowNs());  // on the GPU, idle
     domain_->SetBeShareForTesting(kLsSession, 0, scale);
-    for (int n = 0; n < 64; ++n) {
+    for (int n = 0; n < 512; ++n) {
       // Held by the window until its oldest item has stalled (100 ms).
       if (HeldMs() > 50.0) return n;
     }
-    return 64;
+    return 512;
   };
   EXPECT_EQ(items_before_a_hold(1), 2);
   EXPECT_EQ(items_before_a_hold(4), 8);
   EXPECT_GT(be_->held_by_ns(pacing::Verdict::kWaitWindow), 0u);
-  // A scale past the largest is the largest (16: 32 items).
-  EXPECT_EQ(items_before_a_hold(1000), 32);
+  // A scale past the largest is the largest (128: 256 items).
+  EXPECT_EQ(items_before_a_hold(1000), 256);
+}
+
+// Two LS tenants with different budgets: a BE obeys the strictest of those busy, so an LS whose
+// budget lets the BE go (or one that marks itself busy all the time) cannot let it run beside
+// another LS whose budget holds it, nor widen its window there.
+TEST_F(PacerTest, TheStrictestBusyLsBudgetHoldsTheBe) {
+  constexpr uint64_t kLaxSession = 3;
+  JoinLs();
+  shm::ShmRegion lax_page;
+  JoinPage(kLaxSession, 300, TenantClass::kLatencySensitive, true, &lax_page);
+  auto* lax = static_cast<pacingreg::LanesPage*>(lax_page.data());
+  OpenBe();
+  domain_->SetBeShareForTesting(kLaxSession, pacing::kUnheldSharePpm, pacing::kMaxWindowScale);
+  domain_->SetBeShareForTesting(kLsSession, 0, 1);
+  auto busy = [](pacingreg::LanesPage* page) {
+    page->lanes_used.store(1);
+    page->lanes[0].submitted.store(7);
+    page->lanes[0].completed.store(6);
+    page->last_submit_ns.store(pacingreg::NowNs());
+  };
+  auto idle = [](pacingreg::LanesPage* page) {
+    page->lanes_used.store(1);
+    page->lanes[0].completed.store(page->lanes[0].submitted.load());
+    page->last_submit_ns.store(pacingreg::NowNs() - 5 * kMs);
+  };
+  // The lax LS busy alone: its last step lets the BE go.
+  busy(lax);
+  idle(ls());
+  EXPECT_LT(HeldMs(), 20.0);
+  EXPECT_EQ(be_->held_by_ns(pacing::Verdict::kWaitLs), 0u);
+  // Both busy: the strict one's share (none) holds it, up to max_hold.
+  busy(lax);
+  busy(ls());
+  EXPECT_GE(HeldMs(), 50.0);
+  EXPECT_GT(be_->held_by_ns(pacing::Verdict::kWaitLs), 0u);
+  // The strict one busy alone holds it just the same.
+  idle(lax);
+  busy(ls());
+  EXPECT_GE(HeldMs(), 50.0);
 }
 
 // While missiled relearns the LS tenants' alone durations, nothing of the BE goes, LS idle or

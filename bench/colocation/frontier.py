@@ -13,6 +13,8 @@ import statistics
 import sys
 import tarfile
 
+from report import LS_ONLY_MODES  # the modes with no BE: no point on the frontier
+
 ROW = re.compile(r"^\|\s*([\w.-]+)\s*\|\s*(\d+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|"
                  r"\s*([\d.]+)\s*\|\s*([\d.]+|-)\s*\|\s*([\d.]+|-)\s*\|")
 
@@ -101,7 +103,7 @@ def plot(data, path):
     for ax, (scen, modes) in zip(axes[0], data.items()):
         med = {m: (statistics.median(v[0] for v in vals),
                    statistics.median([v[1] for v in vals if v[1] is not None] or [0]))
-               for m, vals in modes.items() if m not in ("alone", "alone-mps")}
+               for m, vals in modes.items() if m not in LS_ONLY_MODES}
         families = {}
         for m in med:
             if family_of(m) is not None:
