@@ -223,9 +223,10 @@ TEST_F(LimitsTest, TenantsOfAStoppedDaemonFallBackWithinTheTimeout) {
   EXPECT_EQ(refuse.Wait(15), 0) << refuse.out();
   double refuse_s = std::chrono::duration<double>(Clock::now() - stopped).count();
   RecordProperty("running_tenant_wait_s", std::to_string(std::max(pass_s, refuse_s)));
-  // The timeout (1 s), a moment for the session end to settle, and process exit.
-  EXPECT_LT(pass_s, 3.5);
-  EXPECT_LT(refuse_s, 3.5);
+  // The timeout (1 s), a moment for the session end to settle, and process exit: under the
+  // 5 s default a timeout not obeyed would take (3.5 s failed once on a loaded 2-CPU host).
+  EXPECT_LT(pass_s, 4.5);
+  EXPECT_LT(refuse_s, 4.5);
   EXPECT_NE(pass.out().find("check ok"), std::string::npos) << pass.out();
   // The second allocation: from the driver, or refused.
   EXPECT_EQ(pass.out().find("alloc 4 err"), std::string::npos) << pass.out();
@@ -241,7 +242,8 @@ TEST_F(LimitsTest, TenantsOfAStoppedDaemonFallBackWithinTheTimeout) {
   RecordProperty("new_tenant_wait_s", std::to_string(fresh_s));
   EXPECT_FALSE(fresh.timed_out);
   EXPECT_NE(fresh.out.find("alloc 4 ok"), std::string::npos) << fresh.out << fresh.err;
-  EXPECT_LT(fresh_s, 4.5);  // connect (at most 1 s here) and register (1 s), then the driver
+  // Connect (at most 1 s here) and register (1 s), then the driver: not the 10 s of the default.
+  EXPECT_LT(fresh_s, 6.0);
   EXPECT_NE(fresh.err.find("cannot reach missiled"), std::string::npos) << fresh.err;
 }
 
