@@ -102,7 +102,7 @@ constexpr Family kFamilies[] = {
     {"missile_tenant_ls_be_window_scale", MetricType::kGauge,
      "LS: how many times the configured in-flight window (window_items, window_us, refill_us) "
      "the BE tenants may use now, set by the budget controller once the BE time ratio is at 8 "
-     "(1 to 16)."},
+     "(1 to 128)."},
 };
 
 HistogramValue Seconds(const GrantWaits& waits) {
