@@ -299,7 +299,7 @@ TEST_F(PacerTest, AnLsBudgetsWindowScaleWidensTheBesWindow) {
 
 // Two LS tenants with different budgets: a BE obeys the strictest of those busy, so an LS whose
 // budget lets the BE go (or one that marks itself busy all the time) cannot let it run beside
-// another LS whose budget holds it, nor widen its window there.
+// another LS whose budget holds it, nor widen its window beyond the other's.
 TEST_F(PacerTest, TheStrictestBusyLsBudgetHoldsTheBe) {
   constexpr uint64_t kLaxSession = 3;
   JoinLs();
@@ -334,6 +334,41 @@ TEST_F(PacerTest, TheStrictestBusyLsBudgetHoldsTheBe) {
   idle(lax);
   busy(ls());
   EXPECT_GE(HeldMs(), 50.0);
+
+  // The window: both let the BE go, the lax one at the widest window, the strict one at 1. A
+  // window of 2 items (and room for any work) then holds the third item while both are busy
+  // (nothing of the BE completes), and the 257th while only the lax one is.
+  auto items_before_a_hold = [&](bool strict_busy) {
+    PacingSettings s;
+    s.window_items = 2;
+    s.window_ns = 1000 * kMs;
+    s.unknown_ns = 1000;
+    s.ls_idle_ns = 0;
+    auto d = PacingDomain::Create(s);
+    EXPECT_TRUE(d.ok()) << d.status();
+    if (!d.ok()) return -1;
+    be_.reset();
+    domain_ = std::move(*d);
+    driver_.set_run_stream_writes(false);
+    JoinLs();
+    JoinPage(kLaxSession, 300, TenantClass::kLatencySensitive, true, &lax_page);
+    lax = static_cast<pacingreg::LanesPage*>(lax_page.data());
+    OpenBe();
+    domain_->SetBeShareForTesting(kLaxSession, pacing::kUnheldSharePpm, pacing::kMaxWindowScale);
+    domain_->SetBeShareForTesting(kLsSession, pacing::kUnheldSharePpm, 1);
+    for (int n = 0; n < 512; ++n) {
+      busy(lax);
+      if (strict_busy) {
+        busy(ls());
+      } else {
+        idle(ls());
+      }
+      if (HeldMs() > 50.0) return n;  // held by the window until its oldest item stalls
+    }
+    return 512;
+  };
+  EXPECT_EQ(items_before_a_hold(true), 2);
+  EXPECT_EQ(items_before_a_hold(false), 2 * static_cast<int>(pacing::kMaxWindowScale));
 }
 
 // While missiled relearns the LS tenants' alone durations, nothing of the BE goes, LS idle or
