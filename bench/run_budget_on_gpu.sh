@@ -11,7 +11,9 @@
 # settled), in REPEATS fresh runs of bench/colocation/run_on_gpu.sh (default 1) with their own
 # alone baseline and BE solo run. Per run: OUT/SCEN-R.log (the summary tables and what missiled
 # measured of the LS: budget, stretch, BE share) and OUT/SCEN-R.tgz (everything); then
-# bench/colocation/frontier.py OUT gives the medians and the plot.
+# bench/colocation/frontier.py OUT gives the medians and the plot. First, where RUNTIME_DIR has
+# bench/window_cost, what the BE's in-flight window costs this host's CPU per paced launch
+# (OUT/window_cost.txt, a few seconds).
 # usage: bench/run_budget_on_gpu.sh RUNTIME_DIR OUT_DIR
 # env: SCENARIOS BUDGETS ("125 150 200"; set and empty: none) MPS_BUDGETS ("") RESERVES ("") RESERVE_BUDGETS ("")
 #   WINDOWS (3) REPEATS (1) FIRST (1) SECONDS_MAIN (5)
@@ -21,6 +23,10 @@ rt=$(cd "$1" && pwd); out=$2
 here=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 bash "$here/bench/gpu_header.sh" "bench/run_budget_on_gpu.sh"
+if [ -x "$rt/window_cost" ]; then
+  "$rt/window_cost" > "$out/window_cost.txt" 2>&1
+  echo "== window cost per launch (ns)"; grep -E "^1024 " "$out/window_cost.txt"
+fi
 extra="" modes=${BASE_MODES:-alone none mps-prio missile}
 for b in ${BUDGETS-125 150 200}; do
   extra+=" missile-b$b:bench/colocation/modes/budget$b.toml"

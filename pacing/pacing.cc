@@ -1,7 +1,6 @@
 #include "missile/pacing/pacing.h"
 
 #include <algorithm>
-#include <iterator>
 
 namespace missile::pacing {
 
@@ -25,8 +24,56 @@ bool LsBusyTracker::Busy(const LsObservation& seen, uint64_t now, uint64_t idle_
 
 void InflightWindow::Add(uint32_t lane, uint64_t seq, uint64_t key, uint64_t predicted_ns,
                          uint64_t now, bool alone, bool teach) {
-  items_.push_back({lane, seq, key, predicted_ns, now, alone, teach});
+  auto [at, fresh] = lane_at_.try_emplace(lane, lanes_.size());
+  if (fresh) {
+    lanes_.emplace_back();
+    lanes_.back().id = lane;
+  }
+  Lane& l = lanes_[at->second];
+  if (l.items.empty()) {
+    l.busy_at = busy_.size();
+    busy_.push_back(at->second);
+  }
+  l.items.push_back({seq, key, predicted_ns, now, next_order_++, alone, teach});
+  if (l.blocked) {
+    l.queued_ns += predicted_ns;
+  } else {
+    ++l.head;
+    l.head_ns += predicted_ns;
+    l.blocked = alone;
+  }
+  ++count_;
   predicted_sum_ += predicted_ns;
+}
+
+void InflightWindow::PopFront(size_t index) {
+  Lane& l = lanes_[index];
+  const Item done = l.items.front();
+  l.items.pop_front();
+  --count_;
+  predicted_sum_ -= done.predicted_ns;
+  // The front item is always in the head (the head ends at the first `alone` item, or holds
+  // them all).
+  --l.head;
+  l.head_ns -= done.predicted_ns;
+  if (done.alone) {
+    // The first `alone` item was the head's last: what waited behind it counts down now, up to
+    // the next `alone` one.
+    l.blocked = false;
+    while (!l.blocked && l.head < l.items.size()) {
+      const Item& next = l.items[l.head++];
+      l.head_ns += next.predicted_ns;
+      l.queued_ns -= next.predicted_ns;
+      l.blocked = next.alone;
+    }
+  }
+  if (l.items.empty()) {
+    // Out of busy_: the last one takes its place.
+    const size_t last = busy_.back();
+    busy_[l.busy_at] = last;
+    lanes_[last].busy_at = l.busy_at;
+    busy_.pop_back();
+  }
 }
 
 InflightWindow::Limits InflightWindow::Scaled(const Limits& limits, uint32_t scale) {
@@ -38,10 +85,10 @@ InflightWindow::Limits InflightWindow::Scaled(const Limits& limits, uint32_t sca
 }
 
 bool InflightWindow::Admits(uint64_t predicted_ns, const Limits& limits, uint64_t now) const {
-  if (items_.empty()) return true;  // at least one item always runs, however long
-  if (items_.size() >= limits.items) return false;
+  if (count_ == 0) return true;  // at least one item always runs, however long
+  if (count_ >= limits.items) return false;
   // What is left to run is at most what was predicted for it all: with room for that, the
-  // count-down over every item in flight (a widened window holds up to kMaxItems) is not needed.
+  // count-down over the lanes is not needed.
   if (predicted_ns <= limits.predicted_ns && predicted_sum_ <= limits.predicted_ns - predicted_ns) {
     return true;
   }
@@ -50,45 +97,22 @@ bool InflightWindow::Admits(uint64_t predicted_ns, const Limits& limits, uint64_
 }
 
 uint64_t InflightWindow::RemainingNs(uint64_t now) const {
-  struct LaneWork {
-    uint32_t lane;
-    uint64_t start;
-    uint64_t running;  // predicted time of the items that may have started, counted down
-    uint64_t queued;   // predicted time of the items behind an unfinished `alone` item
-    bool blocked;      // an `alone` item of the lane is in flight
-  };
-  // Few items are in flight (a window's worth): a linear list of lanes is enough.
-  LaneWork lanes[32];
-  size_t n = 0;
-  uint64_t overflow = 0;  // items of lanes past the list count in full
-  for (const Item& item : items_) {
-    size_t i = 0;
-    while (i < n && lanes[i].lane != item.lane) ++i;
-    if (i == n) {
-      if (n == std::size(lanes)) {
-        overflow += item.predicted_ns;
-        continue;
-      }
-      auto done = lane_last_done_ns_.find(item.lane);
-      const uint64_t last = done == lane_last_done_ns_.end() ? 0 : done->second;
-      lanes[n++] = {item.lane, std::max(item.issued_ns, last), 0, 0, false};
-    }
-    LaneWork& l = lanes[i];
-    (l.blocked ? l.queued : l.running) += item.predicted_ns;
-    l.blocked = l.blocked || item.alone;
-  }
-  uint64_t remaining = overflow;
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t elapsed = now > lanes[i].start ? now - lanes[i].start : 0;
-    remaining += (lanes[i].running > elapsed ? lanes[i].running - elapsed : 0) + lanes[i].queued;
+  uint64_t remaining = 0;
+  for (const size_t index : busy_) {
+    const Lane& l = lanes_[index];
+    const uint64_t start = std::max(l.items.front().issued_ns, l.last_done_ns);
+    const uint64_t elapsed = now > start ? now - start : 0;
+    remaining += (l.head_ns > elapsed ? l.head_ns - elapsed : 0) + l.queued_ns;
   }
   return remaining;
 }
 
 uint64_t InflightWindow::oldest_issued_ns() const {
+  // A lane's items come in time order: the oldest is one of the lanes' first.
   uint64_t oldest = 0;
-  for (const Item& item : items_) {
-    if (oldest == 0 || item.issued_ns < oldest) oldest = item.issued_ns;
+  for (const size_t index : busy_) {
+    const uint64_t issued = lanes_[index].items.front().issued_ns;
+    if (oldest == 0 || issued < oldest) oldest = issued;
   }
   return oldest;
 }

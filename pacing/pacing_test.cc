@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <random>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace missile::pacing {
@@ -178,6 +182,130 @@ TEST(InflightWindow, LooseObservationsGiveNoSamples) {
   w.Retire([](uint32_t) { return uint64_t{9}; }, 50 * kMs, /*since_last_check_ns=*/10 * kMs, &s);
   EXPECT_TRUE(s.empty());
   EXPECT_EQ(w.count(), 0u);
+}
+
+// The window keeps per-lane sums as items come and go, so a launch costs the same at 8 items in
+// flight as at kMaxItems. This is the rule it keeps, written out as a scan over every item (the
+// old implementation, without its limit of 32 lanes counted down), run side by side with it.
+class ScanWindow {
+ public:
+  void Add(uint32_t lane, uint64_t seq, uint64_t key, uint64_t predicted_ns, uint64_t now,
+           bool alone, bool teach) {
+    items_.push_back({lane, seq, key, predicted_ns, now, alone, teach});
+  }
+  template <typename Completed>
+  void Retire(const Completed& completed, uint64_t now, uint64_t since_last,
+              std::vector<DurationSample>* samples) {
+    std::map<uint32_t, std::pair<uint64_t, uint64_t>> batch;  // lane -> start, count
+    std::vector<Item> done;
+    for (auto it = items_.begin(); it != items_.end();) {
+      if (completed(it->lane) < it->seq) {
+        ++it;
+        continue;
+      }
+      auto [b, fresh] = batch.try_emplace(it->lane, 0, 0);
+      if (fresh) b->second.first = std::max(it->issued, last_done_[it->lane]);
+      ++b->second.second;
+      done.push_back(*it);
+      it = items_.erase(it);
+    }
+    for (const auto& [lane, b] : batch) last_done_[lane] = now;
+    for (const Item& d : done) {
+      const auto [start, count] = batch[d.lane];
+      if (!d.teach || now <= start) continue;
+      const uint64_t each = (now - start) / count;
+      const uint64_t late = since_last / count;
+      if (late <= 20'000 || late <= each / 8) samples->push_back({d.key, each, start});
+    }
+  }
+  uint64_t RemainingNs(uint64_t now) const {
+    std::map<uint32_t, std::tuple<uint64_t, uint64_t, uint64_t, bool>> lanes;
+    for (const Item& i : items_) {
+      auto [l, fresh] = lanes.try_emplace(i.lane, 0, 0, 0, false);
+      auto& [start, running, queued, blocked] = l->second;
+      if (fresh) start = std::max(i.issued, last_done_.count(i.lane) ? last_done_.at(i.lane) : 0);
+      (blocked ? queued : running) += i.predicted;
+      blocked = blocked || i.alone;
+    }
+    uint64_t left = 0;
+    for (const auto& [lane, l] : lanes) {
+      const auto& [start, running, queued, blocked] = l;
+      const uint64_t elapsed = now > start ? now - start : 0;
+      left += (running > elapsed ? running - elapsed : 0) + queued;
+    }
+    return left;
+  }
+  uint64_t Oldest() const {
+    uint64_t oldest = 0;
+    for (const Item& i : items_) {
+      if (oldest == 0 || i.issued < oldest) oldest = i.issued;
+    }
+    return oldest;
+  }
+  size_t count() const { return items_.size(); }
+  uint64_t predicted() const {
+    uint64_t sum = 0;
+    for (const Item& i : items_) sum += i.predicted;
+    return sum;
+  }
+
+ private:
+  struct Item {
+    uint32_t lane;
+    uint64_t seq, key, predicted, issued;
+    bool alone, teach;
+  };
+  std::vector<Item> items_;
+  std::map<uint32_t, uint64_t> last_done_;
+};
+
+TEST(InflightWindow, KeepsTheRuleOfAScanOverEveryItem) {
+  std::mt19937_64 rng(20261205);
+  for (int round = 0; round < 40; ++round) {
+    const uint32_t lanes = 1 + static_cast<uint32_t>(rng() % (round < 20 ? 4 : 40));
+    InflightWindow w;
+    ScanWindow ref;
+    std::vector<uint64_t> submitted(lanes, 0), completed(lanes, 0);
+    uint64_t now = 1'000'000;
+    for (int step = 0; step < 3000; ++step) {
+      now += rng() % (30 * kUs);
+      const uint32_t lane = static_cast<uint32_t>(rng() % lanes);
+      switch (rng() % 4) {
+        case 0:
+        case 1: {  // a launch
+          const uint64_t predicted = 1 + rng() % (200 * kUs);
+          const bool alone = rng() % 8 == 0, teach = rng() % 4 != 0;
+          const uint64_t key = rng() % 16;
+          w.Add(lane, ++submitted[lane], key, predicted, now, alone, teach);
+          ref.Add(lane, submitted[lane], key, predicted, now, alone, teach);
+          break;
+        }
+        case 2:  // the GPU completes some of a lane's items
+          completed[lane] += rng() % (submitted[lane] - completed[lane] + 1);
+          break;
+        default: {  // a check
+          const uint64_t since = rng() % (50 * kUs);
+          std::vector<DurationSample> got, want;
+          auto done = [&](uint32_t l) { return completed[l]; };
+          w.Retire(done, now, since, &got);
+          ref.Retire(done, now, since, &want);
+          ASSERT_EQ(got.size(), want.size()) << "round " << round << " step " << step;
+          for (size_t i = 0; i < got.size(); ++i) {
+            EXPECT_EQ(got[i].key, want[i].key);
+            EXPECT_EQ(got[i].ns, want[i].ns);
+            EXPECT_EQ(got[i].start_ns, want[i].start_ns);
+          }
+        }
+      }
+      ASSERT_EQ(w.count(), ref.count());
+      ASSERT_EQ(w.predicted_in_flight_ns(), ref.predicted());
+      ASSERT_EQ(w.oldest_issued_ns(), ref.Oldest());
+      for (const uint64_t later : {uint64_t{0}, 40 * kUs, 5 * kMs}) {
+        ASSERT_EQ(w.RemainingNs(now + later), ref.RemainingNs(now + later))
+            << "round " << round << " step " << step;
+      }
+    }
+  }
 }
 
 TEST(DurationPredictor, UnknownThenMeanThatFollowsChange) {

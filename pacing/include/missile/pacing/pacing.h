@@ -13,6 +13,7 @@
 #ifndef MISSILE_PACING_PACING_H_
 #define MISSILE_PACING_PACING_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -64,7 +65,12 @@ struct DurationSample {
 };
 
 // The BE's own items in flight on the GPU, on its lanes (one per stream, FIFO). An item is
-// done once its lane's completed sequence number reaches the item's.
+// done once its lane's completed sequence number reaches the item's. Every paced BE launch asks
+// the window, on the program's own thread, and a widened window holds up to kMaxItems: its cost
+// per launch does not grow with the items in flight, only with the lanes that have some (each
+// lane keeps its items in order, with the sums that RemainingNs needs kept as they come and go).
+// A lane's items come in order of sequence number and of time (the pacer adds them under the
+// lane's lock, stamped with the monotonic clock); lanes are few (pacing_region.h, kLanes).
 class InflightWindow {
  public:
   struct Limits {
@@ -83,10 +89,11 @@ class InflightWindow {
            bool alone = false, bool teach = true);
 
   // Retires every item whose lane has completed it (`completed(lane)` gives the lane's
-  // completed sequence number). `since_last_check_ns`: how long ago the caller last looked, so
-  // how late a retire time may be; a duration sample is appended when that lateness is small
-  // against the sample (at most 20 us, or an eighth of it). An item's duration counts from when
-  // it could start, the later of its submission and the end of the item before it on its lane.
+  // completed sequence number; asked once per lane with items in flight). `since_last_check_ns`:
+  // how long ago the caller last looked, so how late a retire time may be; a duration sample is
+  // appended when that lateness is small against the sample (at most 20 us, or an eighth of
+  // it), in the order the items were added. An item's duration counts from when it could
+  // start, the later of its submission and the end of the item before it on its lane.
   template <typename Completed>
   void Retire(const Completed& completed, uint64_t now, uint64_t since_last_check_ns,
               std::vector<DurationSample>* samples);
@@ -105,66 +112,84 @@ class InflightWindow {
   // first `alone` one less the time since the first of them could start (never below 0), plus
   // the predicted time of the items behind that `alone` one in full.
   uint64_t RemainingNs(uint64_t now) const;
-  size_t count() const { return items_.size(); }
+  size_t count() const { return count_; }
   uint64_t predicted_in_flight_ns() const { return predicted_sum_; }
   // Submission time of the oldest item in flight; 0 if none.
   uint64_t oldest_issued_ns() const;
 
  private:
   struct Item {
-    uint32_t lane;
     uint64_t seq;
     uint64_t key;
     uint64_t predicted_ns;
     uint64_t issued_ns;
+    uint64_t order;  // its place among all the items added (samples come out in this order)
     bool alone;
     bool teach;
   };
-  std::deque<Item> items_;
+  // One lane's items in flight, oldest first. RemainingNs counts down the first `head` of them
+  // (up to and including its first `alone` one; all of them if none is) and the rest in full:
+  // their predicted sums are kept as items come and go, each item moving from the rest into the
+  // head once at most.
+  struct Lane {
+    uint32_t id = 0;
+    std::deque<Item> items;
+    uint64_t last_done_ns = 0;  // when the lane was last seen to complete an item
+    size_t head = 0;
+    uint64_t head_ns = 0;
+    uint64_t queued_ns = 0;
+    bool blocked = false;  // the head ends at an `alone` item
+    size_t busy_at = 0;    // its place in busy_, while it has items
+  };
+  struct Retired {
+    uint64_t order;
+    uint64_t key;
+    uint64_t start;  // when the first of its lane's retired items could start
+    uint64_t count;  // how many of its lane's items retired with it
+    bool teach;
+  };
+  // The lane's front item is done: drop it, and count what it held back.
+  void PopFront(size_t index);
+  std::vector<Lane> lanes_;                        // every lane seen, in order of first use
+  absl::flat_hash_map<uint32_t, size_t> lane_at_;  // lane id -> index in lanes_
+  std::vector<size_t> busy_;                       // the lanes with items in flight
+  std::vector<Retired> retired_;                   // Retire's scratch, kept to spare allocations
+  size_t count_ = 0;
   uint64_t predicted_sum_ = 0;
-  absl::flat_hash_map<uint32_t, uint64_t> lane_last_done_ns_;
+  uint64_t next_order_ = 0;
 };
 
 template <typename Completed>
 void InflightWindow::Retire(const Completed& completed, uint64_t now,
                             uint64_t since_last_check_ns, std::vector<DurationSample>* samples) {
-  // Items of one lane that finish together (a lane may report only every few items) share the
-  // time since the lane could start the first of them.
-  struct Batch {
-    uint64_t start = 0;
-    uint64_t count = 0;
-  };
-  absl::flat_hash_map<uint32_t, Batch> batches;
-  struct Done {
-    uint32_t lane;
-    uint64_t key;
-    bool teach;
-  };
-  std::vector<Done> done;  // in order
-  for (auto it = items_.begin(); it != items_.end();) {
-    if (completed(it->lane) < it->seq) {
-      ++it;
-      continue;
+  retired_.clear();
+  // Backwards: PopFront may take the lane out of busy_ (its place then holds the last one,
+  // already seen).
+  for (size_t b = busy_.size(); b-- > 0;) {
+    const size_t index = busy_[b];
+    Lane& l = lanes_[index];
+    const uint64_t upto = completed(l.id);
+    if (l.items.front().seq > upto) continue;
+    // Items of one lane that finish together (a lane may report only every few items) share
+    // the time since the lane could start the first of them.
+    const uint64_t start = std::max(l.items.front().issued_ns, l.last_done_ns);
+    const size_t first = retired_.size();
+    while (!l.items.empty() && l.items.front().seq <= upto) {
+      const Item& it = l.items.front();
+      retired_.push_back({it.order, it.key, start, 0, it.teach});
+      PopFront(index);
     }
-    auto [b, fresh] = batches.try_emplace(it->lane);
-    if (fresh) {
-      const uint64_t last = lane_last_done_ns_[it->lane];
-      b->second.start = it->issued_ns > last ? it->issued_ns : last;
-    }
-    ++b->second.count;
-    done.push_back({it->lane, it->key, it->teach});
-    predicted_sum_ -= it->predicted_ns;
-    it = items_.erase(it);
+    for (size_t i = first; i < retired_.size(); ++i) retired_[i].count = retired_.size() - first;
+    lanes_[index].last_done_ns = now;
   }
-  for (const auto& [lane, b] : batches) lane_last_done_ns_[lane] = now;
-  if (samples == nullptr) return;
-  for (const auto& [lane, key, teach] : done) {
-    if (!teach) continue;
-    const Batch& b = batches[lane];
-    if (now <= b.start) continue;
-    const uint64_t each = (now - b.start) / b.count;
-    const uint64_t lateness = since_last_check_ns / b.count;
-    if (lateness <= 20'000 || lateness <= each / 8) samples->push_back({key, each, b.start});
+  if (samples == nullptr || retired_.empty()) return;
+  std::sort(retired_.begin(), retired_.end(),
+            [](const Retired& a, const Retired& b) { return a.order < b.order; });
+  for (const Retired& r : retired_) {
+    if (!r.teach || now <= r.start) continue;
+    const uint64_t each = (now - r.start) / r.count;
+    const uint64_t lateness = since_last_check_ns / r.count;
+    if (lateness <= 20'000 || lateness <= each / 8) samples->push_back({r.key, each, r.start});
   }
 }
 
