@@ -143,12 +143,18 @@ namespace {
 
 // An LS tenant's latency budget after its busy share, where one is set: "; budget 125%: stretch
 // 1.18, BE share 20%" (", BE window x4" once it is widened; "BE not held" for the share at
-// the last step), or "learning", "unmet: stretch 1.31 with no BE share"); "(own)" after the
-// percentage when it is the tenant's own (`own`: TenantInfo.budget_pct), which shows even at 100.
+// the last step), or "learning", "unmet: stretch 1.31 with no BE share"), then what the newest
+// measured period took against its alone duration (", last 1.31 ms of 1.12 alone"); "(own)"
+// after the percentage when it is the tenant's own (`own`: TenantInfo.budget_pct), which shows
+// even at 100.
 std::string FormatBudget(const v1::ComputeUse& c, uint32_t own) {
   if (c.budget_pct() <= 100 && own == 0) return "";
   const std::string head =
       absl::StrCat("; budget ", c.budget_pct(), "%", own != 0 ? " (own)" : "");
+  const std::string last =
+      c.period_ms() > 0 && c.alone_ms() > 0
+          ? absl::StrFormat(", last %.2f ms of %.2f alone", c.period_ms(), c.alone_ms())
+          : std::string();
   switch (c.budget()) {
     case v1::ComputeUse::BUDGET_OFF:
       return head;
@@ -159,11 +165,12 @@ std::string FormatBudget(const v1::ComputeUse& c, uint32_t own) {
                               : absl::StrCat("BE share ", Percent(c.be_share()), "%"),
                           c.be_window_scale() > 1
                               ? absl::StrCat(", BE window x", c.be_window_scale())
-                              : std::string());
+                              : std::string(),
+                          last);
     case v1::ComputeUse::BUDGET_UNMET:
-      return absl::StrFormat("%s unmet: stretch %.2f with no BE share", head, c.stretch());
+      return absl::StrFormat("%s unmet: stretch %.2f with no BE share%s", head, c.stretch(), last);
     default:
-      return head + " learning";
+      return head + " learning" + last;
   }
 }
 

@@ -242,6 +242,18 @@ TEST(FormatTenantsTest, AnLsBudgetFollowsItsBusyShare) {
             std::string::npos) << FormatTenants(r);
   c->set_budget(v1::ComputeUse::BUDGET_LEARNING);
   EXPECT_NE(FormatTenants(r).find("40%; budget 125% learning"), std::string::npos);
+  // What the newest measured period took, against what it was measured with.
+  c->set_period_ms(1.314);
+  c->set_alone_ms(1.118);
+  c->set_budget(v1::ComputeUse::BUDGET_SPENDING);
+  c->set_be_share(0.2);
+  EXPECT_NE(FormatTenants(r).find(
+                "40%; budget 125%: stretch 1.18, BE share 20%, last 1.31 ms of 1.12 alone"),
+            std::string::npos) << FormatTenants(r);
+  c->set_budget(v1::ComputeUse::BUDGET_UNMET);
+  EXPECT_NE(FormatTenants(r).find(
+                "unmet: stretch 1.18 with no BE share, last 1.31 ms of 1.12 alone"),
+            std::string::npos) << FormatTenants(r);
   c->set_budget_pct(100);
   EXPECT_EQ(FormatTenants(r).find("budget"), std::string::npos);
 }

@@ -142,6 +142,11 @@ TEST_F(BudgetTest, TheControllerSpendsTheBudgetAndNoMore) {
   EXPECT_GT(RecentStretch(500), 1.2);
   EXPECT_LE(RecentStretch(500), 1.5);
   EXPECT_NEAR(st->stretch, 1 + SharePublished(), 0.15);
+  // What the stretch is made of: the newest period, against a request's 1 ms alone (timed to
+  // within a poll of 20 us at each end).
+  EXPECT_NEAR(st->alone_ns, 1.0 * kMs, 40.0 * kUs);
+  EXPECT_GT(st->period_ns, 1100 * kUs);
+  EXPECT_LT(st->period_ns, 1600 * kUs);
   // Relearning the alone durations costs the BE little of its time.
   EXPECT_LT(static_cast<double>(quiet_polls_) / static_cast<double>(polls_), 0.05);
 }

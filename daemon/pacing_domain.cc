@@ -423,8 +423,14 @@ void PacingDomain::ObserveBudgetsLocked(uint64_t now) {
         b.last_alone_ns = now;
         b.unknown = 0;
       }
-      const std::optional<double> stretch = b.alone.Stretch(*p);
-      if (stretch) b.controller.Observe(*stretch);
+      const std::optional<double> alone_ns = b.alone.AloneNs(*p);
+      const std::optional<double> stretch =
+          alone_ns ? std::optional<double>(static_cast<double>(p->ns) / *alone_ns) : std::nullopt;
+      if (stretch) {
+        b.controller.Observe(*stretch);
+        b.measured_ns = p->ns;
+        b.measured_alone_ns = *alone_ns;
+      }
       b.unknown = ((b.unknown << 1) | (stretch || p->alone ? 0u : 1u)) & 0xffu;
     }
     alone_total += b.alone_periods;
@@ -531,6 +537,8 @@ std::optional<PacingStats> PacingDomain::Stats(uint64_t session) const {
                                                                   pacing::kFullSharePpm;
     st.be_window_scale = spending ? bs.window_scale : 1;
     st.stretch = bs.stretch;
+    st.period_ns = b.measured_ns;
+    st.alone_ns = b.measured_alone_ns;
     st.periods = bs.periods;
     st.alone_periods = b.alone_periods;
     st.dropped_periods = b.tracker.dropped();

@@ -94,13 +94,17 @@ struct PacingStats {
   uint32_t reserve_tpcs = 0;   // BE: TPCs its kernels leave free (reserve_state active)
   // LS: its latency budget (its own, SetBudget, else [compute] ls_budget_pct) and what the controller measured against
   // it (pacing/budget.h): the share of its busy time BE work may use now, the stretch of its
-  // busy periods at the last decision (0: none yet), the periods measured against their alone
-  // duration, and the alone periods learned.
+  // busy periods at the last decision (0: none yet), the newest period against its alone
+  // duration, the periods measured against their alone duration, and the alone periods learned.
   uint32_t budget_pct = pacing::kNoBudgetPct;
   pacing::BudgetState budget_state = pacing::BudgetState::kOff;
   double be_share = 0;             // +infinity: the BE is not held (pacing::kUnheldSharePpm)
   uint32_t be_window_scale = 1;  // the BE's window, times this (pacing::kMaxWindowScale)
   double stretch = 0;
+  // The newest measured period's duration and the alone duration it was measured against (ns;
+  // 0 while none was): what the stretch is made of.
+  uint64_t period_ns = 0;
+  double alone_ns = 0;
   uint64_t periods = 0;
   uint64_t alone_periods = 0;
   uint64_t dropped_periods = 0;  // not timed well enough (the poller was late)
@@ -225,6 +229,10 @@ class PacingDomain {
     uint64_t last_alone_ns = 0;   // when an alone period was last learned
     uint64_t last_period_ns = 0;  // when a period last ended
     uint32_t unknown = 0;         // bit per recent period: 1 if it had no alone duration to go by
+    // The newest period measured against an alone duration: how long it took, and that alone
+    // duration (ns; 0 while none was).
+    uint64_t measured_ns = 0;
+    double measured_alone_ns = 0;
   };
   // What the daemon keeps of one slot besides its directory entry.
   struct SlotState {

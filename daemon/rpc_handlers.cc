@@ -71,6 +71,8 @@ void FillCompute(uint32_t gpu, const PacingStats& st, v1::ComputeUse* out) {
     out->set_budget_pct(st.budget_pct);
     out->set_budget(static_cast<v1::ComputeUse::Budget>(st.budget_state));
     out->set_stretch(st.stretch);
+    out->set_period_ms(static_cast<double>(st.period_ns) / 1e6);
+    out->set_alone_ms(st.alone_ns / 1e6);
     out->set_be_share(st.be_share);
     out->set_be_window_scale(st.be_window_scale);
     out->set_periods(st.periods);

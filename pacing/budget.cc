@@ -104,14 +104,20 @@ void AloneDurations::Learn(const BusyPeriod& alone) {
   }
 }
 
-std::optional<double> AloneDurations::Stretch(const BusyPeriod& p, uint32_t min_samples) const {
+std::optional<double> AloneDurations::AloneNs(const BusyPeriod& p, uint32_t min_samples) const {
   const uint32_t enough = std::max<uint32_t>(min_samples, 1);
   auto it = table_.find(p.signature);
   if (it != table_.end() && it->second.samples >= enough && it->second.ns > 0) {
-    return static_cast<double>(p.ns) / it->second.ns;
+    return it->second.ns;
   }
   if (p.items == 0 || per_item_.samples < enough || per_item_.ns <= 0) return std::nullopt;
-  return static_cast<double>(p.ns) / static_cast<double>(p.items) / per_item_.ns;
+  return per_item_.ns * static_cast<double>(p.items);
+}
+
+std::optional<double> AloneDurations::Stretch(const BusyPeriod& p, uint32_t min_samples) const {
+  const std::optional<double> alone = AloneNs(p, min_samples);
+  if (!alone) return std::nullopt;
+  return static_cast<double>(p.ns) / *alone;
 }
 
 const char* BudgetStateName(BudgetState s) {

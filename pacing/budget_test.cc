@@ -144,10 +144,13 @@ TEST(AloneDurations, StretchIsTheDurationOverTheMeanAloneOnceKnown) {
   alone.Learn({42, 10, 1000 * kUs, true});
   ASSERT_TRUE(alone.Stretch(p).has_value());
   EXPECT_DOUBLE_EQ(*alone.Stretch(p), 1.5);
+  EXPECT_DOUBLE_EQ(*alone.AloneNs(p), 1000.0 * kUs);  // what it was measured against
   // Work never seen alone: per item (here 100 us alone), 15 items in 3 ms is 2x.
   ASSERT_TRUE(alone.Stretch({43, 15, 3000 * kUs, false}).has_value());
   EXPECT_DOUBLE_EQ(*alone.Stretch({43, 15, 3000 * kUs, false}), 2.0);
+  EXPECT_DOUBLE_EQ(*alone.AloneNs({43, 15, 3000 * kUs, false}), 1500.0 * kUs);
   EXPECT_FALSE(alone.Stretch({43, 0, 3000 * kUs, false}).has_value());
+  EXPECT_FALSE(alone.AloneNs({43, 0, 3000 * kUs, false}).has_value());
   // The first eight samples weigh the same (a slow first one does not stay in the mean), then
   // the newest weighs 1/8.
   alone.Learn({42, 10, 1600 * kUs, true});

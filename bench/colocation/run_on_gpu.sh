@@ -296,8 +296,9 @@ colocate() {
     if [ -n "$watch_pid" ]; then
       kill "$watch_pid" 2>/dev/null; wait "$watch_pid" 2>/dev/null
       python3 - "$logs/$run-$tag-tenants.jsonl" <<'PY' || true
-import json, sys
+import json, statistics, sys
 last = None
+measured = []  # (period_ms, alone_ms) of the newest measured period, at each snapshot
 for line in open(sys.argv[1]):
     try:
         doc = json.loads(line)
@@ -307,6 +308,8 @@ for line in open(sys.argv[1]):
         for c in t.get("compute", []):
             if t.get("tenant_class") == "LATENCY_SENSITIVE":
                 last = (t.get("name"), c)
+                if float(c.get("alone_ms", 0)) > 0:
+                    measured.append((float(c["period_ms"]), float(c["alone_ms"])))
 if last:
     n, c = last
     print(f"  budget {n}: {c.get('budget_pct', 0)}% {c.get('budget', 'BUDGET_OFF')}, stretch "
@@ -314,6 +317,12 @@ if last:
           f"window x{c.get('be_window_scale', 1)}, "
           f"periods {c.get('periods', 0)}, alone {c.get('alone_periods', 0)}, dropped "
           f"{c.get('dropped_periods', 0)}")
+if measured:
+    print(f"  budget {n}: newest period at {len(measured)} snapshots, median "
+          f"{statistics.median(m[0] for m in measured):.3f} ms (max "
+          f"{max(m[0] for m in measured):.3f}) against alone "
+          f"{statistics.median(m[1] for m in measured):.3f} ms (range "
+          f"{min(m[1] for m in measured):.3f}-{max(m[1] for m in measured):.3f})")
 PY
     fi
     case $rc in

@@ -134,9 +134,11 @@ class AloneDurations {
  public:
   explicit AloneDurations(size_t capacity = 4096) : capacity_(capacity) {}
   void Learn(const BusyPeriod& alone);
-  // The period's duration over its signature's alone duration, or per item over the alone
-  // periods' per item; nullopt while the one used is known from fewer than `min_samples` alone
-  // periods.
+  // What the period is measured against: its signature's alone duration, or else its items
+  // times the alone periods' duration per item (ns); nullopt while the one used is known from
+  // fewer than `min_samples` alone periods.
+  std::optional<double> AloneNs(const BusyPeriod& p, uint32_t min_samples = 2) const;
+  // The period's duration over AloneNs.
   std::optional<double> Stretch(const BusyPeriod& p, uint32_t min_samples = 2) const;
   size_t size() const { return table_.size(); }
 
