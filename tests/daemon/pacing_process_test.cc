@@ -551,8 +551,18 @@ TEST_F(PacingTest, ABudgetIsMeasuredAndSpentBesideRealTenants) {
   EXPECT_EQ(json.find("\"be_share\":0,"), std::string::npos) << json;
   EXPECT_EQ(json.find("\"alone_periods\":\"0\""), std::string::npos) << json;
   EXPECT_EQ(json.find("\"alone_periods\":\"1\""), std::string::npos) << json;
+  // What the stretch is made of: a request of four 500 us kernels, about 2 ms alone (the bounds
+  // are for a loaded machine).
+  for (const char* key : {"\"alone_ms\":", "\"period_ms\":"}) {
+    const size_t at = json.find(key);
+    ASSERT_NE(at, std::string::npos) << key << " in " << json;
+    const double ms = std::strtod(json.c_str() + at + std::strlen(key), nullptr);
+    EXPECT_GE(ms, 1.5) << key;
+    EXPECT_LT(ms, 50.0) << key;
+  }
   const std::string text = testing::Run({MISSILECTL, "--socket", socket_, "tenants"}).out;
   EXPECT_NE(text.find("budget 200%: stretch"), std::string::npos) << text;
+  EXPECT_NE(text.find(", last "), std::string::npos) << text;
   ls.Kill(SIGTERM);
   be.Kill(SIGTERM);
   ls.Wait(10);
