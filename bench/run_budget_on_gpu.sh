@@ -24,7 +24,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 bash "$here/bench/gpu_header.sh" "bench/run_budget_on_gpu.sh"
 if [ -x "$rt/window_cost" ]; then
-  "$rt/window_cost" > "$out/window_cost.txt" 2>&1
+  LD_LIBRARY_PATH="$rt/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$rt/window_cost" > "$out/window_cost.txt" 2>&1
   echo "== window cost per launch (ns)"; grep -E "^1024 " "$out/window_cost.txt"
 fi
 extra="" modes=${BASE_MODES:-alone none mps-prio missile}

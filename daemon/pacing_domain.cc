@@ -417,13 +417,18 @@ void PacingDomain::ObserveBudgetsLocked(uint64_t now) {
     if (std::optional<pacing::BusyPeriod> p =
             b.tracker.Poll({now, v.in_flight, v.submissions, v.work_sum, be_in_flight}, limits)) {
       b.last_period_ns = now;
-      if (p->alone) {
+      // Only a warm alone period is learned: the first after BE work ran on the BE's caches.
+      if (p->warm) {
         b.alone.Learn(*p);
         ++b.alone_periods;
         b.last_alone_ns = now;
         b.unknown = 0;
       }
-      const std::optional<double> alone_ns = b.alone.AloneNs(*p);
+      // Work that repeats and was never seen alone waits for its own alone duration (no
+      // stretch: a quiet time comes, below).
+      const bool repeats = p->signature == b.last_signature;
+      b.last_signature = p->signature;
+      const std::optional<double> alone_ns = b.alone.AloneNs(*p, 2, repeats);
       const std::optional<double> stretch =
           alone_ns ? std::optional<double>(static_cast<double>(p->ns) / *alone_ns) : std::nullopt;
       if (stretch) {
@@ -431,7 +436,7 @@ void PacingDomain::ObserveBudgetsLocked(uint64_t now) {
         b.measured_ns = p->ns;
         b.measured_alone_ns = *alone_ns;
       }
-      b.unknown = ((b.unknown << 1) | (stretch || p->alone ? 0u : 1u)) & 0xffu;
+      b.unknown = ((b.unknown << 1) | (stretch || p->warm ? 0u : 1u)) & 0xffu;
     }
     alone_total += b.alone_periods;
     // Alone durations are missing for its recent work, or old, while it works.

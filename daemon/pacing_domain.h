@@ -233,6 +233,7 @@ class PacingDomain {
     // duration (ns; 0 while none was).
     uint64_t measured_ns = 0;
     double measured_alone_ns = 0;
+    uint64_t last_signature = 0;  // of the last period that ended
   };
   // What the daemon keeps of one slot besides its directory entry.
   struct SlotState {

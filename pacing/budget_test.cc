@@ -93,6 +93,38 @@ TEST(BusyPeriodTracker, BeWorkAtAnyPollOfThePeriodOrJustBeforeItMakesItNotAlone)
   EXPECT_FALSE(f.periods[2].alone);
 }
 
+// Warm: alone, after an alone period, with no BE work between them. The first LS period after BE
+// work runs on caches the BE filled, and learning alone durations from it made them too long.
+TEST(BusyPeriodTracker, AnAlonePeriodIsWarmOnlyAfterAnotherWithNoBeWorkBetween) {
+  Feed f;
+  f.Run(1 * kMs, false);
+  for (int i = 0; i < 3; ++i) {  // three alone periods in a row: the first is not warm
+    f.Run(300 * kUs, true, false, 1);
+    f.Run(1 * kMs, false);
+  }
+  f.Run(1 * kMs, false, true);  // BE work while the LS is idle
+  f.Run(100 * kUs, false);
+  f.Run(300 * kUs, true, false, 1);  // alone, after BE work: not warm
+  f.Run(1 * kMs, false);
+  f.Run(300 * kUs, true, false, 1);  // warm again
+  f.Run(1 * kMs, false);
+  f.Run(300 * kUs, true, true, 1);  // beside BE work
+  f.Run(1 * kMs, false);
+  f.Run(300 * kUs, true, false, 1);  // alone, after a period that was not
+  f.Run(200 * kUs, false);
+  f.Run(100 * kUs, false, true);  // BE work in its idle tail, before it is over
+  f.Run(1 * kMs, false);
+  f.Run(300 * kUs, true, false, 1);  // alone, but BE work ran since the last one's work
+  f.Run(1 * kMs, false);
+  ASSERT_EQ(f.periods.size(), 8u);
+  const bool alone[] = {true, true, true, true, true, false, true, true};
+  const bool warm[] = {false, true, true, false, true, false, false, false};
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(f.periods[i].alone, alone[i]) << i;
+    EXPECT_EQ(f.periods[i].warm, warm[i]) << i;
+  }
+}
+
 TEST(BusyPeriodTracker, ALatePollOrWorkInFlightAtTheFirstLookDropsThePeriod) {
   Feed f;
   f.Run(500 * kUs, true, false, 1);  // in flight from the first poll: start unknown
@@ -151,6 +183,11 @@ TEST(AloneDurations, StretchIsTheDurationOverTheMeanAloneOnceKnown) {
   EXPECT_DOUBLE_EQ(*alone.AloneNs({43, 15, 3000 * kUs, false}), 1500.0 * kUs);
   EXPECT_FALSE(alone.Stretch({43, 0, 3000 * kUs, false}).has_value());
   EXPECT_FALSE(alone.AloneNs({43, 0, 3000 * kUs, false}).has_value());
+  // Work that repeats gets its own alone duration, not the per item guess.
+  EXPECT_FALSE(alone.AloneNs({43, 15, 3000 * kUs, false}, 2, /*repeats=*/true).has_value());
+  EXPECT_FALSE(alone.Knows({43, 15, 3000 * kUs, false}));
+  EXPECT_TRUE(alone.Knows(p));
+  EXPECT_DOUBLE_EQ(*alone.AloneNs(p, 2, /*repeats=*/true), 1000.0 * kUs);
   // The first eight samples weigh the same (a slow first one does not stay in the mean), then
   // the newest weighs 1/8.
   alone.Learn({42, 10, 1600 * kUs, true});

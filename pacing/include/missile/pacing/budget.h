@@ -69,6 +69,11 @@ struct BusyPeriod {
   uint64_t items = 0;      // how many
   uint64_t ns = 0;         // from the poll before its first work to the first poll that saw it over
   bool alone = false;      // no poll of it saw BE work in flight
+  // Alone, and so was the LS's period before it, with no BE work seen between the two: it ran
+  // on the GPU as the LS alone leaves it. The first LS period after BE work runs on caches
+  // full of the BE's data: on the H200, a ResNet-50 graph LS's first periods after the BE
+  // drained took 1.28-1.36 ms, against 1.21 ms for its whole request alone (docs/pacing.md).
+  bool warm = false;
 };
 
 // The busy periods of one LS tenant, from polls at a short period (tens of microseconds): a
@@ -80,7 +85,8 @@ struct BusyPeriod {
 // enough) when the poll that saw it start or end came more than `max_gap_ns` (or a sixteenth
 // of the period, if more) after the one before (the poller was late), when any gap between its
 // polls was longer than `idle_ns` and `max_inner_gap_ns` (it may hide the end of one period and
-// the start of the next), or when it lasted longer than `max_period_ns`.
+// the start of the next), or when it lasted longer than `max_period_ns`. A period is warm when it
+// and the one before it were alone and no poll between them saw BE work.
 class BusyPeriodTracker {
  public:
   struct Limits {
@@ -111,6 +117,9 @@ class BusyPeriodTracker {
   bool open_ = false;
   bool valid_ = true;
   bool alone_ = true;
+  bool warm_ = false;        // the period going on began warm (BusyPeriod::warm)
+  bool prev_alone_ = false;  // the last period that ended was timed and alone
+  bool gap_be_ = false;      // BE work was seen since that period's work ended
   uint64_t start_ns_ = 0;
   uint64_t end_ns_ = 0;  // the first poll that saw it over; 0 while work is in flight
   uint64_t base_submissions_ = 0;
@@ -136,8 +145,15 @@ class AloneDurations {
   void Learn(const BusyPeriod& alone);
   // What the period is measured against: its signature's alone duration, or else its items
   // times the alone periods' duration per item (ns); nullopt while the one used is known from
-  // fewer than `min_samples` alone periods.
-  std::optional<double> AloneNs(const BusyPeriod& p, uint32_t min_samples = 2) const;
+  // fewer than `min_samples` alone periods. `repeats`: the period's work is the same as the
+  // period's before (its signature), so its own alone duration can be learned (a quiet time
+  // brings it): until then it has none. Measured per item, a request of a few long items (a
+  // graph's) against alone periods of many short ones read 3.4x on the H200, and kept the BE's
+  // share at 0 for 12 s.
+  std::optional<double> AloneNs(const BusyPeriod& p, uint32_t min_samples = 2,
+                                bool repeats = false) const;
+  // Whether the period's signature has its own alone duration (from `min_samples` or more).
+  bool Knows(const BusyPeriod& p, uint32_t min_samples = 2) const;
   // The period's duration over AloneNs.
   std::optional<double> Stretch(const BusyPeriod& p, uint32_t min_samples = 2) const;
   size_t size() const { return table_.size(); }
