@@ -88,21 +88,15 @@ class BudgetTest : public ::testing::Test {
   // request takes `alone_ns` times 1 + the BE's share of its busy time, plus `residue_ns` when
   // BE work was in flight as it arrived. The BE has work in flight while the LS is idle (unless
   // quiet) and, while the LS is busy, only with a share. Records each request's stretch.
-  // `cold_ns`: a request after BE work (since the LS's request before) takes that much longer
-  // (the caches hold the BE's data).
-  void Run(uint64_t ns, uint64_t alone_ns, uint64_t gap_ns, uint64_t residue_ns = 0,
-           uint64_t cold_ns = 0) {
+  void Run(uint64_t ns, uint64_t alone_ns, uint64_t gap_ns, uint64_t residue_ns = 0) {
     const uint64_t end = now_ + ns;
     while (now_ < end) {
       // Idle.
       for (uint64_t t = 0; t < gap_ns; t += 20 * kUs) Poll(false, false, !Quiet());
       const bool residue = !Quiet();  // the BE's work in flight when the request arrives
       const double share = Quiet() ? 0 : ShareOfBe();
-      const bool cold = be_ran_;
-      be_ran_ = false;
       const auto busy = static_cast<uint64_t>(
-          static_cast<double>(alone_ns) * (1 + share) + (residue ? residue_ns : 0) +
-          (cold ? cold_ns : 0));
+          static_cast<double>(alone_ns) * (1 + share) + (residue ? residue_ns : 0));
       stretch_.push_back(static_cast<double>(busy) / static_cast<double>(alone_ns));
       for (uint64_t t = 0; t < busy; t += 20 * kUs) Poll(true, t == 0, share > 0 || (t == 0 && residue));
     }
@@ -113,7 +107,6 @@ class BudgetTest : public ::testing::Test {
     if (ls2_.valid()) Mark(ls2_, ls_busy, ls_submit);
     Mark(be_, be_busy, be_busy && Page(be_)->lanes[0].completed.load() ==
                                       Page(be_)->lanes[0].submitted.load());
-    be_ran_ = be_ran_ || be_busy;
     quiet_polls_ += Quiet() ? 1 : 0;
     ++polls_;
     domain_->ObserveBudgets(now_);
@@ -130,7 +123,6 @@ class BudgetTest : public ::testing::Test {
   uint64_t now_ = 1000 * kMs;
   std::vector<double> stretch_;
   uint64_t quiet_polls_ = 0, polls_ = 0;
-  bool be_ran_ = false;  // BE work was in flight since the LS's last request began
 };
 
 TEST_F(BudgetTest, TheControllerSpendsTheBudgetAndNoMore) {
@@ -149,7 +141,10 @@ TEST_F(BudgetTest, TheControllerSpendsTheBudgetAndNoMore) {
   EXPECT_GT(SharePublished(), 0.2);
   EXPECT_GT(RecentStretch(500), 1.2);
   EXPECT_LE(RecentStretch(500), 1.5);
-  EXPECT_NEAR(st->stretch, 1 + SharePublished(), 0.15);
+  // The stretch is what the share costs the LS: 1 + the share, or twice the share right after
+  // a period over the budget halved it (the share rises and halves around the budget).
+  EXPECT_GE(st->stretch, 1 + SharePublished() - 0.15);
+  EXPECT_LE(st->stretch, 1 + 2 * SharePublished() + 0.15);
   // What the stretch is made of: the newest period, against a request's 1 ms alone (timed to
   // within a poll of 20 us at each end).
   EXPECT_NEAR(st->alone_ns, 1.0 * kMs, 40.0 * kUs);
@@ -159,19 +154,27 @@ TEST_F(BudgetTest, TheControllerSpendsTheBudgetAndNoMore) {
   EXPECT_LT(static_cast<double>(quiet_polls_) / static_cast<double>(polls_), 0.05);
 }
 
-// The LS's first request after BE work runs on the BE's caches (30 % longer here): the alone
-// duration is learned from the requests after it, so the stretch counts that cost too.
-TEST_F(BudgetTest, AloneDurationsAreLearnedFromWarmRequests) {
+// Alone periods before the BE's work began ran slower than alone beside a BE in a quiet time
+// (on the H200, 1.30-1.40 ms against 1.19-1.20 ms for a ResNet-50 graph LS), and their mean held
+// the reference up: only alone periods while a BE works count.
+TEST_F(BudgetTest, TheAloneDurationComesFromAQuietTimeBesideTheBe) {
   Start(150);
-  Run(10'000 * kMs, 1 * kMs, 1 * kMs, 0, 300 * kUs);
-  const std::optional<PacingStats> st = domain_->Stats(kLs);
-  ASSERT_TRUE(st.has_value());
-  EXPECT_EQ(st->budget_state, pacing::BudgetState::kSpending);
-  EXPECT_GE(st->alone_periods, 2u);
-  EXPECT_NEAR(st->alone_ns, 1.0 * kMs, 40.0 * kUs);
-  // Every request beside the BE is cold: within the budget, the share pays for less.
+  // 2 s of requests of 1.3 ms, 1 ms apart, with no BE work at all: nothing learned, no quiet.
+  for (int r = 0; r < 870; ++r) {
+    for (uint64_t t = 0; t < 1 * kMs; t += 20 * kUs) Poll(false, false, false);
+    for (uint64_t t = 0; t < 1300 * kUs; t += 20 * kUs) Poll(true, t == 0, false);
+  }
+  EXPECT_EQ(domain_->Stats(kLs)->alone_periods, 0u);
+  EXPECT_EQ(quiet_polls_, 0u);
+  // The BE starts; the same requests now take 1 ms alone.
+  Run(1000 * kMs, 1 * kMs, 1 * kMs);
+  EXPECT_GT(quiet_polls_, 0u);
+  EXPECT_NEAR(domain_->Stats(kLs)->alone_ns, 1.0 * kMs, 40.0 * kUs);
+  Run(5000 * kMs, 1 * kMs, 1 * kMs);
+  EXPECT_EQ(domain_->Stats(kLs)->budget_state, pacing::BudgetState::kSpending);
+  EXPECT_NEAR(domain_->Stats(kLs)->alone_ns, 1.0 * kMs, 40.0 * kUs);
   EXPECT_LE(RecentStretch(500), 1.5);
-  EXPECT_LT(SharePublished(), 0.3);
+  EXPECT_GT(SharePublished(), 0.2);
 }
 
 TEST_F(BudgetTest, AHundredPercentBudgetNeitherQuietsNorShares) {

@@ -396,14 +396,23 @@ void PacingDomain::StopBudgetsLocked() {
 
 void PacingDomain::ObserveBudgetsLocked(uint64_t now) {
   bool be_in_flight = false;
+  // Some BE tenant submitted paced work within the last second. Alone periods count only then:
+  // before, the GPU is not as it is beside the BE (a ResNet-50 graph LS's alone periods before
+  // its BE's work began took 1.30-1.40 ms on the H200, its quiet-time ones 1.19-1.20 ms), and
+  // no quiet time is needed.
+  bool be_working = false;
   for (const auto& [session, slot] : slot_of_) {
     if (dir()->entries[slot].cls.load(std::memory_order_relaxed) == pacingreg::kBe) {
-      be_in_flight = be_in_flight || View(slot, now).in_flight;
+      const pacingreg::LanesView v = View(slot, now);
+      be_in_flight = be_in_flight || v.in_flight;
+      be_working = be_working || v.in_flight ||
+                   (v.last_submit_ns != 0 && now - v.last_submit_ns < kQuietEveryNs);
     }
   }
   const pacing::BusyPeriodTracker::Limits limits{settings_.ls_idle_ns, kMaxPollGapNs,
                                                  settings_.ls_stale_ns};
   bool need_alone = false;
+  bool quiet_useful = false;  // an LS tenant with a budget works beside a BE that works
   uint64_t alone_total = 0;
   for (const auto& [session, slot] : slot_of_) {
     pacingreg::Entry& e = dir()->entries[slot];
@@ -417,8 +426,7 @@ void PacingDomain::ObserveBudgetsLocked(uint64_t now) {
     if (std::optional<pacing::BusyPeriod> p =
             b.tracker.Poll({now, v.in_flight, v.submissions, v.work_sum, be_in_flight}, limits)) {
       b.last_period_ns = now;
-      // Only a warm alone period is learned: the first after BE work ran on the BE's caches.
-      if (p->warm) {
+      if (p->alone && be_working) {
         b.alone.Learn(*p);
         ++b.alone_periods;
         b.last_alone_ns = now;
@@ -436,14 +444,15 @@ void PacingDomain::ObserveBudgetsLocked(uint64_t now) {
         b.measured_ns = p->ns;
         b.measured_alone_ns = *alone_ns;
       }
-      b.unknown = ((b.unknown << 1) | (stretch || p->warm ? 0u : 1u)) & 0xffu;
+      b.unknown = ((b.unknown << 1) | (stretch || p->alone ? 0u : 1u)) & 0xffu;
     }
     alone_total += b.alone_periods;
-    // Alone durations are missing for its recent work, or old, while it works.
+    // Alone durations are missing for its recent work, or old, while it and a BE work.
     const bool working = b.last_period_ns != 0 && now - b.last_period_ns < kQuietEveryNs;
     // (An LS tenant of 100 % gives no share: its alone durations are not needed.)
-    if (working && budget_pct > pacing::kNoBudgetPct &&
-        (std::popcount(b.unknown) >= 2 || now - b.last_alone_ns > kRelearnNs)) {
+    const bool wanted = working && be_working && budget_pct > pacing::kNoBudgetPct;
+    quiet_useful = quiet_useful || wanted;
+    if (wanted && (std::popcount(b.unknown) >= 2 || now - b.last_alone_ns > kRelearnNs)) {
       need_alone = true;
     }
     const pacing::BudgetStatus& st = b.controller.status();
@@ -454,8 +463,9 @@ void PacingDomain::ObserveBudgetsLocked(uint64_t now) {
   pacingreg::Policy& pol = dir()->policy;
   if (quiet_until_ns_ != 0) {
     // Over when its time is up, or once two alone periods were learned (the BE tenants
-    // drained and an LS tenant's work ran by itself; a stretch needs two).
-    if (now >= quiet_until_ns_ || alone_total >= quiet_alone_mark_ + 2 || !need_alone) {
+    // drained and an LS tenant's work ran by itself; a stretch needs two), or when no LS
+    // tenant's budget needs it any more.
+    if (now >= quiet_until_ns_ || alone_total >= quiet_alone_mark_ + 2 || !quiet_useful) {
       quiet_until_ns_ = 0;
       pol.quiet_until_ns.store(0, std::memory_order_relaxed);
       next_quiet_ns_ = now + kQuietEveryNs;

@@ -42,11 +42,9 @@ std::optional<BusyPeriod> BusyPeriodTracker::Poll(const LsPoll& p, const Limits&
     const uint64_t tolerance = std::max(limits.max_gap_ns, ns / 16);
     if (valid_ && ns <= limits.max_period_ns && start_gap_ <= tolerance && end_gap_ <= tolerance) {
       ended = BusyPeriod{Signature(period_submissions_, period_work_sum_), period_submissions_, ns,
-                         alone_, alone_ && warm_};
-      prev_alone_ = alone_;
+                         alone_};
     } else {
       ++dropped_;
-      prev_alone_ = false;
     }
     open_ = false;
   }
@@ -64,8 +62,6 @@ std::optional<BusyPeriod> BusyPeriodTracker::Poll(const LsPoll& p, const Limits&
       end_gap_ = gap;
       // What ran until this poll may have been delayed by BE work seen now.
       if (p.be_in_flight) alone_ = false;
-    } else if (p.be_in_flight) {
-      gap_be_ = true;  // after its work, before it is over
     }
   } else if (work) {
     open_ = true;
@@ -73,8 +69,6 @@ std::optional<BusyPeriod> BusyPeriodTracker::Poll(const LsPoll& p, const Limits&
     start_gap_ = gap;
     // BE work seen at the poll before may have been running when the LS's work arrived.
     alone_ = !p.be_in_flight && !last_be_in_flight_;
-    warm_ = prev_alone_ && !gap_be_;
-    gap_be_ = false;
     start_ns_ = last_now_;
     end_ns_ = 0;
     base_submissions_ = last_submissions_;
@@ -82,7 +76,6 @@ std::optional<BusyPeriod> BusyPeriodTracker::Poll(const LsPoll& p, const Limits&
     period_submissions_ = p.submissions - base_submissions_;
     period_work_sum_ = p.work_sum - base_work_sum_;
   }
-  if (!open_ && !work && p.be_in_flight) gap_be_ = true;  // between periods
   last_now_ = std::max(last_now_, p.now);
   last_submissions_ = p.submissions;
   last_work_sum_ = p.work_sum;
@@ -93,7 +86,8 @@ std::optional<BusyPeriod> BusyPeriodTracker::Poll(const LsPoll& p, const Limits&
 namespace {
 
 // The plain mean of the first 8 samples, then the newest weighs 1/8: the first alone period
-// (perhaps the LS's first request, on a cold GPU) does not set the mean for long.
+// (perhaps the LS's first request, on a cold GPU) does not set the mean for long. For the
+// duration per item.
 void Update(double v, double* mean, uint32_t* samples) {
   if (*samples < UINT32_MAX) ++*samples;
   *mean += (v - *mean) / std::min<uint32_t>(*samples, 8);
@@ -103,8 +97,11 @@ void Update(double v, double* mean, uint32_t* samples) {
 
 void AloneDurations::Learn(const BusyPeriod& alone) {
   if (table_.size() >= capacity_ && !table_.contains(alone.signature)) table_.clear();
-  Mean& m = table_[alone.signature];
-  Update(static_cast<double>(alone.ns), &m.ns, &m.samples);
+  Recent& r = table_[alone.signature];
+  r.ns[r.samples % kAloneSamples] = static_cast<double>(alone.ns);
+  if (r.samples < UINT32_MAX) ++r.samples;
+  const uint32_t n = std::min(r.samples, kAloneSamples);
+  r.least = *std::min_element(r.ns, r.ns + n);
   if (alone.items > 0) {
     Update(static_cast<double>(alone.ns) / static_cast<double>(alone.items), &per_item_.ns,
            &per_item_.samples);
@@ -114,14 +111,16 @@ void AloneDurations::Learn(const BusyPeriod& alone) {
 bool AloneDurations::Knows(const BusyPeriod& p, uint32_t min_samples) const {
   auto it = table_.find(p.signature);
   return it != table_.end() && it->second.samples >= std::max<uint32_t>(min_samples, 1) &&
-         it->second.ns > 0;
+         it->second.least > 0;
 }
 
 std::optional<double> AloneDurations::AloneNs(const BusyPeriod& p, uint32_t min_samples,
                                               bool repeats) const {
   const uint32_t enough = std::max<uint32_t>(min_samples, 1);
-  if (Knows(p, min_samples)) return table_.find(p.signature)->second.ns;
-  if (repeats || p.items == 0 || per_item_.samples < enough || per_item_.ns <= 0) return std::nullopt;
+  if (Knows(p, min_samples)) return table_.find(p.signature)->second.least;
+  if (repeats || p.items == 0 || per_item_.samples < enough || per_item_.ns <= 0) {
+    return std::nullopt;
+  }
   return per_item_.ns * static_cast<double>(p.items);
 }
 

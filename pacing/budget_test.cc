@@ -93,38 +93,6 @@ TEST(BusyPeriodTracker, BeWorkAtAnyPollOfThePeriodOrJustBeforeItMakesItNotAlone)
   EXPECT_FALSE(f.periods[2].alone);
 }
 
-// Warm: alone, after an alone period, with no BE work between them. The first LS period after BE
-// work runs on caches the BE filled, and learning alone durations from it made them too long.
-TEST(BusyPeriodTracker, AnAlonePeriodIsWarmOnlyAfterAnotherWithNoBeWorkBetween) {
-  Feed f;
-  f.Run(1 * kMs, false);
-  for (int i = 0; i < 3; ++i) {  // three alone periods in a row: the first is not warm
-    f.Run(300 * kUs, true, false, 1);
-    f.Run(1 * kMs, false);
-  }
-  f.Run(1 * kMs, false, true);  // BE work while the LS is idle
-  f.Run(100 * kUs, false);
-  f.Run(300 * kUs, true, false, 1);  // alone, after BE work: not warm
-  f.Run(1 * kMs, false);
-  f.Run(300 * kUs, true, false, 1);  // warm again
-  f.Run(1 * kMs, false);
-  f.Run(300 * kUs, true, true, 1);  // beside BE work
-  f.Run(1 * kMs, false);
-  f.Run(300 * kUs, true, false, 1);  // alone, after a period that was not
-  f.Run(200 * kUs, false);
-  f.Run(100 * kUs, false, true);  // BE work in its idle tail, before it is over
-  f.Run(1 * kMs, false);
-  f.Run(300 * kUs, true, false, 1);  // alone, but BE work ran since the last one's work
-  f.Run(1 * kMs, false);
-  ASSERT_EQ(f.periods.size(), 8u);
-  const bool alone[] = {true, true, true, true, true, false, true, true};
-  const bool warm[] = {false, true, true, false, true, false, false, false};
-  for (size_t i = 0; i < 8; ++i) {
-    EXPECT_EQ(f.periods[i].alone, alone[i]) << i;
-    EXPECT_EQ(f.periods[i].warm, warm[i]) << i;
-  }
-}
-
 TEST(BusyPeriodTracker, ALatePollOrWorkInFlightAtTheFirstLookDropsThePeriod) {
   Feed f;
   f.Run(500 * kUs, true, false, 1);  // in flight from the first poll: start unknown
@@ -167,7 +135,7 @@ TEST(BusyPeriodTracker, APeriodLongerThanTheBoundIsDropped) {
   EXPECT_TRUE(f.periods.empty());
 }
 
-TEST(AloneDurations, StretchIsTheDurationOverTheMeanAloneOnceKnown) {
+TEST(AloneDurations, StretchIsTheDurationOverTheLeastRecentAloneOnceKnown) {
   AloneDurations alone;
   BusyPeriod p{42, 10, 1500 * kUs, false};
   EXPECT_FALSE(alone.Stretch(p).has_value());
@@ -188,13 +156,22 @@ TEST(AloneDurations, StretchIsTheDurationOverTheMeanAloneOnceKnown) {
   EXPECT_FALSE(alone.Knows({43, 15, 3000 * kUs, false}));
   EXPECT_TRUE(alone.Knows(p));
   EXPECT_DOUBLE_EQ(*alone.AloneNs(p, 2, /*repeats=*/true), 1000.0 * kUs);
-  // The first eight samples weigh the same (a slow first one does not stay in the mean), then
-  // the newest weighs 1/8.
+  // The least of the last eight: slower alone periods (a measured period is never shorter than
+  // its work) do not raise it, and once eight newer ones came, the old least is forgotten.
   alone.Learn({42, 10, 1600 * kUs, true});
-  EXPECT_DOUBLE_EQ(*alone.Stretch(p), 1.5e6 / 1.2e6);
+  EXPECT_DOUBLE_EQ(*alone.AloneNs(p), 1000.0 * kUs);
   for (int i = 0; i < 5; ++i) alone.Learn({42, 10, 1200 * kUs, true});
-  alone.Learn({42, 10, 2000 * kUs, true});
-  EXPECT_DOUBLE_EQ(*alone.Stretch(p), 1.5e6 / 1.3e6);
+  EXPECT_DOUBLE_EQ(*alone.AloneNs(p), 1000.0 * kUs);
+  alone.Learn({42, 10, 1300 * kUs, true});  // the eighth after the first 1000
+  EXPECT_DOUBLE_EQ(*alone.AloneNs(p), 1000.0 * kUs);
+  alone.Learn({42, 10, 1400 * kUs, true});  // the ninth: both 1000 are gone
+  EXPECT_DOUBLE_EQ(*alone.AloneNs(p), 1200.0 * kUs);
+  EXPECT_DOUBLE_EQ(*alone.Stretch(p), 1.5e6 / 1.2e6);
+  // Per item, a mean: plain over the first 8 (a slow first one does not stay), then the newest
+  // weighs 1/8. The per item samples so far: 100, 100, 160, 120 x5, 130, 140 (us).
+  const double mean8 = (100 + 100 + 160 + 5 * 120) / 8.0;
+  const double per_item = (mean8 + (130 - mean8) / 8 + (140 - (mean8 + (130 - mean8) / 8)) / 8);
+  EXPECT_NEAR(*alone.AloneNs({43, 15, 3000 * kUs, false}), 15 * per_item * kUs, 1.0);
 }
 
 TEST(AloneDurations, IsBoundedInSize) {

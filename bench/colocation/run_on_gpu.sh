@@ -9,7 +9,8 @@
 #             (ResNet-152 bs128 + 512 MiB copies), modes $MODES             (~6-7 min)
 #     sweep   open-loop Poisson LS at LOAD x capacity, SWEEP_MODELS, modes SWEEP_MODES (~7 min)
 #     pair-d  two BE jobs (weights 1:3 under Missile) beside the ResNet-50 graph LS (~3 min)
-#   Modes: alone, alone-mps (the LS alone on MPS), none, mps, mps-prio, missile, missile-mps, missile-nopace, and EXTRA_MODES
+#   Modes: alone, alone-mps (the LS alone on MPS), missile-mps-alone (the LS alone under Missile on
+#   MPS), none, mps, mps-prio, missile, missile-mps, missile-nopace, and EXTRA_MODES
 #   ("name:snippet.toml ...": Missile with the snippet appended to missiled's config).
 # env: SECONDS_MAIN (8) SECONDS_SWEEP (4) BE_SOLO_SECONDS (15) LOAD (0.3) MODES SWEEP_MODES
 #   D_MODES ("none missile") D_WEIGHTS ("1 3") SWEEP_MODELS EXTRA_MODES MAIN_SCENARIOS
@@ -404,6 +405,8 @@ phase_main() {
       be_solo_all
     elif [ "$mode" = alone-mps ]; then  # the LS alone on the MPS server: what MPS itself costs it
       run_mode main alone-mps alone-mps "$MAIN_SCEN" "--seconds $S_MAIN" "$S_MAIN"
+    elif [ "$mode" = missile-mps-alone ]; then  # the LS alone under Missile on MPS: what both cost it
+      run_mode main missile-mps-alone missile-mps-alone "$MAIN_SCEN" "--seconds $S_MAIN" "$S_MAIN"
     else
       run_mode main "$mode" "$mode" "$MAIN_SCEN" "--seconds $S_MAIN" "$S_MAIN" be
     fi

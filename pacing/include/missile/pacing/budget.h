@@ -69,11 +69,6 @@ struct BusyPeriod {
   uint64_t items = 0;      // how many
   uint64_t ns = 0;         // from the poll before its first work to the first poll that saw it over
   bool alone = false;      // no poll of it saw BE work in flight
-  // Alone, and so was the LS's period before it, with no BE work seen between the two: it ran
-  // on the GPU as the LS alone leaves it. The first LS period after BE work runs on caches
-  // full of the BE's data: on the H200, a ResNet-50 graph LS's first periods after the BE
-  // drained took 1.28-1.36 ms, against 1.21 ms for its whole request alone (docs/pacing.md).
-  bool warm = false;
 };
 
 // The busy periods of one LS tenant, from polls at a short period (tens of microseconds): a
@@ -85,8 +80,7 @@ struct BusyPeriod {
 // enough) when the poll that saw it start or end came more than `max_gap_ns` (or a sixteenth
 // of the period, if more) after the one before (the poller was late), when any gap between its
 // polls was longer than `idle_ns` and `max_inner_gap_ns` (it may hide the end of one period and
-// the start of the next), or when it lasted longer than `max_period_ns`. A period is warm when it
-// and the one before it were alone and no poll between them saw BE work.
+// the start of the next), or when it lasted longer than `max_period_ns`.
 class BusyPeriodTracker {
  public:
   struct Limits {
@@ -117,9 +111,6 @@ class BusyPeriodTracker {
   bool open_ = false;
   bool valid_ = true;
   bool alone_ = true;
-  bool warm_ = false;        // the period going on began warm (BusyPeriod::warm)
-  bool prev_alone_ = false;  // the last period that ended was timed and alone
-  bool gap_be_ = false;      // BE work was seen since that period's work ended
   uint64_t start_ns_ = 0;
   uint64_t end_ns_ = 0;  // the first poll that saw it over; 0 while work is in flight
   uint64_t base_submissions_ = 0;
@@ -133,14 +124,20 @@ class BusyPeriodTracker {
 
 // --- Alone durations ----------------------------------------------------------------------
 
-// Learns how long a period of each signature takes with no BE work on the GPU (a mean over its
-// alone periods: plain over the first 8, then the newest weighing 1/8), and gives a period's
-// stretch against it. A period whose signature was not seen alone (an eager LS's CPU gaps may
-// cut its requests anywhere, so periods of the same work differ) is measured per item instead:
-// its duration per item over the mean duration per item of the alone periods. Bounded: past
-// `capacity` signatures it forgets them all and starts again.
+// Learns how long a period of each signature takes with no BE work on the GPU, and gives a
+// period's stretch against it: the least of its last kAloneSamples alone periods. A period's
+// measured duration is never shorter than its work took (it counts from the poll before its
+// first work to the first poll that saw it done), and what makes an alone period longer, the
+// GPU not as it is beside the BE (on the H200 a ResNet-50 graph LS's alone periods before its
+// BE's work began took 1.30-1.40 ms, against 1.19-1.20 ms in quiet times), held a mean up for
+// tens of seconds. A period whose signature was not seen alone (an eager LS's CPU gaps may cut
+// its requests anywhere, so periods of the same work differ) is measured per item instead: its
+// duration per item over the mean duration per item of the alone periods (plain over the first
+// 8, then the newest weighing 1/8). Bounded: past `capacity` signatures it forgets them all and
+// starts again.
 class AloneDurations {
  public:
+  static constexpr uint32_t kAloneSamples = 8;
   explicit AloneDurations(size_t capacity = 4096) : capacity_(capacity) {}
   void Learn(const BusyPeriod& alone);
   // What the period is measured against: its signature's alone duration, or else its items
@@ -163,8 +160,14 @@ class AloneDurations {
     double ns = 0;
     uint32_t samples = 0;
   };
+  // A signature's last kAloneSamples alone durations (a ring), and the least of them.
+  struct Recent {
+    double ns[kAloneSamples] = {};
+    uint32_t samples = 0;
+    double least = 0;
+  };
   size_t capacity_;
-  absl::flat_hash_map<uint64_t, Mean> table_;
+  absl::flat_hash_map<uint64_t, Recent> table_;
   Mean per_item_;
 };
 
