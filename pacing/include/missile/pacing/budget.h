@@ -41,8 +41,9 @@ inline constexpr uint32_t kMaxSharePpm = 8 * kFullSharePpm;
 // decision (the items, the predicted work and the refill threshold, times the scale), up to
 // kMaxWindowScale; over the budget, the window narrows before the share does. The bound takes
 // the default window (8 items, 100 us) to InflightWindow::kMaxItems and 12.8 ms of predicted
-// work (not yet measured on the GPU). At 16 the decoder LS of docs/results.md left the
-// BE 6.4 points short of MPS with priorities at the same LS p99 (80.7 % against 87.1 %).
+// work. On the H200 the decoder LS of docs/results.md left the BE short of MPS with priorities
+// at the same LS p99 at 16 (80.7 % against 87.1 %) and at 128 alike (81.1-81.7 % against
+// 87.6 %): the window is not what holds the BE there.
 inline constexpr uint32_t kMaxWindowScale = 128;
 // The window doubles only while the room left is at least this much of the budget's (one
 // doubling can take more of it than a share step).
