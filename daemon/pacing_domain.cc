@@ -394,12 +394,12 @@ void PacingDomain::StopBudgetsLocked() {
   dir()->policy.quiet_until_ns.store(0, std::memory_order_relaxed);
 }
 
+// `be_working`: some BE tenant submitted paced work within the last second. Alone periods count
+// only then: before, the GPU is not as it is beside the BE (a ResNet-50 graph LS's alone periods
+// before its BE's work began took 1.30-1.40 ms on the H200, its quiet-time ones 1.19-1.20 ms),
+// and no quiet time is needed.
 void PacingDomain::ObserveBudgetsLocked(uint64_t now) {
   bool be_in_flight = false;
-  // Some BE tenant submitted paced work within the last second. Alone periods count only then:
-  // before, the GPU is not as it is beside the BE (a ResNet-50 graph LS's alone periods before
-  // its BE's work began took 1.30-1.40 ms on the H200, its quiet-time ones 1.19-1.20 ms), and
-  // no quiet time is needed.
   bool be_working = false;
   for (const auto& [session, slot] : slot_of_) {
     if (dir()->entries[slot].cls.load(std::memory_order_relaxed) == pacingreg::kBe) {
