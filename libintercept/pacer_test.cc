@@ -86,6 +86,24 @@ class PacerTest : public ::testing::Test {
     domain_->PublishSealed();
   }
 
+  // A new domain whose BE window holds 2 items (and room for any work), on a GPU that completes
+  // nothing of the BE: the third item waits for the window unless a budget widens it. The
+  // tenants join it afresh. False if it could not be made.
+  bool RestartWithATwoItemWindow() {
+    PacingSettings s;
+    s.window_items = 2;
+    s.window_ns = 1000 * kMs;
+    s.unknown_ns = 1000;
+    s.ls_idle_ns = 0;
+    auto d = PacingDomain::Create(s);
+    EXPECT_TRUE(d.ok()) << d.status();
+    if (!d.ok()) return false;
+    be_.reset();
+    domain_ = std::move(*d);
+    driver_.set_run_stream_writes(false);
+    return true;
+  }
+
   // Milliseconds one BE work item waited in Begin.
   double HeldMs() {
     const auto t0 = std::chrono::steady_clock::now();
@@ -268,17 +286,7 @@ TEST_F(PacerTest, ABusyLsWithABudgetLetsTheBeUseItsShare) {
 // scale at 4, four times the items go before the window holds one (the GPU completes none here).
 TEST_F(PacerTest, AnLsBudgetsWindowScaleWidensTheBesWindow) {
   auto items_before_a_hold = [this](uint32_t scale) {
-    PacingSettings s;
-    s.window_items = 2;
-    s.window_ns = 1000 * kMs;
-    s.unknown_ns = 1000;
-    s.ls_idle_ns = 0;
-    auto d = PacingDomain::Create(s);
-    EXPECT_TRUE(d.ok()) << d.status();
-    if (!d.ok()) return -1;
-    be_.reset();
-    domain_ = std::move(*d);
-    driver_.set_run_stream_writes(false);  // nothing of the BE completes
+    if (!RestartWithATwoItemWindow()) return -1;
     JoinLs();
     OpenBe();
     ls()->lanes_used.store(1);
@@ -339,17 +347,7 @@ TEST_F(PacerTest, TheStrictestBusyLsBudgetHoldsTheBe) {
   // window of 2 items (and room for any work) then holds the third item while both are busy
   // (nothing of the BE completes), and the 257th while only the lax one is.
   auto items_before_a_hold = [&](bool strict_busy) {
-    PacingSettings s;
-    s.window_items = 2;
-    s.window_ns = 1000 * kMs;
-    s.unknown_ns = 1000;
-    s.ls_idle_ns = 0;
-    auto d = PacingDomain::Create(s);
-    EXPECT_TRUE(d.ok()) << d.status();
-    if (!d.ok()) return -1;
-    be_.reset();
-    domain_ = std::move(*d);
-    driver_.set_run_stream_writes(false);
+    if (!RestartWithATwoItemWindow()) return -1;
     JoinLs();
     JoinPage(kLaxSession, 300, TenantClass::kLatencySensitive, true, &lax_page);
     lax = static_cast<pacingreg::LanesPage*>(lax_page.data());

@@ -100,8 +100,6 @@ void AloneDurations::Learn(const BusyPeriod& alone) {
   Recent& r = table_[alone.signature];
   r.ns[r.samples % kAloneSamples] = static_cast<double>(alone.ns);
   if (r.samples < UINT32_MAX) ++r.samples;
-  const uint32_t n = std::min(r.samples, kAloneSamples);
-  r.least = *std::min_element(r.ns, r.ns + n);
   if (alone.items > 0) {
     Update(static_cast<double>(alone.ns) / static_cast<double>(alone.items), &per_item_.ns,
            &per_item_.samples);
@@ -111,23 +109,17 @@ void AloneDurations::Learn(const BusyPeriod& alone) {
 bool AloneDurations::Knows(const BusyPeriod& p, uint32_t min_samples) const {
   auto it = table_.find(p.signature);
   return it != table_.end() && it->second.samples >= std::max<uint32_t>(min_samples, 1) &&
-         it->second.least > 0;
+         it->second.Least() > 0;
 }
 
 std::optional<double> AloneDurations::AloneNs(const BusyPeriod& p, uint32_t min_samples,
                                               bool repeats) const {
   const uint32_t enough = std::max<uint32_t>(min_samples, 1);
-  if (Knows(p, min_samples)) return table_.find(p.signature)->second.least;
+  if (Knows(p, min_samples)) return table_.find(p.signature)->second.Least();
   if (repeats || p.items == 0 || per_item_.samples < enough || per_item_.ns <= 0) {
     return std::nullopt;
   }
   return per_item_.ns * static_cast<double>(p.items);
-}
-
-std::optional<double> AloneDurations::Stretch(const BusyPeriod& p, uint32_t min_samples) const {
-  const std::optional<double> alone = AloneNs(p, min_samples);
-  if (!alone) return std::nullopt;
-  return static_cast<double>(p.ns) / *alone;
 }
 
 const char* BudgetStateName(BudgetState s) {

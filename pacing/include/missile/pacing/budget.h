@@ -18,6 +18,7 @@
 #ifndef MISSILE_PACING_BUDGET_H_
 #define MISSILE_PACING_BUDGET_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -125,8 +126,8 @@ class BusyPeriodTracker {
 
 // --- Alone durations ----------------------------------------------------------------------
 
-// Learns how long a period of each signature takes with no BE work on the GPU, and gives a
-// period's stretch against it: the least of its last kAloneSamples alone periods. A period's
+// Learns how long a period of each signature takes with no BE work on the GPU, what a period's
+// stretch is measured against: the least of its last kAloneSamples alone periods. A period's
 // measured duration is never shorter than its work took (it counts from the poll before its
 // first work to the first poll that saw it done), and what makes an alone period longer, the
 // GPU not as it is beside the BE (on the H200 a ResNet-50 graph LS's alone periods before its
@@ -152,8 +153,6 @@ class AloneDurations {
                                 bool repeats = false) const;
   // Whether the period's signature has its own alone duration (from `min_samples` or more).
   bool Knows(const BusyPeriod& p, uint32_t min_samples = 2) const;
-  // The period's duration over AloneNs.
-  std::optional<double> Stretch(const BusyPeriod& p, uint32_t min_samples = 2) const;
   size_t size() const { return table_.size(); }
 
  private:
@@ -161,11 +160,13 @@ class AloneDurations {
     double ns = 0;
     uint32_t samples = 0;
   };
-  // A signature's last kAloneSamples alone durations (a ring), and the least of them.
+  // A signature's last kAloneSamples alone durations (a ring).
   struct Recent {
     double ns[kAloneSamples] = {};
     uint32_t samples = 0;
-    double least = 0;
+    double Least() const {
+      return *std::min_element(ns, ns + std::min(samples, kAloneSamples));
+    }
   };
   size_t capacity_;
   absl::flat_hash_map<uint64_t, Recent> table_;
