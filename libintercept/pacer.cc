@@ -254,7 +254,7 @@ pacing::LsObservation Pacer::ObserveLs(uint64_t now) const {
   const uint64_t stale = pol.ls_stale_ns.load(std::memory_order_relaxed);
   const uint64_t idle = pol.ls_idle_ns.load(std::memory_order_relaxed);
   uint32_t share_busy = pacing::kUnheldSharePpm, share_any = pacing::kUnheldSharePpm;
-  uint32_t scale_busy = pacing::kMaxWindowScale, scale_any = pacing::kMaxWindowScale;
+  uint32_t scale_any = pacing::kMaxWindowScale;
   bool any_busy = false;
   absl::ReaderMutexLock lock(&peers_mu_);
   for (uint32_t i = 0; i < kSlots; ++i) {
@@ -276,12 +276,23 @@ pacing::LsObservation Pacer::ObserveLs(uint64_t now) const {
     if (counts || now - v->last_submit_ns < idle) {
       any_busy = true;
       share_busy = std::min(share_busy, share);
-      scale_busy = std::min(scale_busy, scale);
     }
   }
   seen.share_ppm = any_busy ? share_busy : share_any;
-  seen.window_scale = any_busy ? scale_busy : scale_any;
+  seen.window_scale = scale_any;
+  seen.released = ReleasedByLs();
   return seen;
+}
+
+bool Pacer::ReleasedByLs() const {
+  bool any = false;
+  for (uint32_t i = 0; i < kSlots; ++i) {
+    const pacingreg::Entry& e = dir().entries[i];
+    if (i == slot_index_ || e.cls.load(std::memory_order_acquire) != pacingreg::kLs) continue;
+    if (e.be_share_ppm.load(std::memory_order_relaxed) != pacing::kUnheldSharePpm) return false;
+    any = true;
+  }
+  return any;
 }
 
 std::vector<pacing::ShareEntry> Pacer::ActivePeers(uint64_t now) const {
@@ -405,7 +416,7 @@ Pacer::Admission Pacer::Admit(uint64_t key, uint32_t own_lane) {
          pol.window_ns.load(std::memory_order_relaxed),
          pol.refill_ns.load(std::memory_order_relaxed)},
         ls_seen.window_scale);
-    in.window_admits = window_.Admits(predicted_ns, limits, now);
+    in.window_admits = ls_seen.released || window_.Admits(predicted_ns, limits, now);
     // The LS first: the one that matters.
     const bool ls_busy = LsHoldsLocked(now, ls_seen, predicted_ns, limits.predicted_ns,
                                        in.window_admits, &beside_ls);

@@ -86,6 +86,10 @@ class Pacer {
   bool LsTenantsPresent() const {
     return dir().policy.ls_tenants.load(std::memory_order_relaxed) != 0;
   }
+  // Whether every LS tenant of this GPU has taken its latency budget's last step (missiled
+  // publishes pacing::kUnheldSharePpm for it): the BE is then paced by none of them
+  // (pacing::LsObservation::released), and its copies go as they would without an LS.
+  bool ReleasedByLs() const;
 
   // One work item between Begin and End; holds its lane (so the sequence numbers of a lane
   // reach the GPU in order).

@@ -307,7 +307,7 @@ TEST_F(PacerTest, AnLsBudgetsWindowScaleWidensTheBesWindow) {
 
 // Two LS tenants with different budgets: a BE obeys the strictest of those busy, so an LS whose
 // budget lets the BE go (or one that marks itself busy all the time) cannot let it run beside
-// another LS whose budget holds it, nor widen its window beyond the other's.
+// another LS whose budget holds it, nor widen its window beyond the other's, busy or not.
 TEST_F(PacerTest, TheStrictestBusyLsBudgetHoldsTheBe) {
   constexpr uint64_t kLaxSession = 3;
   JoinLs();
@@ -343,30 +343,52 @@ TEST_F(PacerTest, TheStrictestBusyLsBudgetHoldsTheBe) {
   busy(ls());
   EXPECT_GE(HeldMs(), 50.0);
 
-  // The window: both let the BE go, the lax one at the widest window, the strict one at 1. A
-  // window of 2 items (and room for any work) then holds the third item while both are busy
-  // (nothing of the BE completes), and the 257th while only the lax one is.
-  auto items_before_a_hold = [&](bool strict_busy) {
+  // The window bounds what an LS that becomes busy finds ahead of it: the strict LS's scale
+  // keeps it at 2 items (a window of 2 items, with room for any work, on a GPU that completes
+  // nothing of the BE) even while it is idle and the lax one is busy at the widest window.
+  auto items_before_a_hold = [&](uint32_t strict_share) {
     if (!RestartWithATwoItemWindow()) return -1;
     JoinLs();
     JoinPage(kLaxSession, 300, TenantClass::kLatencySensitive, true, &lax_page);
     lax = static_cast<pacingreg::LanesPage*>(lax_page.data());
     OpenBe();
     domain_->SetBeShareForTesting(kLaxSession, pacing::kUnheldSharePpm, pacing::kMaxWindowScale);
-    domain_->SetBeShareForTesting(kLsSession, pacing::kUnheldSharePpm, 1);
+    const uint32_t strict_scale =
+        strict_share == pacing::kUnheldSharePpm ? pacing::kMaxWindowScale : 1;
+    domain_->SetBeShareForTesting(kLsSession, strict_share, strict_scale);
     for (int n = 0; n < 512; ++n) {
       busy(lax);
-      if (strict_busy) {
-        busy(ls());
-      } else {
-        idle(ls());
-      }
+      idle(ls());
       if (HeldMs() > 50.0) return n;  // held by the window until its oldest item stalls
     }
     return 512;
   };
-  EXPECT_EQ(items_before_a_hold(true), 2);
-  EXPECT_EQ(items_before_a_hold(false), 2 * static_cast<int>(pacing::kMaxWindowScale));
+  EXPECT_EQ(items_before_a_hold(0), 2);
+  EXPECT_FALSE(be_->ReleasedByLs());
+  // Once both have taken their last step, nothing paces the BE: no window at all.
+  EXPECT_EQ(items_before_a_hold(pacing::kUnheldSharePpm), 512);
+  EXPECT_TRUE(be_->ReleasedByLs());
+  EXPECT_EQ(be_->held_by_ns(pacing::Verdict::kWaitWindow), 0u);
+}
+
+// Released means every LS tenant: one that leaves its last step (over its budget, the
+// controller steps back) puts the window back at once, and a BE with no LS tenant beside it
+// is released by nobody.
+TEST_F(PacerTest, OneLsBackFromItsLastStepPutsTheWindowBack) {
+  ASSERT_TRUE(RestartWithATwoItemWindow());
+  OpenBe();
+  EXPECT_FALSE(be_->ReleasedByLs());
+  JoinLs();
+  ls()->lanes_used.store(1);
+  ls()->last_submit_ns.store(pacingreg::NowNs());  // on the GPU, idle
+  domain_->SetBeShareForTesting(kLsSession, pacing::kUnheldSharePpm, pacing::kMaxWindowScale);
+  ASSERT_TRUE(be_->ReleasedByLs());
+  for (int n = 0; n < 300; ++n) ASSERT_LT(HeldMs(), 50.0) << n;
+  // Back to the widest window: 300 items in flight are past its 256, so the next one waits.
+  domain_->SetBeShareForTesting(kLsSession, pacing::kMaxSharePpm, pacing::kMaxWindowScale);
+  EXPECT_FALSE(be_->ReleasedByLs());
+  EXPECT_GE(HeldMs(), 50.0);
+  EXPECT_GT(be_->held_by_ns(pacing::Verdict::kWaitWindow), 0u);
 }
 
 // While missiled relearns the LS tenants' alone durations, nothing of the BE goes, LS idle or

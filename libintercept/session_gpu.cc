@@ -121,9 +121,11 @@ absl::StatusOr<GpuMemory*> SessionGpu::Memory(MemoryFactory make) {
 bool SessionGpu::HostPacedCopies() {
   Pacer* p = pacer();
   // Only next to an LS tenant: a BE copy's gate waiting on the GPU would make its context
-  // runnable and cost the LS a time slice. With BE tenants only there is nobody to protect, and
-  // the copies stay asynchronous for the program (their gates wait on its stream).
-  return p != nullptr && p->best_effort() && p->Paces() && p->LsTenantsPresent();
+  // runnable and cost the LS a time slice. With BE tenants only there is nobody to protect, nor
+  // once every LS tenant's budget lets the BE go unheld (its last step), and the copies stay
+  // asynchronous for the program (their gates wait on its stream).
+  return p != nullptr && p->best_effort() && p->Paces() && p->LsTenantsPresent() &&
+         !p->ReleasedByLs();
 }
 
 bool WorkCall::Capturing(CUstream stream, bool ptsz) {

@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "copy.h"
 #include "gtest/gtest.h"
+#include "missile/pacing/budget.h"
 #include "pacing_domain.h"
 #include "session_manager.h"
 #include "spdlog/sinks/null_sink.h"
@@ -304,6 +305,12 @@ TEST_F(SessionGpuTest, HostPacedCopiesIsTheSessionGpusDecision) {
   WorkCall call(driver_.api(), gpu, nullptr, false);
   EXPECT_EQ(copies.GateForAsync(call, 4 * kMiB, 0, nullptr, false), gpu->Gate());
   EXPECT_TRUE(call.gpu()->HostPacedCopies());
+  // The LS's budget at its last step lets the BE go as if no LS were there; back from it, the
+  // copies are host-paced again.
+  domain_->SetBeShareForTesting(kLsSession, pacing::kUnheldSharePpm, pacing::kMaxWindowScale);
+  EXPECT_FALSE(gpu->HostPacedCopies());
+  domain_->SetBeShareForTesting(kLsSession, pacing::kMaxSharePpm, pacing::kMaxWindowScale);
+  EXPECT_TRUE(gpu->HostPacedCopies());
   // Once the session ends, nothing is host-paced (the pacer paces nothing).
   session->End();
   EXPECT_FALSE(gpu->HostPacedCopies());

@@ -50,8 +50,9 @@ inline constexpr uint32_t kMaxWindowScale = 128;
 // doubling can take more of it than a share step).
 inline constexpr double kWindowRoom = 0.2;
 // The last step, with the share at kMaxSharePpm, the window at kMaxWindowScale and that much
-// room still left: the LS's busy time holds the BE not at all (it goes as with pacing off,
-// within its widened window). Over the budget, this step is the first taken back. Published as
+// room still left: the LS's busy time holds the BE not at all. Once every LS tenant of the GPU
+// is at this step, the BE goes as with pacing off: no window, and its copies are not host-paced
+// (LsObservation::released). Over the budget, this step is the first taken back. Published as
 // this share; the credit of a share this large never runs out.
 inline constexpr uint32_t kUnheldSharePpm = UINT32_MAX;
 

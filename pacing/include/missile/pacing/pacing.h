@@ -33,8 +33,13 @@ struct LsObservation {
   // The share of their busy time the busy LS tenants let BE work use (budget.h): the least of
   // theirs, or of every LS tenant's when none is busy now (parts per million).
   uint32_t share_ppm = 0;
-  // The BE's in-flight window, times this (budget.h, kMaxWindowScale), by the same rule.
+  // The BE's in-flight window, times this (budget.h, kMaxWindowScale): the least of every LS
+  // tenant's, busy or not. The window bounds what an LS that becomes busy finds ahead of it, so
+  // an idle strict LS keeps it narrow beside a busy lax one.
   uint32_t window_scale = 1;
+  // Every LS tenant of the GPU has taken its budget's last step (kUnheldSharePpm): nothing
+  // paces the BE beside them, neither their busy time nor the window nor host-paced copies.
+  bool released = false;
 };
 
 // Whether one LS tenant counts: a lane in flight counts only while the tenant's last submission
