@@ -404,6 +404,7 @@ Pacer::Admission Pacer::Admit(uint64_t key, uint32_t own_lane) {
       predictor_.Predict(key, pol.unknown_ns.load(std::memory_order_relaxed));
   ++waiters_;
   bool beside_ls = false;
+  uint64_t in_force_ns = 0;
   for (;;) {
     const uint64_t now = NowNs();
     RetireLocked(now);
@@ -417,6 +418,7 @@ Pacer::Admission Pacer::Admit(uint64_t key, uint32_t own_lane) {
          pol.refill_ns.load(std::memory_order_relaxed)},
         ls_seen.window_scale);
     in.window_admits = ls_seen.released || window_.Admits(predicted_ns, limits, now);
+    in_force_ns = ls_seen.released ? UINT64_MAX : limits.predicted_ns;
     // The LS first: the one that matters.
     const bool ls_busy = LsHoldsLocked(now, ls_seen, predicted_ns, limits.predicted_ns,
                                        in.window_admits, &beside_ls);
@@ -468,7 +470,7 @@ Pacer::Admission Pacer::Admit(uint64_t key, uint32_t own_lane) {
   }
   --waiters_;
   if (held) HoldEndedLocked(since, reason);
-  return {predicted_ns, beside_ls};
+  return {predicted_ns, beside_ls, in_force_ns};
 }
 
 bool Pacer::LsHoldsLocked(uint64_t now, const pacing::LsObservation& ls_seen,
@@ -509,11 +511,13 @@ Pacer::Ticket Pacer::Begin(CUstream stream, bool ptsz, uint64_t key) {
   const Admission admitted = be ? Admit(key, t.lane) : Admission();
   const uint64_t predicted = admitted.predicted_ns;
   t.beside_ls = admitted.beside_ls;
-  // A long BE item (a quarter of the window or more: a copy, a long kernel, a graph piece, work
-  // never seen) is reported by itself: its lane's earlier items get their completion write
-  // first (on the stream they were on), it gets one right after it. The window then knows
-  // when it ended, and times it alone.
-  t.alone = be && predicted * kAloneShare >= window_ns();
+  // A long BE item (a quarter of the window in force or more: a copy, a long kernel, a graph
+  // piece, work never seen) is reported by itself: its lane's earlier items get their
+  // completion write first (on the stream they were on), it gets one right after it. The
+  // window then knows when it ended, and times it alone. Against a window that a budget
+  // widened, fewer items are long, and none once the BE is released: each write is a stream
+  // operation that costs the BE GPU time (docs/pacing.md, "What a BE's pacing costs it").
+  t.alone = be && predicted * kAloneShare >= admitted.window_ns;
   if (t.alone) WriteMarker(t.lane);
   lane_state_[t.lane].stream = stream;
   lane_state_[t.lane].ptsz = ptsz;

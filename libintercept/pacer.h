@@ -173,6 +173,9 @@ class Pacer {
   struct Admission {
     uint64_t predicted_ns = 0;
     bool beside_ls = false;
+    // The bound on predicted work in flight that the item went under: the window widened by the
+    // LS tenants' budgets, UINT64_MAX once they released the BE (what "long" is measured by).
+    uint64_t window_ns = 0;
   };
   Admission Admit(uint64_t key, uint32_t own_lane);
   pacing::LsObservation ObserveLs(uint64_t now) const;

@@ -223,6 +223,42 @@ TEST_F(PacerTest, ALongBeItemIsReportedByItself) {
   EXPECT_EQ(values, expected);
 }
 
+// "Long" is measured against the window in force: an item never seen (predicted 50 ms) is long
+// against a 100 ms window, not against the 400 ms that an LS budget's scale of 4 makes of it,
+// and nothing is long once the LS released the BE. Items that are not long get a completion
+// write only every 4th.
+TEST_F(PacerTest, AWidenedWindowHasFewerLongItems) {
+  PacingSettings s;
+  s.window_ns = 100 * kMs;
+  s.unknown_ns = 50 * kMs;
+  s.ls_idle_ns = 0;
+  auto d = PacingDomain::Create(s);
+  ASSERT_TRUE(d.ok()) << d.status();
+  domain_ = std::move(*d);
+  JoinLs();
+  OpenBe();
+  ls()->lanes_used.store(1);
+  ls()->last_submit_ns.store(pacingreg::NowNs());  // on the GPU, idle
+  uint64_t key = 100;  // each item never seen before
+  auto writes_for_four_items = [&] {
+    driver_.ClearCalls();
+    for (int i = 0; i < 4; ++i) {
+      Pacer::Ticket t = be_->Begin(nullptr, false, ++key);
+      be_->End(t, CUDA_SUCCESS);
+    }
+    int writes = 0;
+    for (const std::string& c : driver_.calls()) {
+      writes += c.rfind("cuStreamWriteValue64 ", 0) == 0 ? 1 : 0;
+    }
+    return writes;
+  };
+  EXPECT_EQ(writes_for_four_items(), 4);  // each one long: written right after it
+  domain_->SetBeShareForTesting(kLsSession, pacing::kMaxSharePpm, 4);
+  EXPECT_EQ(writes_for_four_items(), 1);
+  domain_->SetBeShareForTesting(kLsSession, pacing::kUnheldSharePpm, pacing::kMaxWindowScale);
+  EXPECT_EQ(writes_for_four_items(), 1);
+}
+
 // Another BE tenant that submits work after one of this tenant's items started may have taken
 // the GPU's time slice from it: the item's time is not its own and teaches nothing. The same
 // item with the other tenant active but submitting nothing new is learned.
