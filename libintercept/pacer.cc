@@ -255,11 +255,12 @@ pacing::LsObservation Pacer::ObserveLs(uint64_t now) const {
   const uint64_t idle = pol.ls_idle_ns.load(std::memory_order_relaxed);
   uint32_t share_busy = pacing::kUnheldSharePpm, share_any = pacing::kUnheldSharePpm;
   uint32_t scale_any = pacing::kMaxWindowScale;
-  bool any_busy = false;
+  bool any_busy = false, any_ls = false;
   absl::ReaderMutexLock lock(&peers_mu_);
   for (uint32_t i = 0; i < kSlots; ++i) {
     const pacingreg::Entry& e = dir().entries[i];
     if (i == slot_index_ || e.cls.load(std::memory_order_acquire) != pacingreg::kLs) continue;
+    any_ls = true;
     uint32_t share = e.be_share_ppm.load(std::memory_order_relaxed);
     if (share > pacing::kMaxSharePpm && share != pacing::kUnheldSharePpm) {
       share = pacing::kMaxSharePpm;
@@ -280,7 +281,8 @@ pacing::LsObservation Pacer::ObserveLs(uint64_t now) const {
   }
   seen.share_ppm = any_busy ? share_busy : share_any;
   seen.window_scale = scale_any;
-  seen.released = ReleasedByLs();
+  // ReleasedByLs's rule, from this loop (the clamp above keeps kUnheldSharePpm).
+  seen.released = any_ls && share_any == pacing::kUnheldSharePpm;
   return seen;
 }
 

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "pacing_domain.h"
@@ -104,6 +105,30 @@ class PacerTest : public ::testing::Test {
     return true;
   }
 
+  // A new domain whose window is 100 ms and whose guess for an item never seen is 50 ms (long
+  // enough that a loaded machine's delays do not make short items look long): such an item is
+  // long (reported by itself). The LS and the BE join it.
+  void RestartWithLongUnseenItems() {
+    PacingSettings s;
+    s.window_ns = 100 * kMs;
+    s.unknown_ns = 50 * kMs;
+    s.ls_idle_ns = 0;
+    auto d = PacingDomain::Create(s);
+    ASSERT_TRUE(d.ok()) << d.status();
+    be_.reset();
+    domain_ = std::move(*d);
+    JoinLs();
+    OpenBe();
+  }
+  // The values of the completion writes the BE enqueued since the driver's calls were cleared.
+  std::vector<std::string> WrittenValues() {
+    std::vector<std::string> values;
+    for (const std::string& c : driver_.calls()) {
+      if (c.rfind("cuStreamWriteValue64 ", 0) == 0) values.push_back(c.substr(c.rfind(' ') + 1));
+    }
+    return values;
+  }
+
   // Milliseconds one BE work item waited in Begin.
   double HeldMs() {
     const auto t0 = std::chrono::steady_clock::now();
@@ -187,15 +212,7 @@ TEST_F(PacerTest, AnLsThatLeftIsForgottenAndANewOneIsSeen) {
 // is reported by itself: its lane's earlier items get their completion write before it is
 // submitted, and it gets one right after. Short items share one every 4th.
 TEST_F(PacerTest, ALongBeItemIsReportedByItself) {
-  PacingSettings s;
-  s.window_ns = 100 * kMs;
-  s.unknown_ns = 50 * kMs;
-  s.ls_idle_ns = 0;
-  auto d = PacingDomain::Create(s);
-  ASSERT_TRUE(d.ok()) << d.status();
-  domain_ = std::move(*d);
-  JoinLs();
-  OpenBe();
+  ASSERT_NO_FATAL_FAILURE(RestartWithLongUnseenItems());
   ASSERT_TRUE(be_->Paces());
   uint64_t seq = 0;  // the lane's items so far
   auto item = [&](uint64_t key) {
@@ -216,11 +233,7 @@ TEST_F(PacerTest, ALongBeItemIsReportedByItself) {
   if (seq % 4 != 0) expected.push_back(std::to_string(seq));  // before the long one
   item(9);  // never seen
   expected.push_back(std::to_string(seq));
-  std::vector<std::string> values;
-  for (const std::string& c : driver_.calls()) {
-    if (c.rfind("cuStreamWriteValue64 ", 0) == 0) values.push_back(c.substr(c.rfind(' ') + 1));
-  }
-  EXPECT_EQ(values, expected);
+  EXPECT_EQ(WrittenValues(), expected);
 }
 
 // "Long" is measured against the window in force: an item never seen (predicted 50 ms) is long
@@ -228,15 +241,7 @@ TEST_F(PacerTest, ALongBeItemIsReportedByItself) {
 // and nothing is long once the LS released the BE. Items that are not long get a completion
 // write only every 4th.
 TEST_F(PacerTest, AWidenedWindowHasFewerLongItems) {
-  PacingSettings s;
-  s.window_ns = 100 * kMs;
-  s.unknown_ns = 50 * kMs;
-  s.ls_idle_ns = 0;
-  auto d = PacingDomain::Create(s);
-  ASSERT_TRUE(d.ok()) << d.status();
-  domain_ = std::move(*d);
-  JoinLs();
-  OpenBe();
+  ASSERT_NO_FATAL_FAILURE(RestartWithLongUnseenItems());
   ls()->lanes_used.store(1);
   ls()->last_submit_ns.store(pacingreg::NowNs());  // on the GPU, idle
   uint64_t key = 100;  // each item never seen before
@@ -246,17 +251,13 @@ TEST_F(PacerTest, AWidenedWindowHasFewerLongItems) {
       Pacer::Ticket t = be_->Begin(nullptr, false, ++key);
       be_->End(t, CUDA_SUCCESS);
     }
-    int writes = 0;
-    for (const std::string& c : driver_.calls()) {
-      writes += c.rfind("cuStreamWriteValue64 ", 0) == 0 ? 1 : 0;
-    }
-    return writes;
+    return WrittenValues().size();
   };
-  EXPECT_EQ(writes_for_four_items(), 4);  // each one long: written right after it
+  EXPECT_EQ(writes_for_four_items(), 4u);  // each one long: written right after it
   domain_->SetBeShareForTesting(kLsSession, pacing::kMaxSharePpm, 4);
-  EXPECT_EQ(writes_for_four_items(), 1);
+  EXPECT_EQ(writes_for_four_items(), 1u);
   domain_->SetBeShareForTesting(kLsSession, pacing::kUnheldSharePpm, pacing::kMaxWindowScale);
-  EXPECT_EQ(writes_for_four_items(), 1);
+  EXPECT_EQ(writes_for_four_items(), 1u);
 }
 
 // Another BE tenant that submits work after one of this tenant's items started may have taken
