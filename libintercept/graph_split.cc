@@ -363,7 +363,8 @@ std::optional<CUresult> GraphSplitter::Launch(CUgraphExec exec, CUstream stream,
   if (s->launched && (stream != s->last_stream || ptsz != s->last_ptsz)) {
     if (CUresult r = Wait(stream, ptsz, s->done); r != CUDA_SUCCESS) return r;
   }
-  const bool split = admitter != nullptr && !s->changed.load();
+  const bool changed = s->changed.load();
+  const bool split = admitter != nullptr && !changed && admitter->splits();
   if (split && ++s->launches % kReplanEvery == 0) MaybeReplan(*s, *admitter);
   CUresult result = CUDA_SUCCESS;
   if (split) {
@@ -373,6 +374,7 @@ std::optional<CUresult> GraphSplitter::Launch(CUgraphExec exec, CUstream stream,
     }
     piece_launches_.fetch_add(s->pieces.size(), std::memory_order_relaxed);
   } else if (admitter != nullptr) {
+    if (!changed) whole_launches_.fetch_add(1, std::memory_order_relaxed);
     result = admitter->Admit(stream, ptsz, PieceKey(exec), [&] { return launch_one(exec); });
   } else {
     result = launch_one(exec);
@@ -423,9 +425,9 @@ std::string GraphSplitter::Summary() const {
       "one piece",         "build failed", "changed after instantiation"};
   std::string text = fmt::format(
       "{} graphs split ({} pieces built, {} rebuilds, {:.1f} ms building); {} launches, {} piece "
-      "launches",
+      "launches, {} whole while released",
       split_.load(), pieces_built_.load(), rebuilds_.load(), build_ns_.load() / 1e6,
-      launches_.load(), piece_launches_.load());
+      launches_.load(), piece_launches_.load(), whole_launches_.load());
   std::string whole;
   for (size_t i = 0; i < kFallbacks; ++i) {
     if (const uint64_t n = fallback_[i].load(); n != 0) {

@@ -13,6 +13,8 @@
 // A launch of a split graph launches its pieces, each admitted by the PieceAdmitter (the pacer).
 // Launches of one graph are ordered like the driver orders launches of one executable graph:
 // a launch on another stream than the last one first waits for the last one's end (an event).
+// Where nothing would hold the pieces back (a BE released by its LS tenants' budgets), the
+// original launches whole, as one admitted item.
 // As pieces run, the pacer learns what each takes; every few launches the splitter rescales its
 // estimates and, where a piece is much longer than the bound or pieces could be merged, rebuilds
 // the pieces (at most kMaxRebuilds times per graph).
@@ -58,6 +60,10 @@ class PieceAdmitter {
                          absl::FunctionRef<CUresult()> launch) = 0;
   // What item `key` was measured to take on the GPU, if known.
   virtual std::optional<uint64_t> Learned(uint64_t key) = 0;
+  // Whether the pieces are worth their cost now: false while nothing would hold them back (a BE
+  // released by its LS tenants' budgets, pacing/budget.h), when the graph launches whole, still
+  // as one admitted item.
+  virtual bool splits() const = 0;
   // The bound on a piece's predicted duration, and the guess for a node never measured.
   virtual uint64_t bound_ns() const = 0;
   virtual uint64_t prior_ns() const = 0;
@@ -99,7 +105,8 @@ class GraphSplitter {
   bool Tracks(CUgraphExec exec);
 
   // Launches `exec` on `stream` (`ptsz`: the per-thread flavour): its pieces, each through
-  // `admitter` (null: the original as it is, unpaced). nullopt if `exec` is not tracked.
+  // `admitter`, or the original as one item through it where the admitter does not split now
+  // (null: the original as it is, unpaced). nullopt if `exec` is not tracked.
   std::optional<CUresult> Launch(CUgraphExec exec, CUstream stream, bool ptsz,
                                  PieceAdmitter* admitter);
 
@@ -113,6 +120,7 @@ class GraphSplitter {
     return fallback_[static_cast<size_t>(why)].load(std::memory_order_relaxed);
   }
   uint64_t rebuilds() const { return rebuilds_.load(std::memory_order_relaxed); }
+  uint64_t whole_launches() const { return whole_launches_.load(std::memory_order_relaxed); }
 
  private:
   struct Piece {
@@ -147,6 +155,7 @@ class GraphSplitter {
   std::atomic<uint64_t> build_ns_{0};
   std::atomic<uint64_t> launches_{0};
   std::atomic<uint64_t> piece_launches_{0};
+  std::atomic<uint64_t> whole_launches_{0};  // of split graphs, while the admitter did not split
   std::array<std::atomic<uint64_t>, kFallbacks> fallback_{};
 };
 

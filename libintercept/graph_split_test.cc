@@ -33,10 +33,12 @@ class CountingAdmitter : public PieceAdmitter {
     if (learn_all_ns != 0) return learn_all_ns;
     return std::nullopt;
   }
+  bool splits() const override { return split; }
   uint64_t bound_ns() const override { return bound; }
   uint64_t prior_ns() const override { return prior; }
 
   std::vector<uint64_t> admitted;
+  bool split = true;
   uint64_t bound = 100'000;
   uint64_t prior = 60'000;  // over half the bound: every work node its own piece
   uint64_t learn_all_ns = 0;
@@ -276,6 +278,40 @@ TEST_F(GraphSplitTest, PiecesAreRebuiltFromWhatTheyWereMeasuredToTake) {
   EXPECT_EQ(splitter_->rebuilds(), 1u);
   EXPECT_EQ(splitter_->PiecesOf(exec).size(), 1u);
   EXPECT_EQ(Run([&] { return *splitter_->Launch(exec, stream_, false, &admitter_); }), expected);
+  splitter_->Destroyed(exec);
+  cuGraphExecDestroy(exec);
+}
+
+// A BE that its LS tenants' budgets released launches its graphs whole, as one paced item, and
+// piece by piece again once it is held back again.
+TEST_F(GraphSplitTest, AnAdmitterThatDoesNotSplitNowGetsTheWholeGraphAsOneItem) {
+  CUgraphNode first = Append(graph_, 1, {}, 20 * fakecuda_test::kMs);
+  CUgraphNode second = Append(graph_, 2, {first});
+  Append(graph_, 3, {second});
+  CUgraphExec exec = Instantiate();
+  ASSERT_EQ(splitter_->PiecesOf(exec).size(), 3u);
+  auto launch = [&] { return *splitter_->Launch(exec, stream_, false, &admitter_); };
+  const std::vector<uint32_t> expected{1, 2, 3};
+  size_t before = admitter_.admitted.size();
+  EXPECT_EQ(Run(launch), expected);
+  EXPECT_EQ(admitter_.admitted.size(), before + 3);
+  admitter_.split = false;
+  before = admitter_.admitted.size();
+  EXPECT_EQ(Run(launch), expected);
+  EXPECT_EQ(admitter_.admitted.size(), before + 1);
+  EXPECT_EQ(splitter_->whole_launches(), 1u);
+  // Launched whole on another stream, it still waits for the last launch's end.
+  admitter_.split = true;
+  ASSERT_EQ(CUDA_SUCCESS, *splitter_->Launch(exec, stream_, false, &admitter_));
+  admitter_.split = false;
+  ASSERT_EQ(CUDA_SUCCESS, *splitter_->Launch(exec, other_, false, &admitter_));
+  admitter_.split = true;
+  ASSERT_EQ(CUDA_SUCCESS, *splitter_->Launch(exec, stream_, false, &admitter_));
+  ASSERT_EQ(CUDA_SUCCESS, cuCtxSynchronize());
+  EXPECT_EQ(LogEntries(log_), (std::vector<uint32_t>{1, 2, 3, 1, 2, 3, 1, 2, 3}));
+  EXPECT_EQ(splitter_->whole_launches(), 2u);
+  EXPECT_NE(splitter_->Summary().find("2 whole while released"), std::string::npos)
+      << splitter_->Summary();
   splitter_->Destroyed(exec);
   cuGraphExecDestroy(exec);
 }

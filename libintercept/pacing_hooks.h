@@ -164,6 +164,11 @@ class PacerAdmitter final : public PieceAdmitter {
     return result;
   }
   std::optional<uint64_t> Learned(uint64_t key) override { return pacer_->Learned(key); }
+  // Released by every LS tenant's budget, the BE has no window and no LS hold for the pieces to
+  // pass through one by one: each piece would cost it a launch and a completion write for
+  // nothing. The whole graph still goes through Begin and End (a quiet time holds it, missiled
+  // sees it in flight).
+  bool splits() const override { return !pacer_->ReleasedByLs(); }
   // A piece is bounded like the BE's work in flight (window_us; its default if that is 0).
   uint64_t bound_ns() const override {
     const uint64_t window = pacer_->window_ns();
