@@ -28,12 +28,11 @@ constexpr uint64_t kIdleGraceNs = 10'000'000;
 constexpr uint64_t kPeerActiveNs = 50'000'000;
 // Another BE tenant's work counts as running while the GPU has not reported it done (its lanes),
 // but no longer than this past its predicted end: a tenant that stopped launching may leave up
-// to kMarkEvery - 1 items whose completion nobody has asked the GPU to report yet.
+// to InflightWindow::MarkEvery - 1 items whose completion nobody has asked the GPU to report
+// yet.
 constexpr uint64_t kUnreportedGraceNs = 1'000'000;
 // A held thread spins this long before it yields the CPU between checks.
 constexpr uint64_t kSpinNs = 20'000;
-// A BE lane enqueues a completion write after every this many items (and before it waits).
-constexpr uint64_t kMarkEvery = 4;
 // A BE item predicted to run at least 1/kAloneShare of the window is reported by itself.
 constexpr uint64_t kAloneShare = 4;
 // A quiet time published further ahead than this is not obeyed (missiled asks for tens of
@@ -407,6 +406,7 @@ Pacer::Admission Pacer::Admit(uint64_t key, uint32_t own_lane) {
   ++waiters_;
   bool beside_ls = false;
   uint64_t in_force_ns = 0;
+  uint32_t mark_every = pacing::InflightWindow::kMinMarkEvery;
   for (;;) {
     const uint64_t now = NowNs();
     RetireLocked(now);
@@ -421,6 +421,9 @@ Pacer::Admission Pacer::Admit(uint64_t key, uint32_t own_lane) {
         ls_seen.window_scale);
     in.window_admits = ls_seen.released || window_.Admits(predicted_ns, limits, now);
     in_force_ns = ls_seen.released ? UINT64_MAX : limits.predicted_ns;
+    mark_every = pacing::InflightWindow::MarkEvery(
+        ls_seen.released ? pacing::InflightWindow::Limits{pacing::InflightWindow::kMaxItems}
+                         : limits);
     // The LS first: the one that matters.
     const bool ls_busy = LsHoldsLocked(now, ls_seen, predicted_ns, limits.predicted_ns,
                                        in.window_admits, &beside_ls);
@@ -472,7 +475,7 @@ Pacer::Admission Pacer::Admit(uint64_t key, uint32_t own_lane) {
   }
   --waiters_;
   if (held) HoldEndedLocked(since, reason);
-  return {predicted_ns, beside_ls, in_force_ns};
+  return {predicted_ns, beside_ls, in_force_ns, mark_every};
 }
 
 bool Pacer::LsHoldsLocked(uint64_t now, const pacing::LsObservation& ls_seen,
@@ -520,6 +523,7 @@ Pacer::Ticket Pacer::Begin(CUstream stream, bool ptsz, uint64_t key) {
   // widened, fewer items are long, and none once the BE is released: each write is a stream
   // operation that costs the BE GPU time (docs/pacing.md, "What a BE's pacing costs it").
   t.alone = be && predicted * kAloneShare >= admitted.window_ns;
+  t.mark_every = admitted.mark_every;
   if (t.alone) WriteMarker(t.lane);
   lane_state_[t.lane].stream = stream;
   lane_state_[t.lane].ptsz = ptsz;
@@ -591,9 +595,9 @@ void Pacer::FlushMarkers(uint32_t own) {
 
 void Pacer::End(Ticket& t, CUresult result) {
   (void)result;  // a failed call's completion write still keeps the lane's count in order
-  // LS: every item, so the BE tenants see the last one finish. BE: every kMarkEvery-th, and
-  // every long one.
-  if (!t.be || t.alone || t.seq % kMarkEvery == 0) WriteMarker(t.lane);
+  // LS: every item, so the BE tenants see the last one finish. BE: every long one, and once
+  // the lane has mark_every items since its last write (pacing::InflightWindow::MarkEvery).
+  if (!t.be || t.alone || t.seq - lane_state_[t.lane].marked >= t.mark_every) WriteMarker(t.lane);
   t.lane_lock = {};
 }
 

@@ -107,6 +107,7 @@ class Pacer {
     bool be = false;
     bool alone = false;  // reported done by itself (InflightWindow::Add)
     bool beside_ls = false;  // went beside a busy LS, on its budget
+    uint32_t mark_every = 1;  // its lane's completion write cadence (Admission::mark_every)
   };
 
   // `stream` as the entry point was given it (`ptsz`: the per-thread flavour), `key`: what the
@@ -176,6 +177,9 @@ class Pacer {
     // The bound on predicted work in flight that the item went under: the window widened by the
     // LS tenants' budgets, UINT64_MAX once they released the BE (what "long" is measured by).
     uint64_t window_ns = 0;
+    // Its lane writes its completion once this many items have none (the window's items in
+    // force, kMaxItems once released: pacing::InflightWindow::MarkEvery).
+    uint32_t mark_every = pacing::InflightWindow::kMinMarkEvery;
   };
   Admission Admit(uint64_t key, uint32_t own_lane);
   pacing::LsObservation ObserveLs(uint64_t now) const;
@@ -236,7 +240,7 @@ class Pacer {
   uint64_t lane_owner_[pacingreg::kLanes] ABSL_GUARDED_BY(table_mu_) = {};
   std::mutex lane_mu_[pacingreg::kLanes];
   // Per lane, under its lane_mu_: the stream of its last item and the last sequence number a
-  // completion write was enqueued for. A BE lane writes only every kMarkEvery-th item (and
+  // completion write was enqueued for. A BE lane writes only every MarkEvery-th item (and
   // before it waits), since a write costs about as much as a launch; the items in between count
   // as done when a later write lands.
   struct LaneState {

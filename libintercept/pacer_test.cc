@@ -105,13 +105,13 @@ class PacerTest : public ::testing::Test {
     return true;
   }
 
-  // A new domain whose window is 100 ms and whose guess for an item never seen is 50 ms (long
-  // enough that a loaded machine's delays do not make short items look long): such an item is
-  // long (reported by itself). The LS and the BE join it.
-  void RestartWithLongUnseenItems() {
+  // A new domain whose window is 100 ms and whose guess for an item never seen is `unknown_ns`:
+  // 50 ms (long enough that a loaded machine's delays do not make short items look long) makes
+  // such an item long (reported by itself). The LS and the BE join it.
+  void RestartWithLongUnseenItems(uint64_t unknown_ns = 50 * kMs) {
     PacingSettings s;
     s.window_ns = 100 * kMs;
-    s.unknown_ns = 50 * kMs;
+    s.unknown_ns = unknown_ns;
     s.ls_idle_ns = 0;
     auto d = PacingDomain::Create(s);
     ASSERT_TRUE(d.ok()) << d.status();
@@ -224,22 +224,19 @@ TEST_F(PacerTest, ALongBeItemIsReportedByItself) {
   for (int i = 0; i < 1000 && !be_->Learned(5).has_value(); ++i) item(5);
   ASSERT_TRUE(be_->Learned(5).has_value());
   ASSERT_LT(*be_->Learned(5) * 4, be_->window_ns());
+  be_->BeforeSync();  // every item so far written
   driver_.ClearCalls();
-  std::vector<std::string> expected;
-  for (int i = 0; i < 3; ++i) {
-    item(5);  // short: written only every 4th
-    if (seq % 4 == 0) expected.push_back(std::to_string(seq));
-  }
-  if (seq % 4 != 0) expected.push_back(std::to_string(seq));  // before the long one
-  item(9);  // never seen
-  expected.push_back(std::to_string(seq));
+  for (int i = 0; i < 5; ++i) item(5);  // short: written once 4 have no write
+  const std::vector<std::string> expected{std::to_string(seq - 1), std::to_string(seq),
+                                          std::to_string(seq + 1)};
+  item(9);  // never seen: the 5th short one is written before it, and it right after
   EXPECT_EQ(WrittenValues(), expected);
 }
 
 // "Long" is measured against the window in force: an item never seen (predicted 50 ms) is long
 // against a 100 ms window, not against the 400 ms that an LS budget's scale of 4 makes of it,
 // and nothing is long once the LS released the BE. Items that are not long get a completion
-// write only every 4th.
+// write only once a quarter of the window's items in force have none (8 at a scale of 4).
 TEST_F(PacerTest, AWidenedWindowHasFewerLongItems) {
   ASSERT_NO_FATAL_FAILURE(RestartWithLongUnseenItems());
   ls()->lanes_used.store(1);
@@ -255,9 +252,41 @@ TEST_F(PacerTest, AWidenedWindowHasFewerLongItems) {
   };
   EXPECT_EQ(writes_for_four_items(), 4u);  // each one long: written right after it
   domain_->SetBeShareForTesting(kLsSession, pacing::kMaxSharePpm, 4);
-  EXPECT_EQ(writes_for_four_items(), 1u);
+  EXPECT_EQ(writes_for_four_items(), 0u);
   domain_->SetBeShareForTesting(kLsSession, pacing::kUnheldSharePpm, pacing::kMaxWindowScale);
-  EXPECT_EQ(writes_for_four_items(), 1u);
+  EXPECT_EQ(writes_for_four_items(), 0u);
+}
+
+// A BE lane asks the GPU to report its items done (a stream write that costs the BE GPU time)
+// every quarter of the window's items in force: every 4th at the default 8 items, every 32nd at
+// x16, every 256th once released by the LS's budget.
+TEST_F(PacerTest, AWidenedWindowWritesItsCompletionsLessOften) {
+  ASSERT_NO_FATAL_FAILURE(RestartWithLongUnseenItems(/*unknown_ns=*/1000));  // none long
+  ls()->lanes_used.store(1);
+  ls()->last_submit_ns.store(pacingreg::NowNs());  // on the GPU, idle
+  uint64_t key = 100;
+  auto writes_for = [&](int items) {
+    be_->BeforeSync();  // every lane written: each count starts afresh
+    driver_.ClearCalls();
+    for (int i = 0; i < items; ++i) {
+      Pacer::Ticket t = be_->Begin(nullptr, false, ++key);
+      be_->End(t, CUDA_SUCCESS);
+    }
+    return WrittenValues().size();
+  };
+  EXPECT_EQ(writes_for(512), 128u);
+  domain_->SetBeShareForTesting(kLsSession, pacing::kMaxSharePpm, 16);
+  EXPECT_EQ(writes_for(512), 16u);
+  domain_->SetBeShareForTesting(kLsSession, pacing::kUnheldSharePpm, pacing::kMaxWindowScale);
+  EXPECT_EQ(writes_for(512), 2u);
+  // What a sync waits for is still reported.
+  driver_.ClearCalls();
+  be_->BeforeSync();
+  EXPECT_EQ(WrittenValues().size(), 0u);  // 512 items, the last one written
+  writes_for(3);
+  driver_.ClearCalls();
+  be_->BeforeSync();
+  EXPECT_EQ(WrittenValues().size(), 1u);
 }
 
 // Another BE tenant that submits work after one of this tenant's items started may have taken

@@ -175,6 +175,28 @@ TEST(InflightWindow, ItemsReportedTogetherShareTheirTime) {
   EXPECT_EQ(w.count(), 1u);
 }
 
+TEST(InflightWindow, ManyItemsReportedTogetherTeachNothing) {
+  // Their mean says too little of each: past kMaxSampleItems on a lane, no samples.
+  for (const uint64_t n : {InflightWindow::kMaxSampleItems, InflightWindow::kMaxSampleItems + 1}) {
+    InflightWindow w;
+    for (uint64_t i = 1; i <= n; ++i) w.Add(0, i, i, kUs, 100 * kUs);
+    std::vector<DurationSample> s;
+    w.Retire([n](uint32_t) { return n; }, 100 * kUs + n * kUs, /*since_last_check_ns=*/0, &s);
+    EXPECT_EQ(s.size(), n <= InflightWindow::kMaxSampleItems ? n : 0u) << n;
+    EXPECT_EQ(w.count(), 0u);
+  }
+}
+
+// A lane writes its completion every quarter of the window's items, within bounds.
+TEST(InflightWindow, AWiderWindowIsReportedLessOften) {
+  auto every = [](uint32_t items) { return InflightWindow::MarkEvery({.items = items}); };
+  EXPECT_EQ(every(1), InflightWindow::kMinMarkEvery);
+  EXPECT_EQ(every(8), 4u);  // the default window
+  EXPECT_EQ(every(128), 32u);
+  EXPECT_EQ(every(InflightWindow::kMaxItems), 256u);
+  EXPECT_EQ(every(UINT32_MAX), InflightWindow::kMaxMarkEvery);
+}
+
 TEST(InflightWindow, LooseObservationsGiveNoSamples) {
   InflightWindow w;
   w.Add(0, 5, 1, kUs, 0);
@@ -212,7 +234,7 @@ class ScanWindow {
     for (const auto& [lane, b] : batch) last_done_[lane] = now;
     for (const Item& d : done) {
       const auto [start, count] = batch[d.lane];
-      if (!d.teach || now <= start) continue;
+      if (!d.teach || now <= start || count > InflightWindow::kMaxSampleItems) continue;
       const uint64_t each = (now - start) / count;
       const uint64_t late = since_last / count;
       if (late <= 20'000 || late <= each / 8) samples->push_back({d.key, each, start});

@@ -2,7 +2,9 @@
 """What a paced BE's completion writes cost its own GPU time, outside Missile.
 
 The shim reports a BE's work items done with cuStreamWriteValue64 on the item's stream (every
-4th item, and before and after each item it counts as long; libintercept/pacer.cc). This runs
+4th item at the default window, every quarter of a widened window's items, up to every 256th
+once released, and before and after each item it counts as long; libintercept/pacer.cc;
+"none" is the released BE's bound). This runs
 the colocation BE's model (ResNet-152 fp16, batch 128, eval, no_grad, eager, cudnn.benchmark;
 no copy) alone and times its iterations with a forward hook on every leaf module that does,
 after the module's kernels are enqueued:

@@ -97,8 +97,9 @@ class InflightWindow {
   // completed sequence number; asked once per lane with items in flight). `since_last_check_ns`:
   // how long ago the caller last looked, so how late a retire time may be; a duration sample is
   // appended when that lateness is small against the sample (at most 20 us, or an eighth of
-  // it), in the order the items were added. An item's duration counts from when it could
-  // start, the later of its submission and the end of the item before it on its lane.
+  // it) and the items retired with it on its lane are kMaxSampleItems at most, in the order
+  // the items were added. An item's duration counts from when it could start, the later of its
+  // submission and the end of the item before it on its lane.
   template <typename Completed>
   void Retire(const Completed& completed, uint64_t now, uint64_t since_last_check_ns,
               std::vector<DurationSample>* samples);
@@ -113,6 +114,19 @@ class InflightWindow {
   // at most kMaxItems.
   static constexpr uint32_t kMaxItems = 1024;
   static Limits Scaled(const Limits& limits, uint32_t scale);
+  // How often a lane asks the GPU to report its items done under `limits` (a completion write
+  // after every this many items): a quarter of the window's items, at least every
+  // kMinMarkEvery-th and at most every kMaxMarkEvery-th. A write is a stream operation that
+  // costs the BE GPU time; the window needs only a few per window's worth of items to see them
+  // finish, so a window a budget widened (or the kMaxItems of a released BE) writes rarely.
+  static constexpr uint32_t kMinMarkEvery = 4;
+  static constexpr uint32_t kMaxMarkEvery = kMaxItems / 4;
+  static uint32_t MarkEvery(const Limits& limits) {
+    return std::clamp(limits.items / 4, kMinMarkEvery, kMaxMarkEvery);
+  }
+  // Items that retire together share their time (Retire); past this many, their mean says too
+  // little of each to teach the predictor.
+  static constexpr uint64_t kMaxSampleItems = 16;
   // Predicted work in flight not yet done: per lane, the predicted time of its items up to its
   // first `alone` one less the time since the first of them could start (never below 0), plus
   // the predicted time of the items behind that `alone` one in full.
@@ -191,7 +205,7 @@ void InflightWindow::Retire(const Completed& completed, uint64_t now,
   std::sort(retired_.begin(), retired_.end(),
             [](const Retired& a, const Retired& b) { return a.order < b.order; });
   for (const Retired& r : retired_) {
-    if (!r.teach || now <= r.start) continue;
+    if (!r.teach || now <= r.start || r.count > kMaxSampleItems) continue;
     const uint64_t each = (now - r.start) / r.count;
     const uint64_t lateness = since_last_check_ns / r.count;
     if (lateness <= 20'000 || lateness <= each / 8) samples->push_back({r.key, each, r.start});
