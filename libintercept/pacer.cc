@@ -511,7 +511,8 @@ Pacer::Ticket Pacer::Begin(CUstream stream, bool ptsz, uint64_t key) {
   Ticket t;
   const bool be = best_effort();
   t.be = be;
-  t.lane = LaneFor(StreamKey(stream, ptsz));
+  const uint64_t stream_key = StreamKey(stream, ptsz);
+  t.lane = LaneFor(stream_key);
   t.lane_lock = std::unique_lock<std::mutex>(lane_mu_[t.lane]);
   const Admission admitted = be ? Admit(key, t.lane) : Admission();
   const uint64_t predicted = admitted.predicted_ns;
@@ -523,10 +524,16 @@ Pacer::Ticket Pacer::Begin(CUstream stream, bool ptsz, uint64_t key) {
   // widened, fewer items are long, and none once the BE is released: each write is a stream
   // operation that costs the BE GPU time (docs/pacing.md, "What a BE's pacing costs it").
   t.alone = be && predicted * kAloneShare >= admitted.window_ns;
-  t.mark_every = admitted.mark_every;
-  if (t.alone) WriteMarker(t.lane);
-  lane_state_[t.lane].stream = stream;
-  lane_state_[t.lane].ptsz = ptsz;
+  // A per-thread default stream is written after every item: no other thread can write on it
+  // (below), and its thread may end without synchronising.
+  t.mark_every = (stream_key >> 63) != 0 ? 1 : admitted.mark_every;
+  LaneState& st = lane_state_[t.lane];
+  // A lane that another stream had (more busy streams than lanes) gets that stream's unwritten
+  // items written on it first: a write on this stream would not wait for them.
+  if (t.alone || st.key != stream_key) WriteMarker(t.lane);
+  st.stream = stream;
+  st.ptsz = ptsz;
+  st.key = stream_key;
   pacingreg::Lane& lane = slot_->lanes[t.lane];
   t.seq = lane.submitted.load(std::memory_order_relaxed) + 1;
   const uint64_t now = NowNs();
@@ -551,6 +558,10 @@ void Pacer::WriteMarker(uint32_t l) {
   pacingreg::Lane& lane = slot_->lanes[l];
   const uint64_t seq = lane.submitted.load(std::memory_order_relaxed);
   if (st.marked >= seq) return;
+  // Another thread's per-thread default stream has no handle here (the per-thread handle means
+  // the caller's own): only that thread can write on it. It writes after every item, so only a
+  // write a capture put off is left for its next item.
+  if ((st.key >> 63) != 0 && st.key != StreamKey(st.stream, st.ptsz)) return;
   // A stream that began a capture since its last item must not get the write (it would join the
   // graph); the write comes with its next item after the capture.
   if (Capturing(st.stream, st.ptsz)) return;

@@ -246,6 +246,7 @@ class Pacer {
   struct LaneState {
     CUstream stream = nullptr;
     bool ptsz = false;
+    uint64_t key = 0;  // StreamKey of the stream: a per-thread default stream's names its thread
     uint64_t marked = 0;
   };
   LaneState lane_state_[pacingreg::kLanes];

@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -287,6 +289,75 @@ TEST_F(PacerTest, AWidenedWindowWritesItsCompletionsLessOften) {
   driver_.ClearCalls();
   be_->BeforeSync();
   EXPECT_EQ(WrittenValues().size(), 1u);
+}
+
+// A thread's per-thread default stream has no handle in another thread (the per-thread handle
+// is the caller's own): its thread writes each item's completion itself, and another thread's
+// flush writes nothing on its own stream for it, where the write would not wait for its items.
+TEST_F(PacerTest, PerThreadStreamsAreWrittenOnlyByTheirThread) {
+  ASSERT_NO_FATAL_FAILURE(RestartWithLongUnseenItems(/*unknown_ns=*/1000));  // none long
+  ls()->lanes_used.store(1);
+  ls()->last_submit_ns.store(pacingreg::NowNs());
+  std::mutex mu;
+  std::condition_variable cv;
+  int step = 0;
+  auto wait_for = [&](int s) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return step >= s; });
+  };
+  auto go = [&](int s) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      step = s;
+    }
+    cv.notify_all();
+  };
+  driver_.ClearCalls();
+  std::thread other([&] {
+    for (int i = 0; i < 2; ++i) {
+      Pacer::Ticket t = be_->Begin(nullptr, /*ptsz=*/true, 7);
+      be_->End(t, CUDA_SUCCESS);
+    }
+    go(1);
+    wait_for(2);
+  });
+  wait_for(1);
+  EXPECT_EQ(WrittenValues(), (std::vector<std::string>{"1", "2"}));  // each one, by its thread
+  driver_.ClearCalls();
+  be_->BeforeSync();
+  EXPECT_TRUE(WrittenValues().empty());
+  // An explicit stream's items wait for every 4th, or for a flush from any thread.
+  std::thread explicit_stream([&] {
+    Pacer::Ticket t = be_->Begin(reinterpret_cast<CUstream>(0x5000), false, 7);
+    be_->End(t, CUDA_SUCCESS);
+  });
+  explicit_stream.join();
+  EXPECT_TRUE(WrittenValues().empty());
+  be_->BeforeSync();
+  EXPECT_EQ(WrittenValues(), std::vector<std::string>{"1"});
+  go(2);
+  other.join();
+}
+
+// With more busy streams than lanes, two streams share a lane: the stream that takes it over
+// gets the other one's unwritten items written on that other stream first (a write on its own
+// would not wait for them).
+TEST_F(PacerTest, ALaneTakenOverByAnotherStreamIsWrittenOnItsOldStreamFirst) {
+  ASSERT_NO_FATAL_FAILURE(RestartWithLongUnseenItems(/*unknown_ns=*/1000));  // none long
+  ls()->lanes_used.store(1);
+  ls()->last_submit_ns.store(pacingreg::NowNs());
+  driver_.set_run_stream_writes(false);  // nothing completes: every lane stays busy
+  // Released by the LS's budget: no window fills and flushes every lane.
+  domain_->SetBeShareForTesting(kLsSession, pacing::kUnheldSharePpm, pacing::kMaxWindowScale);
+  driver_.ClearCalls();
+  auto item = [&](uintptr_t s) {
+    Pacer::Ticket t = be_->Begin(reinterpret_cast<CUstream>(s), false, 7);
+    be_->End(t, CUDA_SUCCESS);
+  };
+  for (uint32_t i = 0; i < pacingreg::kLanes; ++i) item(0x1000 + i);
+  EXPECT_TRUE(WrittenValues().empty());  // one item per lane: none written yet
+  item(0x1000 + pacingreg::kLanes);
+  EXPECT_EQ(WrittenValues(), std::vector<std::string>{"1"});
 }
 
 // Another BE tenant that submits work after one of this tenant's items started may have taken
