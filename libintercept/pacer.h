@@ -182,6 +182,8 @@ class Pacer {
     uint32_t mark_every = pacing::InflightWindow::kMinMarkEvery;
   };
   Admission Admit(uint64_t key, uint32_t own_lane);
+  // The policy's BE window, widened by the LS tenants' budgets (pacing/budget.h) `scale` times.
+  pacing::InflightWindow::Limits ScaledWindow(uint32_t scale) const;
   pacing::LsObservation ObserveLs(uint64_t now) const;
   // Whether the LS tenants seen in `ls_seen` hold an item predicted to run `predicted_ns` now:
   // an LS is busy and its budget's share gives no credit (taken here when it does and
