@@ -36,11 +36,15 @@ std::optional<BusyPeriod> BusyPeriodTracker::Poll(const LsPoll& p, const Limits&
   const bool work = p.in_flight || p.submissions != last_submissions_;
   std::optional<BusyPeriod> ended;
   if (open_ && end_ns_ != 0 && p.now - end_ns_ >= limits.idle_ns) {
-    // Over: nothing new for idle_ns since the first poll that saw it done.
+    // Over: nothing new for idle_ns since the first poll that saw it done. Unless this poll,
+    // the first past that time, sees new work: it may have come within idle_ns (the poll before
+    // came earlier), and the period go on; where it ends is not known.
+    const bool maybe_on = work && last_now_ - end_ns_ < limits.idle_ns;
     const uint64_t ns = end_ns_ - start_ns_;
     // Timed to within a sixteenth of its length, or max_gap_ns, at each end.
     const uint64_t tolerance = std::max(limits.max_gap_ns, ns / 16);
-    if (valid_ && ns <= limits.max_period_ns && start_gap_ <= tolerance && end_gap_ <= tolerance) {
+    if (valid_ && !maybe_on && ns <= limits.max_period_ns && start_gap_ <= tolerance &&
+        end_gap_ <= tolerance) {
       ended = BusyPeriod{Signature(period_submissions_, period_work_sum_), period_submissions_, ns,
                          alone_};
     } else {
