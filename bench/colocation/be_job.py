@@ -8,7 +8,8 @@ Prints "ready" after --warmup-iters iterations (cuDNN picks its algorithms in th
 runs until --seconds have passed, --stop-file exists, or SIGTERM/SIGINT; each iteration ends with
 a synchronize, so its timestamps are true. At exit it prints "BE {json}" (mode, name, images,
 seconds, img_per_s, iters, ...) and writes one line per iteration, 't_end images t_start'
-(time.time() seconds), to --raw-dir/<mode>__be-<name>[--<run>].txt; the report takes the BE
+(time.time() seconds) followed by when the host got back from the copy's call and from the
+forward pass's launches, to --raw-dir/<mode>__be-<name>[--<run>].txt; the report takes the BE
 throughput inside each LS window from these. Exit status 0, or 1 on error.
 """
 import argparse
@@ -86,10 +87,16 @@ def run(a, torch, stopping):
         forward = graph.replay
 
     def step():
+        # When the host got back from the copy's call and from the forward pass's launches:
+        # whether the job's CPU or the GPU sets its pace (a host that issues the launches more
+        # slowly than the GPU runs them ends near the synchronize's return).
         if a.copy_mib:
             dev.copy_(pinned, non_blocking=True)
+        copied = time.time()
         forward()
+        issued = time.time()
         torch.cuda.synchronize()
+        return copied, issued
 
     t0 = time.perf_counter()
     for _ in range(a.warmup_iters):
@@ -98,22 +105,22 @@ def run(a, torch, stopping):
           f"{time.perf_counter() - t0:.1f} s", flush=True)
     print("ready", flush=True)
 
-    iters = []  # (t_end, images, t_start), time.time()
+    iters = []  # (t_end, images, t_start, t_copied, t_issued), time.time()
     deadline = time.monotonic() + a.seconds
     t_prev = time.time()
     while not stopping[0] and time.monotonic() < deadline:
         if a.stop_file and os.path.exists(a.stop_file):
             break
-        step()
+        copied, issued = step()
         t = time.time()
-        iters.append((t, a.batch, t_prev))
+        iters.append((t, a.batch, t_prev, copied, issued))
         t_prev = t
 
     os.makedirs(a.raw_dir, exist_ok=True)
     path = os.path.join(a.raw_dir, be_raw_file_name(a.mode, a.name, a.run))
     with open(path, "w") as fh:
-        fh.write("".join(f"{e:.6f} {n} {s:.6f}\n" for e, n, s in iters))
-    images = sum(n for _, n, _ in iters)
+        fh.write("".join(f"{e:.6f} {n} {s:.6f} {c:.6f} {i:.6f}\n" for e, n, s, c, i in iters))
+    images = sum(it[1] for it in iters)
     seconds = (iters[-1][0] - iters[0][2]) if iters else 0.0
     print("BE " + json.dumps({
         "mode": a.mode, "name": a.name, "run": a.run, "model": a.model, "batch": a.batch,
