@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "config.h"
 #include "core.h"
 #include "cuda_loader.h"
@@ -350,6 +351,9 @@ int RunServer(DaemonConfig config, std::optional<unsigned> socket_gid,
 }
 
 int Run(int argc, char** argv) {
+  // Debian's abseil is built without NDEBUG: every Mutex acquisition would update a global
+  // lock-order graph (and abort missiled on a cycle). The tests keep that check.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   const sigset_t signals = BlockTerminationSignals();
   RaiseDescriptorLimit();
   auto flags = ParseFlags(argc, argv);

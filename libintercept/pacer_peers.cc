@@ -131,6 +131,8 @@ bool Pacer::ReleasedByLs() const {
 
 std::vector<pacing::ShareEntry> Pacer::ActivePeers(uint64_t now) const {
   std::vector<pacing::ShareEntry> peers;
+  // This tenant is the GPU's one BE tenant (a released BE's usual case): nobody to scan for.
+  if (dir().policy.be_tenants.load(std::memory_order_relaxed) <= 1) return peers;
   absl::ReaderMutexLock lock(&peers_mu_);
   for (uint32_t i = 0; i < kSlots; ++i) {
     const pacingreg::Entry& e = dir().entries[i];
