@@ -38,6 +38,10 @@ def parse_args(argv=None):
                         "(8 layers of 8192x8192 fp16 over --batch tokens; about 0.3 ms each at 2048)")
     p.add_argument("--graph", action="store_true",
                    help="replay the forward pass as one torch.cuda.CUDAGraph (the copy stays outside)")
+    p.add_argument("--idle", action="store_true",
+                   help="a placeholder BE tenant: make a CUDA context, print ready, run nothing "
+                        "until stopped (so that an LS under Missile marks its work beside a BE "
+                        "that runs without Missile)")
     p.add_argument("--warmup-iters", type=int, default=3)
     p.add_argument("--raw-dir", default=".")
     a = p.parse_args(argv)
@@ -46,10 +50,24 @@ def parse_args(argv=None):
     return a
 
 
+def idle(a, torch, stopping):
+    torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    print("ready", flush=True)
+    deadline = time.monotonic() + a.seconds
+    while not stopping[0] and time.monotonic() < deadline:
+        if a.stop_file and os.path.exists(a.stop_file):
+            break
+        time.sleep(0.1)
+    return 0
+
+
 def run(a, torch, stopping):
     import torchvision
     if not torch.cuda.is_available():
         raise RuntimeError("CUDA is not available")
+    if a.idle:
+        return idle(a, torch, stopping)
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(0)
     if a.model == "gemm":

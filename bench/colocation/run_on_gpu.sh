@@ -10,7 +10,8 @@
 #     sweep   open-loop Poisson LS at LOAD x capacity, SWEEP_MODELS, modes SWEEP_MODES (~7 min)
 #     pair-d  two BE jobs (weights 1:3 under Missile) beside the ResNet-50 graph LS (~3 min)
 #   Modes: alone, alone-mps (the LS alone on MPS), missile-mps-alone (the LS alone under Missile on
-#   MPS), none, mps, mps-prio, missile, missile-mps, missile-nopace, and EXTRA_MODES
+#   MPS), none, mps, mps-prio, missile, missile-mps, missile-nopace, missile-mps-lsmark (the LS
+#   under Missile marking its work, the BE without Missile, as in mps-prio), and EXTRA_MODES
 #   ("name:snippet.toml ...": Missile with the snippet appended to missiled's config).
 # env: SECONDS_MAIN (8) SECONDS_SWEEP (4) BE_SOLO_SECONDS (15) LOAD (0.3) MODES SWEEP_MODES
 #   D_MODES ("none missile") D_WEIGHTS ("1 3") SWEEP_MODELS EXTRA_MODES MAIN_SCENARIOS
@@ -115,6 +116,10 @@ show_tail() {  # LOGNAME: the last lines of a process's stderr and stdout
 mode_uses_mps() { case $1 in mps|mps-prio|alone-mps|missile-mps*) return 0 ;; esac; return 1; }
 mode_be_prio() { case $1 in mps-prio|missile-mps*) return 0 ;; esac; return 1; }
 mode_uses_missile() { case $1 in missile*) return 0 ;; esac; [ -n "${snippet[$1]:-}" ]; }
+# missile-*-lsmark: the LS under Missile, the BE job without it (as in mps-prio), and an idle
+# placeholder BE tenant "marker" under Missile, so that the LS marks its work for it: what the
+# LS's own marking does to the GPU's sharing, with nothing of the BE paced.
+mode_be_plain() { case $1 in *-lsmark) return 0 ;; esac; return 1; }
 
 # launch LOGNAME MODE TENANT CLASS LIMIT_S CMD...: starts CMD in the background with a timeout,
 # plain or under missile-run as MODE says (BE jobs of the MPS priority modes with
@@ -123,7 +128,10 @@ launch() {
   local log=$1 mode=$2 tenant=$3 cls=$4 limit=$5; shift 5
   local pre=(env)
   [ "$cls" = be ] && mode_be_prio "$mode" && pre=(env CUDA_MPS_CLIENT_PRIORITY=1)
-  if mode_uses_missile "$mode"; then
+  local managed=1
+  mode_uses_missile "$mode" || managed=0
+  [ "$cls" = be ] && [ "$tenant" != marker ] && mode_be_plain "$mode" && managed=0
+  if [ $managed = 1 ]; then
     "${pre[@]}" timeout -k 10 "$limit" "$rt/missile-run" --shim "$rt/libmissile.so" \
       --socket "$MISSILE_SOCKET" --name "$tenant" --class "$cls" --report "$logs/$log.report" -- "$@" \
       > "$logs/$log.out" 2> "$logs/$log.err" &
@@ -269,9 +277,11 @@ colocate() {
     --scenarios "$scen" $ls_args ${LS_ARGS:-} --raw-dir "$raw" --wait-file "$go" --wait-timeout "$WAIT_LIMIT"
   local ls_pid=$LAUNCHED_PID be_pids=() be
   for be in "${bes[@]}"; do
+    local be_args=${BE_ARGS:-}
+    [ "$be" = marker ] && be_args=--idle
     launch "$run-$tag-$be" "$mode" "$be" be $(( ls_limit + 120 )) python3 "$bench/be_job.py" \
       --mode "$tag" --name "$be" --run "$run" --seconds $(( ls_limit + 60 )) --stop-file "$stop" --raw-dir "$raw" \
-      ${BE_ARGS:-}
+      $be_args
     be_pids+=("$LAUNCHED_PID")
   done
   wait_ready "$run-$tag-ls" "$ls_pid" "$LS_LOAD_LIMIT" || ok=0
@@ -407,6 +417,8 @@ phase_main() {
       run_mode main alone-mps alone-mps "$MAIN_SCEN" "--seconds $S_MAIN" "$S_MAIN"
     elif [ "$mode" = missile-mps-alone ]; then  # the LS alone under Missile on MPS: what both cost it
       run_mode main missile-mps-alone missile-mps-alone "$MAIN_SCEN" "--seconds $S_MAIN" "$S_MAIN"
+    elif mode_be_plain "$mode"; then
+      run_mode main "$mode" "$mode" "$MAIN_SCEN" "--seconds $S_MAIN" "$S_MAIN" be marker
     else
       run_mode main "$mode" "$mode" "$MAIN_SCEN" "--seconds $S_MAIN" "$S_MAIN" be
     fi
