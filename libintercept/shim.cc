@@ -60,10 +60,10 @@ void WriteReportAtExit() { Shim::Get().WriteReport(); }
 }  // namespace
 
 Shim::Shim() : config_(ParseConfig([](const char* name) { return getenv(name); })) {
-  // The shim's own abseil (linked in, not the program's) is built without NDEBUG, which checks
-  // every Mutex acquisition for lock-order cycles: a global graph updated on each paced launch,
-  // and an abort of the program if it ever found one. The tests keep the check (docs/pacing.md,
-  // "What a BE's pacing costs it").
+  // The shim's abseil (linked in; with MISSILE_SHIM_STATIC off, the system's) is built without
+  // NDEBUG, which checks every Mutex acquisition for lock-order cycles: a global graph updated
+  // on each paced launch, and an abort of the program if it ever found one. The unit tests keep
+  // the check (docs/pacing.md, "What a BE's pacing costs it").
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   log_ = std::make_shared<spdlog::logger>("missile.shim",
                                           std::make_shared<spdlog::sinks::stderr_sink_mt>());
