@@ -1,0 +1,174 @@
+// What a completion mark in one tenant costs another tenant's GPU work (docs/pacing.md, "What a
+// mark costs the other tenant"). Two processes share the GPU (as MPS clients, the BE at client
+// priority 1, as bench/run_mark_cost_on_gpu.sh starts them):
+//   mark_cost be SECONDS          a BE that launches wide kernels of about 300 us back to back
+//                                 and prints how many it finished per second (from 1 s to
+//                                 SECONDS - 1 s of its run);
+//   mark_cost ls MODE SECONDS     an LS that decodes "tokens" (a burst of small kernels, a mark,
+//                                 a 4-byte copy to the host, a mark, a synchronisation) and
+//                                 prints tokens per second and the marks it made.
+// MODE is how each mark is made: none, write-host (cuStreamWriteValue64 into mapped host memory:
+// what the pacer does), write-dev (the same into device memory), event (cuEventRecord of an
+// event without timing), kernel-host (a one-thread kernel storing the value into mapped host
+// memory), write-host-nobar (write-host through the driver's first cuStreamWriteValue64 with
+// CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER, which the _v2 entry point no longer takes). Built
+// with nvcc (sm_90); not part of the CMake build, which needs no CUDA toolkit.
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <dlfcn.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace {
+
+#define CHECK_RT(x)                                                                  \
+  do {                                                                               \
+    cudaError_t e_ = (x);                                                            \
+    if (e_ != cudaSuccess) {                                                         \
+      std::fprintf(stderr, "%s failed: %s\n", #x, cudaGetErrorString(e_));           \
+      std::exit(1);                                                                  \
+    }                                                                                \
+  } while (0)
+#define CHECK_DRV(x)                                                                 \
+  do {                                                                               \
+    CUresult r_ = (x);                                                               \
+    if (r_ != CUDA_SUCCESS) {                                                        \
+      std::fprintf(stderr, "%s failed: %d\n", #x, static_cast<int>(r_));             \
+      std::exit(1);                                                                  \
+    }                                                                                \
+  } while (0)
+
+__global__ void Burn(float* out, int iters) {
+  float a = threadIdx.x * 0.001f, b = blockIdx.x * 0.002f;
+  for (int i = 0; i < iters; ++i) {
+    a = fmaf(a, 0.999f, b);
+    b = fmaf(b, 0.998f, a);
+  }
+  if (a == 12345.0f) out[blockIdx.x] = b;  // keeps the loop
+}
+
+__global__ void Mark(unsigned long long* where, unsigned long long value) {
+  *reinterpret_cast<volatile unsigned long long*>(where) = value;
+}
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int RunBe(double seconds) {
+  int sms = 0;
+  CHECK_RT(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  float* out = nullptr;
+  CHECK_RT(cudaMalloc(&out, 1 << 20));
+  cudaStream_t s;
+  CHECK_RT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const int blocks = 4 * sms, iters = 20000;  // about 300 us on an H100 or H200
+  const double start = Now();
+  long done = 0, n0 = 0, n1 = 0;
+  double t0 = 0, t1 = 0;
+  while (Now() - start < seconds) {
+    for (int i = 0; i < 8; ++i) Burn<<<blocks, 256, 0, s>>>(out, iters);
+    CHECK_RT(cudaStreamSynchronize(s));
+    done += 8;
+    const double t = Now() - start;
+    if (t0 == 0 && t >= 1.0) {
+      t0 = t;
+      n0 = done;
+    }
+    if (t <= seconds - 1.0) {
+      t1 = t;
+      n1 = done;
+    }
+  }
+  std::printf("be kernels_per_s %.1f over %.2f s\n", (n1 - n0) / (t1 - t0), t1 - t0);
+  return 0;
+}
+
+int RunLs(const std::string& mode, double seconds) {
+  int sms = 0;
+  CHECK_RT(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  float* out = nullptr;
+  CHECK_RT(cudaMalloc(&out, 1 << 20));
+  unsigned long long* host = nullptr;
+  CHECK_RT(cudaHostAlloc(&host, 4096, cudaHostAllocMapped));
+  unsigned long long* host_dev = nullptr;
+  CHECK_RT(cudaHostGetDevicePointer(&host_dev, host, 0));
+  unsigned long long* dev = nullptr;
+  CHECK_RT(cudaMalloc(&dev, 4096));
+  int* token = nullptr;
+  CHECK_RT(cudaHostAlloc(&token, 64, cudaHostAllocDefault));
+  cudaStream_t s;
+  CHECK_RT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaEvent_t ev;
+  CHECK_RT(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  // The first stream-write entry point (before CUDA 11.7's _v2), which still takes
+  // CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER, if the driver still exports it.
+  using WriteV1 = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned);
+  WriteV1 write_v1 = nullptr;
+  if (mode == "write-host-nobar") {
+    void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    write_v1 = h ? reinterpret_cast<WriteV1>(dlsym(h, "cuStreamWriteValue64")) : nullptr;
+    if (write_v1 == nullptr) {
+      std::printf("ls mode %s: the driver exports no cuStreamWriteValue64 (v1)\n", mode.c_str());
+      return 0;
+    }
+  }
+  unsigned long long seq = 0;
+  auto mark = [&]() {
+    ++seq;
+    if (mode == "none") return;
+    if (mode == "write-host") {
+      CHECK_DRV(cuStreamWriteValue64(reinterpret_cast<CUstream>(s),
+                                     reinterpret_cast<CUdeviceptr>(host_dev), seq, 0));
+    } else if (mode == "write-host-nobar") {
+      CHECK_DRV(write_v1(reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(host_dev),
+                         seq, 1 /* CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER */));
+    } else if (mode == "write-dev") {
+      CHECK_DRV(cuStreamWriteValue64(reinterpret_cast<CUstream>(s),
+                                     reinterpret_cast<CUdeviceptr>(dev), seq, 0));
+    } else if (mode == "event") {
+      CHECK_RT(cudaEventRecord(ev, s));
+    } else if (mode == "kernel-host") {
+      Mark<<<1, 1, 0, s>>>(host_dev, seq);
+    } else {
+      std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
+      std::exit(2);
+    }
+  };
+  const int kernels = 24, blocks = sms / 4 > 0 ? sms / 4 : 1, iters = 3000;
+  const double start = Now();
+  long tokens = 0;
+  while (Now() - start < seconds) {
+    for (int i = 0; i < kernels; ++i) Burn<<<blocks, 128, 0, s>>>(out, iters);
+    mark();
+    CHECK_RT(cudaMemcpyAsync(token, out, 4, cudaMemcpyDeviceToHost, s));
+    mark();
+    CHECK_RT(cudaStreamSynchronize(s));
+    ++tokens;
+  }
+  const double t = Now() - start;
+  if (mode == "write-host" || mode == "write-host-nobar" || mode == "kernel-host") {
+    if (*reinterpret_cast<volatile unsigned long long*>(host) != seq) {
+      std::printf("ls MISMATCH: host sees %llu, %llu marks made\n", *host, seq);
+      return 1;
+    }
+  }
+  std::printf("ls mode %s tokens_per_s %.1f marks %llu\n", mode.c_str(), tokens / t, seq);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 3 && std::strcmp(argv[1], "be") == 0) return RunBe(std::atof(argv[2]));
+  if (argc >= 4 && std::strcmp(argv[1], "ls") == 0) return RunLs(argv[2], std::atof(argv[3]));
+  std::fprintf(stderr, "usage: mark_cost be SECONDS | mark_cost ls MODE SECONDS\n");
+  return 2;
+}
