@@ -1,16 +1,16 @@
 // What a completion mark in one tenant costs another tenant's GPU work (docs/pacing.md, "What a
 // mark costs the other tenant"). Two processes share the GPU (as MPS clients, the BE at client
 // priority 1, as bench/run_mark_cost_on_gpu.sh starts them):
-//   mark_cost be SECONDS          a BE that launches wide kernels of about 300 us back to back
-//                                 and prints how many it finished per second (from 1 s to
-//                                 SECONDS - 1 s of its run);
+//   mark_cost be SECONDS [ITERS]  a BE that launches wide kernels back to back (ITERS 20000:
+//                                 about 300 us each on an H100) and prints how many it
+//                                 finished per second (from 1 s to SECONDS - 1 s of its run);
 //   mark_cost ls MODE SECONDS     an LS that decodes "tokens" (a burst of small kernels, a mark,
 //                                 a 4-byte copy to the host, a mark, a synchronisation) and
 //                                 prints tokens per second and the marks it made.
 // MODE is how each mark is made: none, write-host (cuStreamWriteValue64 into mapped host memory:
 // what the pacer does), write-dev (the same into device memory), event (cuEventRecord of an
 // event without timing), kernel-host (a one-thread kernel storing the value into mapped host
-// memory), write-host-nobar (write-host through the driver's first cuStreamWriteValue64 with
+// memory), g-MODE (MODE with each token's kernels replayed as one CUDA graph), write-host-nobar (write-host through the driver's first cuStreamWriteValue64 with
 // CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER, which the _v2 entry point no longer takes). Built
 // with nvcc (sm_90); not part of the CMake build, which needs no CUDA toolkit.
 #include <cuda.h>
@@ -62,14 +62,14 @@ double Now() {
       .count();
 }
 
-int RunBe(double seconds) {
+int RunBe(double seconds, int iters) {
   int sms = 0;
   CHECK_RT(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   float* out = nullptr;
   CHECK_RT(cudaMalloc(&out, 1 << 20));
   cudaStream_t s;
   CHECK_RT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  const int blocks = 4 * sms, iters = 20000;  // about 300 us on an H100 or H200
+  const int blocks = 4 * sms;  // iters 20000: about 300 us a kernel on an H100
   const double start = Now();
   long done = 0, n0 = 0, n1 = 0;
   double t0 = 0, t1 = 0;
@@ -91,7 +91,10 @@ int RunBe(double seconds) {
   return 0;
 }
 
-int RunLs(const std::string& mode, double seconds) {
+int RunLs(std::string mode, double seconds) {
+  // "g-MODE": each token's kernels are one CUDA graph replay (as a decoding LS's are).
+  const bool graph = mode.rfind("g-", 0) == 0;
+  if (graph) mode = mode.substr(2);
   int sms = 0;
   CHECK_RT(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   float* out = nullptr;
@@ -143,10 +146,22 @@ int RunLs(const std::string& mode, double seconds) {
     }
   };
   const int kernels = 24, blocks = sms / 4 > 0 ? sms / 4 : 1, iters = 3000;
+  cudaGraphExec_t exec = nullptr;
+  if (graph) {
+    cudaGraph_t g;
+    CHECK_RT(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < kernels; ++i) Burn<<<blocks, 128, 0, s>>>(out, iters);
+    CHECK_RT(cudaStreamEndCapture(s, &g));
+    CHECK_RT(cudaGraphInstantiate(&exec, g, 0));
+  }
   const double start = Now();
   long tokens = 0;
   while (Now() - start < seconds) {
-    for (int i = 0; i < kernels; ++i) Burn<<<blocks, 128, 0, s>>>(out, iters);
+    if (graph) {
+      CHECK_RT(cudaGraphLaunch(exec, s));
+    } else {
+      for (int i = 0; i < kernels; ++i) Burn<<<blocks, 128, 0, s>>>(out, iters);
+    }
     mark();
     CHECK_RT(cudaMemcpyAsync(token, out, 4, cudaMemcpyDeviceToHost, s));
     mark();
@@ -160,15 +175,18 @@ int RunLs(const std::string& mode, double seconds) {
       return 1;
     }
   }
-  std::printf("ls mode %s tokens_per_s %.1f marks %llu\n", mode.c_str(), tokens / t, seq);
+  std::printf("ls mode %s%s tokens_per_s %.1f marks %llu\n", graph ? "g-" : "", mode.c_str(),
+              tokens / t, seq);
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 3 && std::strcmp(argv[1], "be") == 0) return RunBe(std::atof(argv[2]));
+  if (argc >= 3 && std::strcmp(argv[1], "be") == 0) {
+    return RunBe(std::atof(argv[2]), argc >= 4 ? std::atoi(argv[3]) : 20000);
+  }
   if (argc >= 4 && std::strcmp(argv[1], "ls") == 0) return RunLs(argv[2], std::atof(argv[3]));
-  std::fprintf(stderr, "usage: mark_cost be SECONDS | mark_cost ls MODE SECONDS\n");
+  std::fprintf(stderr, "usage: mark_cost be SECONDS [ITERS] | mark_cost ls MODE SECONDS\n");
   return 2;
 }

@@ -5,7 +5,7 @@
 # then for each mark MODE the LS beside the BE, ROUNDS rounds (default 3) of SECONDS s each
 # (default 6), the modes interleaved within a round; then each LS mode alone for its own rate.
 # usage: bench/run_mark_cost_on_gpu.sh MARK_COST_BINARY OUT_DIR
-# env: ROUNDS (3) SECONDS_EACH (6) MODES ("none write-host write-host-nobar write-dev event kernel-host")
+# env: ROUNDS (3) SECONDS_EACH (6) BE_ITERS (20000: the BE kernel's length) MODES ("none write-host write-host-nobar write-dev event kernel-host")
 set -uo pipefail
 bin=$1 out=$2
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,11 +18,11 @@ modes=${MODES:-none write-host write-host-nobar write-dev event kernel-host}
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   timeout 20 nvidia-cuda-mps-control -d || { echo "the MPS control daemon did not start"; exit 1; }
   echo "== BE alone"
-  CUDA_MPS_CLIENT_PRIORITY=1 "$bin" be "$secs"
+  CUDA_MPS_CLIENT_PRIORITY=1 "$bin" be "$secs" ${BE_ITERS:-20000}
   for r in $(seq 1 "${ROUNDS:-3}"); do
     for m in $modes; do
       echo "== round $r mode $m"
-      CUDA_MPS_CLIENT_PRIORITY=1 "$bin" be "$secs" &
+      CUDA_MPS_CLIENT_PRIORITY=1 "$bin" be "$secs" ${BE_ITERS:-20000} &
       be=$!
       sleep 0.3
       "$bin" ls "$m" "$((secs - 1))"
