@@ -34,10 +34,26 @@ class BeIterationsTest(unittest.TestCase):
         self.assertAlmostEqual(s[0][4], 49.9, places=3)
         self.assertAlmostEqual(s[1][2], 40.0, places=3)
         self.assertAlmostEqual(s[1][4], 10.0, places=3)
-        n, median, mean = be_iterations.summary(rows, 4.0)
+        n, median, mean, gpu = be_iterations.summary(rows, 4.0)
         self.assertEqual(n, 100)
         self.assertAlmostEqual(median, 40.0, places=3)
         self.assertAlmostEqual(mean, 40.0, places=3)
+        self.assertIsNone(gpu)
+        self.assertIsNone(s[1][5])
+
+    def test_gpu_columns_give_the_copy_and_forward_medians(self):
+        # 45 ms iterations whose forward pass took 30 ms on the GPU, then 33 ms (slowed there).
+        lines = []
+        for i in range(100):
+            t = 2000.0 + i * 0.045
+            fwd = 30.0 if i < 50 else 33.0
+            lines.append(f"{t + 0.045:.6f} 128 {t:.6f} {t + 0.0004:.6f} {t + 0.02:.6f} 10.500 {fwd:.3f}\n")
+        rows = be_iterations.read(self.write(lines))
+        s = be_iterations.slices(rows, 2.25)
+        self.assertAlmostEqual(s[0][5], 10.5, places=3)
+        self.assertAlmostEqual(s[0][6], 30.0, places=3)
+        self.assertAlmostEqual(s[1][6], 33.0, places=3)
+        self.assertAlmostEqual(be_iterations.summary(rows, 2.25)[3], 33.0, places=3)
 
     def test_old_files_without_host_times_give_iterations_only(self):
         rows = be_iterations.read(self.write(["1.05 128 1.0\n", "# note\n", "1.10 128 1.05\n"]))
