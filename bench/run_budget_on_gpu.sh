@@ -7,8 +7,9 @@
 # MPS (BE at client priority 1) missile-mps-bN for each N in $MPS_BUDGETS and missile-mps-rT-bN
 # (the budget with ls_reserve_tpcs = T) for each T in $RESERVES and N in $RESERVE_BUDGETS,
 # WINDOWS measured windows (default 3) of SECONDS_MAIN s back to back in each mode (the LS's
-# --windows: one set-up, one warm-up of LS_WARMUP s, default 3, so the budget controller has
-# settled), in REPEATS fresh runs of bench/colocation/run_on_gpu.sh (default 1) with their own
+# --windows: one set-up, one warm-up of LS_WARMUP s so the budget controller has settled:
+# default 30 where a budget mode runs (the controller takes about 22 s to release the BE on the
+# decoder), 3 otherwise), in REPEATS fresh runs of bench/colocation/run_on_gpu.sh (default 1) with their own
 # alone baseline and BE solo run. Per run: OUT/SCEN-R.log (the summary tables and what missiled
 # measured of the LS: budget, stretch, BE share) and OUT/SCEN-R.tgz (everything); then
 # bench/colocation/frontier.py OUT gives the medians and the plot. First, where RUNTIME_DIR has
@@ -17,7 +18,8 @@
 # usage: bench/run_budget_on_gpu.sh RUNTIME_DIR OUT_DIR
 # env: SCENARIOS BUDGETS ("125 150 200"; set and empty: none) MPS_BUDGETS ("") RESERVES ("") RESERVE_BUDGETS ("")
 #   WINDOWS (3) REPEATS (1) FIRST (1) SECONDS_MAIN (5)
-#   BASE_MODES ("alone none mps-prio missile") MORE_MODES ("") LS_WARMUP (3) BE_ARGS
+#   BASE_MODES ("alone none mps-prio missile") MORE_MODES ("") LS_WARMUP (30 with budgets, else 3)
+#   BE_ARGS (e.g. "--profile-at 26": the BE's GPU timeline in the warm-up, be_job.py)
 set -uo pipefail
 rt=$(cd "$1" && pwd); out=$2
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,6 +44,9 @@ for em in ${MORE_MODES:-}; do
   extra+=" $em"
   modes+=" ${em%%:*}"
 done
+# The warm-up: long enough for a budget's controller to settle, where any budget runs.
+if [ -n "${BUDGETS-125 150 200}${MPS_BUDGETS:-}${RESERVE_BUDGETS:-}" ]; then warm_default=30; else warm_default=3; fi
+warmup=${LS_WARMUP:-$warm_default}
 snippets=$out/modes
 mkdir -p "$snippets"
 for t in ${RESERVES:-}; do
@@ -57,7 +62,7 @@ for scen in ${SCENARIOS:-decode-graph resnet50-graph resnet50-eager}; do
     start=$SECONDS
     FRESH=1 MODES="$modes" EXTRA_MODES="$extra" MAIN_SCENARIOS=$scen \
       SECONDS_MAIN=${SECONDS_MAIN:-5} BE_SOLO_SECONDS=${BE_SOLO_SECONDS:-8} \
-      LS_WINDOWS=${WINDOWS:-3} LS_ARGS="--warmup-seconds ${LS_WARMUP:-3} --windows ${WINDOWS:-3}" BE_ARGS="${BE_ARGS:-}" timeout 590 \
+      LS_WINDOWS=${WINDOWS:-3} LS_ARGS="--warmup-seconds $warmup --windows ${WINDOWS:-3}" BE_ARGS="${BE_ARGS:-}" timeout 590 \
       bash "$here/bench/colocation/run_on_gpu.sh" "$rt" "$out/$scen-$r" main > "$out/$scen-$r.log" 2>&1
     echo "== $scen window $r (exit $?, $((SECONDS - start)) s)"
     grep -E "^\| (alone|none|mps|missile)" "$out/$scen-$r/summary.md" 2>/dev/null || tail -n 5 "$out/$scen-$r.log"
