@@ -53,7 +53,7 @@ __global__ void Burn(float* out, int iters) {
   if (a == 12345.0f) out[blockIdx.x] = b;  // keeps the loop
 }
 
-__global__ void Mark(unsigned long long* where, unsigned long long value) {
+__global__ void MarkKernel(unsigned long long* where, unsigned long long value) {
   *reinterpret_cast<volatile unsigned long long*>(where) = value;
 }
 
@@ -91,6 +91,68 @@ int RunBe(double seconds, int iters) {
   return 0;
 }
 
+// How the LS marks its items (MODE without "g-"), and the words its marks go to.
+class Marker {
+ public:
+  // False, with a line saying why, where the mode cannot run here.
+  bool Init(const std::string& mode) {
+    mode_ = mode;
+    CHECK_RT(cudaHostAlloc(&host_, 4096, cudaHostAllocMapped));
+    CHECK_RT(cudaHostGetDevicePointer(&host_dev_, host_, 0));
+    CHECK_RT(cudaMalloc(&dev_, 4096));
+    CHECK_RT(cudaEventCreateWithFlags(&ev_, cudaEventDisableTiming));
+    if (mode_ == "write-host-nobar") {
+      // The first stream-write entry point (before CUDA 11.7's _v2), which still takes
+      // CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER, if the driver still exports it.
+      void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+      write_v1_ = h ? reinterpret_cast<WriteV1>(dlsym(h, "cuStreamWriteValue64")) : nullptr;
+      if (write_v1_ == nullptr) {
+        std::printf("ls mode %s: the driver exports no cuStreamWriteValue64 (v1)\n", mode_.c_str());
+        return false;
+      }
+    }
+    return true;
+  }
+
+  void Mark(cudaStream_t s) {
+    ++seq_;
+    const CUstream cs = reinterpret_cast<CUstream>(s);
+    if (mode_ == "none") return;
+    if (mode_ == "write-host") {
+      CHECK_DRV(cuStreamWriteValue64(cs, reinterpret_cast<CUdeviceptr>(host_dev_), seq_, 0));
+    } else if (mode_ == "write-host-nobar") {
+      CHECK_DRV(write_v1_(cs, reinterpret_cast<CUdeviceptr>(host_dev_), seq_,
+                          1 /* CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER */));
+    } else if (mode_ == "write-dev") {
+      CHECK_DRV(cuStreamWriteValue64(cs, reinterpret_cast<CUdeviceptr>(dev_), seq_, 0));
+    } else if (mode_ == "event") {
+      CHECK_RT(cudaEventRecord(ev_, s));
+    } else if (mode_ == "kernel-host") {
+      MarkKernel<<<1, 1, 0, s>>>(host_dev_, seq_);
+    } else {
+      std::fprintf(stderr, "unknown mode %s\n", mode_.c_str());
+      std::exit(2);
+    }
+  }
+
+  // After a synchronisation: whether the host sees the last mark (modes that write there).
+  bool Landed() const {
+    if (mode_ != "write-host" && mode_ != "write-host-nobar" && mode_ != "kernel-host") return true;
+    return *reinterpret_cast<volatile unsigned long long*>(host_) == seq_;
+  }
+  unsigned long long marks() const { return seq_; }
+
+ private:
+  using WriteV1 = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned);
+  std::string mode_;
+  unsigned long long* host_ = nullptr;
+  unsigned long long* host_dev_ = nullptr;
+  unsigned long long* dev_ = nullptr;
+  cudaEvent_t ev_ = nullptr;
+  WriteV1 write_v1_ = nullptr;
+  unsigned long long seq_ = 0;
+};
+
 int RunLs(std::string mode, double seconds) {
   // "g-MODE": each token's kernels are one CUDA graph replay (as a decoding LS's are).
   const bool graph = mode.rfind("g-", 0) == 0;
@@ -99,52 +161,12 @@ int RunLs(std::string mode, double seconds) {
   CHECK_RT(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   float* out = nullptr;
   CHECK_RT(cudaMalloc(&out, 1 << 20));
-  unsigned long long* host = nullptr;
-  CHECK_RT(cudaHostAlloc(&host, 4096, cudaHostAllocMapped));
-  unsigned long long* host_dev = nullptr;
-  CHECK_RT(cudaHostGetDevicePointer(&host_dev, host, 0));
-  unsigned long long* dev = nullptr;
-  CHECK_RT(cudaMalloc(&dev, 4096));
   int* token = nullptr;
   CHECK_RT(cudaHostAlloc(&token, 64, cudaHostAllocDefault));
   cudaStream_t s;
   CHECK_RT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  cudaEvent_t ev;
-  CHECK_RT(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-  // The first stream-write entry point (before CUDA 11.7's _v2), which still takes
-  // CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER, if the driver still exports it.
-  using WriteV1 = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned);
-  WriteV1 write_v1 = nullptr;
-  if (mode == "write-host-nobar") {
-    void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    write_v1 = h ? reinterpret_cast<WriteV1>(dlsym(h, "cuStreamWriteValue64")) : nullptr;
-    if (write_v1 == nullptr) {
-      std::printf("ls mode %s: the driver exports no cuStreamWriteValue64 (v1)\n", mode.c_str());
-      return 0;
-    }
-  }
-  unsigned long long seq = 0;
-  auto mark = [&]() {
-    ++seq;
-    if (mode == "none") return;
-    if (mode == "write-host") {
-      CHECK_DRV(cuStreamWriteValue64(reinterpret_cast<CUstream>(s),
-                                     reinterpret_cast<CUdeviceptr>(host_dev), seq, 0));
-    } else if (mode == "write-host-nobar") {
-      CHECK_DRV(write_v1(reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(host_dev),
-                         seq, 1 /* CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER */));
-    } else if (mode == "write-dev") {
-      CHECK_DRV(cuStreamWriteValue64(reinterpret_cast<CUstream>(s),
-                                     reinterpret_cast<CUdeviceptr>(dev), seq, 0));
-    } else if (mode == "event") {
-      CHECK_RT(cudaEventRecord(ev, s));
-    } else if (mode == "kernel-host") {
-      Mark<<<1, 1, 0, s>>>(host_dev, seq);
-    } else {
-      std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
-      std::exit(2);
-    }
-  };
+  Marker marker;
+  if (!marker.Init(mode)) return 0;
   const int kernels = 24, blocks = sms / 4 > 0 ? sms / 4 : 1, iters = 3000;
   cudaGraphExec_t exec = nullptr;
   if (graph) {
@@ -162,21 +184,19 @@ int RunLs(std::string mode, double seconds) {
     } else {
       for (int i = 0; i < kernels; ++i) Burn<<<blocks, 128, 0, s>>>(out, iters);
     }
-    mark();
+    marker.Mark(s);
     CHECK_RT(cudaMemcpyAsync(token, out, 4, cudaMemcpyDeviceToHost, s));
-    mark();
+    marker.Mark(s);
     CHECK_RT(cudaStreamSynchronize(s));
     ++tokens;
   }
   const double t = Now() - start;
-  if (mode == "write-host" || mode == "write-host-nobar" || mode == "kernel-host") {
-    if (*reinterpret_cast<volatile unsigned long long*>(host) != seq) {
-      std::printf("ls MISMATCH: host sees %llu, %llu marks made\n", *host, seq);
-      return 1;
-    }
+  if (!marker.Landed()) {
+    std::printf("ls MISMATCH: the host does not see the last of %llu marks\n", marker.marks());
+    return 1;
   }
   std::printf("ls mode %s%s tokens_per_s %.1f marks %llu\n", graph ? "g-" : "", mode.c_str(),
-              tokens / t, seq);
+              tokens / t, marker.marks());
   return 0;
 }
 
