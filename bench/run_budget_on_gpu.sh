@@ -9,8 +9,8 @@
 # WINDOWS measured windows (default 3) of SECONDS_MAIN s back to back in each mode (the LS's
 # --windows: one set-up, one warm-up of LS_WARMUP s so the budget controller has settled:
 # default 30 where a budget mode runs (the controller takes about 22 s to release the BE on the
-# decoder), 3 otherwise), in REPEATS fresh runs of bench/colocation/run_on_gpu.sh (default 1) with their own
-# alone baseline and BE solo run. Per run: OUT/SCEN-R.log (the summary tables and what missiled
+# decoder), 3 otherwise), in REPEATS fresh runs of bench/colocation/run_on_gpu.sh (default 1)
+# with their own alone baseline and BE solo run. Per run: OUT/SCEN-R.log (the summary tables and what missiled
 # measured of the LS: budget, stretch, BE share) and OUT/SCEN-R.tgz (everything); then
 # bench/colocation/frontier.py OUT gives the medians and the plot. First, where RUNTIME_DIR has
 # bench/window_cost, what the BE's in-flight window costs this host's CPU per paced launch

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # On the GPU machine: what one tenant's completion marks cost another tenant's GPU work
-# (bench/mark_cost.cu; docs/pacing.md, "What a mark costs the other tenant"). Under MPS (the BE
-# at client priority 1, as the colocation modes mps-prio and missile-mps-* run): the BE alone,
-# then for each mark MODE the LS beside the BE, ROUNDS rounds (default 3) of SECONDS s each
+# (bench/mark_cost.cu; docs/results.md, "The top end's gap"). Under MPS (the BE at client
+# priority 1, as the colocation modes mps-prio and missile-mps-* run): the BE alone, then for
+# each mark MODE the LS beside the BE, ROUNDS rounds (default 3) of SECONDS_EACH s each
 # (default 6), the modes interleaved within a round; then each LS mode alone for its own rate.
+# OUT_DIR/mark_cost.txt: the raw output; OUT_DIR/table.txt: the table printed at the end.
 # usage: bench/run_mark_cost_on_gpu.sh MARK_COST_BINARY OUT_DIR
-# env: ROUNDS (3) SECONDS_EACH (6) BE_ITERS (20000: the BE kernel's length) MODES ("none write-host write-host-nobar write-dev event kernel-host")
+# env: ROUNDS (3) SECONDS_EACH (6) BE_ITERS (20000: the BE kernel's length)
+#   MODES ("none write-host write-host-nobar write-dev event kernel-host"; g-MODE: graph tokens)
 set -uo pipefail
 bin=$1 out=$2
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,7 +40,7 @@ modes=${MODES:-none write-host write-host-nobar write-dev event kernel-host}
 } > "$out/mark_cost.txt" 2>&1
 # The table: per mode, the BE's rate beside the LS (median and range over the rounds) and the
 # LS's tokens per second.
-python3 - "$out/mark_cost.txt" <<'PY'
+python3 - "$out/mark_cost.txt" <<'PY' | tee "$out/table.txt"
 import re, statistics, sys
 be_alone, be, ls, alone, mode = None, {}, {}, {}, None
 for line in open(sys.argv[1]):

@@ -18,18 +18,21 @@ def load(path):
         return json.load(fh)
 
 
+def iterations(profile):
+    """How many iterations the profile covers (at least 1)."""
+    return max(int(profile["summary"].get("iters", 1)), 1)
+
+
 def per_iteration(profile):
     """The summary's totals divided by its profiled iterations (ms)."""
-    s = profile["summary"]
-    n = max(int(s.get("iters", 1)), 1)
-    return {f: s[f] / n / 1000.0 for f in FIELDS}
+    n = iterations(profile)
+    return {f: profile["summary"][f] / n / 1000.0 for f in FIELDS}
 
 
 def changes(base, other, top):
     """(name, base ms/iter, other ms/iter, difference) for the `top` names with the largest
     absolute difference in time per iteration, largest first."""
-    nb = max(int(base["summary"].get("iters", 1)), 1)
-    no = max(int(other["summary"].get("iters", 1)), 1)
+    nb, no = iterations(base), iterations(other)
     names = set(base["by_name"]) | set(other["by_name"])
     rows = []
     for name in names:
