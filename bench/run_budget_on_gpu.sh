@@ -20,6 +20,7 @@
 #   WINDOWS (3) REPEATS (1) FIRST (1) SECONDS_MAIN (5)
 #   BASE_MODES ("alone none mps-prio missile") MORE_MODES ("") LS_WARMUP (30 with budgets, else 3)
 #   BE_ARGS (e.g. "--profile-at 26": the BE's GPU timeline in the warm-up, be_job.py)
+#   LS_MORE (more ls_service.py arguments, e.g. "--period-ms 52": the LS at a fixed rate)
 set -uo pipefail
 rt=$(cd "$1" && pwd); out=$2
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -62,7 +63,7 @@ for scen in ${SCENARIOS:-decode-graph resnet50-graph resnet50-eager}; do
     start=$SECONDS
     FRESH=1 MODES="$modes" EXTRA_MODES="$extra" MAIN_SCENARIOS=$scen \
       SECONDS_MAIN=${SECONDS_MAIN:-5} BE_SOLO_SECONDS=${BE_SOLO_SECONDS:-8} \
-      LS_WINDOWS=${WINDOWS:-3} LS_ARGS="--warmup-seconds $warmup --windows ${WINDOWS:-3}" BE_ARGS="${BE_ARGS:-}" timeout 590 \
+      LS_WINDOWS=${WINDOWS:-3} LS_ARGS="--warmup-seconds $warmup --windows ${WINDOWS:-3} ${LS_MORE:-}" BE_ARGS="${BE_ARGS:-}" timeout 590 \
       bash "$here/bench/colocation/run_on_gpu.sh" "$rt" "$out/$scen-$r" main > "$out/$scen-$r.log" 2>&1
     echo "== $scen window $r (exit $?, $((SECONDS - start)) s)"
     grep -E "^\| (alone|none|mps|missile)" "$out/$scen-$r/summary.md" 2>/dev/null || tail -n 5 "$out/$scen-$r.log"

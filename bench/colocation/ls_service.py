@@ -4,6 +4,7 @@ weights, several scenarios one after another in one process.
 
 Scenarios (--scenarios, comma separated):
   resnet50-graph   ResNet-50 1x3x224x224, CUDA graph; closed loop, --think-ms (5) between requests
+                   (every main scenario: or at a fixed rate, one request due every --period-ms)
   bert-graph       BERT-base, sequence 128, CUDA graph; closed loop
   resnet50-eager   ResNet-50 without a graph (eager); closed loop
   decode-graph     a GPT-shaped decoder (12 layers, width 1024, KV cache of 512) generating 32
@@ -349,22 +350,36 @@ def sleep_until(t):
             time.sleep(dt - 0.0005)
 
 
-def closed_loop(served, seconds, think_s, starts=None):
+def closed_loop(served, seconds, think_s, starts=None, period_s=0.0):
     """Requests back to back with think_s between them for `seconds`; latencies in ms. With a
     list `starts`, each request's start (Unix seconds) is appended to it, so a slow request can
-    be set beside what the other tenants did at that moment (tail_events.py)."""
+    be set beside what the other tenants did at that moment (tail_events.py).
+
+    With period_s > 0 (--period-ms) the requests are due on a fixed grid instead, one every
+    period_s, whatever their latency: every mode then serves the same requests, so the LS's
+    GPU work per window is the same and BE throughputs compare (a closed loop gives an LS that
+    runs faster more requests, and so more of the GPU). A request due while the one before
+    still runs starts when it ends, and its latency counts from when it was due (queueing
+    counts, as in open_loop)."""
     lat = []
     end = time.perf_counter() + seconds
+    due = time.perf_counter()
     while True:
+        if period_s > 0:
+            sleep_until(due)
         t0 = time.perf_counter()
         if t0 >= end:
             return lat
         if starts is not None:
             starts.append(time.time())
         served.request()
-        lat.append((time.perf_counter() - t0) * 1e3)
-        if think_s > 0:
-            time.sleep(think_s)
+        if period_s > 0:
+            lat.append((time.perf_counter() - due) * 1e3)
+            due += period_s
+        else:
+            lat.append((time.perf_counter() - t0) * 1e3)
+            if think_s > 0:
+                time.sleep(think_s)
 
 
 def open_loop(served, seconds, mean_gap_s, rng, overrun_s):
@@ -410,6 +425,9 @@ def parse_args(argv=None):
                    help="measured windows of each main scenario, back to back after one warm-up; "
                         "the k-th (k > 1) is reported as scenario SCEN@k")
     p.add_argument("--think-ms", type=float, default=5.0, help="closed loop: pause between requests")
+    p.add_argument("--period-ms", type=float, default=0.0,
+                   help="main scenarios: a request due every PERIOD ms (fixed rate, latency from "
+                        "when it was due) instead of --think-ms after the last one; 0: closed loop")
     p.add_argument("--load", type=float, default=0.3, help="open loop: arrival rate / solo capacity")
     p.add_argument("--rates", help="JSON {model: solo mean latency ms} (from --write-rates)")
     p.add_argument("--write-rates", help="measure solo capacities here and write them to FILE")
@@ -432,6 +450,8 @@ def parse_args(argv=None):
         p.error("--rates-only needs --write-rates")
     if not (0 < a.load < 1.5):
         p.error("--load must be in (0, 1.5)")
+    if not (a.period_ms == 0 or 1 <= a.period_ms <= 10000):
+        p.error("--period-ms must be 0 (closed loop) or in [1, 10000]")
     return a
 
 
@@ -516,13 +536,17 @@ def run(a):
         if base in MAIN_SCENARIOS:
             model, graph = MAIN_SCENARIOS[base]
             srv = served[(model, graph)]
+            period_s = a.period_ms / 1e3
             if k == 1:
-                closed_loop(srv, a.warmup_seconds, a.think_ms / 1e3)
+                closed_loop(srv, a.warmup_seconds, a.think_ms / 1e3, period_s=period_s)
             t_start = time.time()
             starts = []
-            lat = closed_loop(srv, a.seconds, a.think_ms / 1e3, starts)
+            lat = closed_loop(srv, a.seconds, a.think_ms / 1e3, starts, period_s)
             t_end = time.time()
-            extra = {"loop": "closed", "think_ms": a.think_ms, "graph": graph, "window": k}
+            if period_s > 0:
+                extra = {"loop": "fixed-rate", "period_ms": a.period_ms, "graph": graph, "window": k}
+            else:
+                extra = {"loop": "closed", "think_ms": a.think_ms, "graph": graph, "window": k}
         else:
             starts = None
             model = scen[len(SWEEP_PREFIX):]
