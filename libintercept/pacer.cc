@@ -394,15 +394,8 @@ Pacer::Ticket Pacer::Begin(CUstream stream, bool ptsz, uint64_t key) {
   // operation that costs the BE GPU time (docs/pacing.md, "What a BE's pacing costs it").
   t.alone = be && predicted * kAloneShare >= admitted.window_ns;
   // A per-thread default stream is written after every item: no other thread can write on it
-  // (below), and its thread may end without synchronising. An LS writes after every item so
-  // that a BE sees its work end at once, unless no BE waits on it (MarksSparsely): each write
-  // is a semaphore release on the GPU, and an LS marking every item cost the BE beside it
-  // 1-2 % of its throughput on an H100 (docs/pacing.md, "What a BE's pacing costs it").
-  if ((stream_key >> 63) != 0) {
-    t.mark_every = 1;
-  } else {
-    t.mark_every = be ? admitted.mark_every : MarksSparsely() ? kSparseLsMarkEvery : 1;
-  }
+  // (below), and its thread may end without synchronising.
+  t.mark_every = (stream_key >> 63) != 0 ? 1 : admitted.mark_every;
   LaneState& st = lane_state_[t.lane];
   // A lane that another stream had (more busy streams than lanes) gets that stream's unwritten
   // items written on it first: a write on this stream would not wait for them.
@@ -482,10 +475,9 @@ void Pacer::FlushMarkers(uint32_t own) {
 
 void Pacer::End(Ticket& t, CUresult result) {
   (void)result;  // a failed call's completion write still keeps the lane's count in order
-  // LS: every item, so the BE tenants see the last one finish (every kSparseLsMarkEvery once
-  // its budget released them, and before it synchronises). BE: every long one, and once the
-  // lane has mark_every items since its last write (pacing::InflightWindow::MarkEvery).
-  if (t.alone || t.seq - lane_state_[t.lane].marked >= t.mark_every) WriteMarker(t.lane);
+  // LS: every item, so the BE tenants see the last one finish. BE: every long one, and once
+  // the lane has mark_every items since its last write (pacing::InflightWindow::MarkEvery).
+  if (!t.be || t.alone || t.seq - lane_state_[t.lane].marked >= t.mark_every) WriteMarker(t.lane);
   t.lane_lock = {};
 }
 

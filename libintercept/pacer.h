@@ -90,13 +90,6 @@ class Pacer {
   // publishes pacing::kUnheldSharePpm for it): the BE is then paced by none of them
   // (pacing::LsObservation::released), and its copies go as they would without an LS.
   bool ReleasedByLs() const;
-  // Whether this LS tenant's own budget has taken its last step (missiled publishes
-  // pacing::kUnheldSharePpm in its entry): no BE waits on its marks then, only missiled's
-  // sampler reads them, so it writes its completions as sparsely as that allows (End).
-  bool MarksSparsely() const;
-  // An LS that marks sparsely writes its lane's completion every this many items, and before
-  // it synchronises.
-  static constexpr uint32_t kSparseLsMarkEvery = 64;
 
   // One work item between Begin and End; holds its lane (so the sequence numbers of a lane
   // reach the GPU in order).
@@ -125,8 +118,7 @@ class Pacer {
 
   // Around a synchronising call of a BE tenant: before it, every lane's last items get their
   // completion write (so what the call waits for is reported); after it, the window retires
-  // what finished, timed by the call's return. An LS tenant that marks sparsely calls
-  // BeforeSync alone: missiled then sees its work end when it does.
+  // what finished, timed by the call's return.
   void BeforeSync();
   void AfterSync();
 

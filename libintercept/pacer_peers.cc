@@ -118,11 +118,6 @@ pacing::LsObservation Pacer::ObserveLs(uint64_t now) const {
   return seen;
 }
 
-bool Pacer::MarksSparsely() const {
-  return !best_effort() &&
-         entry().be_share_ppm.load(std::memory_order_relaxed) == pacing::kUnheldSharePpm;
-}
-
 bool Pacer::ReleasedByLs() const {
   bool any = false;
   for (uint32_t i = 0; i < kSlots; ++i) {

@@ -291,40 +291,6 @@ TEST_F(PacerTest, AWidenedWindowWritesItsCompletionsLessOften) {
   EXPECT_EQ(WrittenValues().size(), 1u);
 }
 
-// An LS writes each item's completion (a BE sees its work end at once); once its own budget
-// released the BE, every 64th item and before it synchronises; back under it, each again.
-TEST_F(PacerTest, AnLsWhoseBudgetReleasedTheBeMarksSparsely) {
-  constexpr uint64_t kLsPacerSession = 3;
-  ASSERT_NO_FATAL_FAILURE(RestartWithLongUnseenItems(/*unknown_ns=*/1000));
-  auto fds = domain_->Join(kLsPacerSession, 300, TenantClass::kLatencySensitive, 1);
-  ASSERT_TRUE(fds.ok()) << fds.status();
-  auto opened = Pacer::Open(fds->directory, fds->lanes, kLsPacerSession, nullptr, nullptr,
-                            driver_.api(), log_.get());
-  ASSERT_TRUE(opened.ok()) << opened.status();
-  domain_->PublishSealed();
-  Pacer& ls = **opened;
-  auto writes_for = [&, key = uint64_t{100}](int items) mutable {
-    driver_.ClearCalls();
-    for (int i = 0; i < items; ++i) {
-      Pacer::Ticket t = ls.Begin(nullptr, false, ++key);
-      ls.End(t, CUDA_SUCCESS);
-    }
-    return WrittenValues().size();
-  };
-  EXPECT_EQ(writes_for(128), 128u);  // an LS tenant (Paces, not best_effort): every item
-  domain_->SetBeShareForTesting(kLsSession, pacing::kUnheldSharePpm, pacing::kMaxWindowScale);
-  EXPECT_EQ(writes_for(8), 8u);  // another LS's release changes nothing for this one
-  domain_->SetBeShareForTesting(kLsPacerSession, pacing::kUnheldSharePpm, pacing::kMaxWindowScale);
-  EXPECT_TRUE(ls.MarksSparsely());
-  EXPECT_EQ(writes_for(128), 2u);
-  EXPECT_EQ(writes_for(3), 0u);
-  driver_.ClearCalls();
-  ls.BeforeSync();  // what a synchronising call waits for is written first
-  EXPECT_EQ(WrittenValues(), std::vector<std::string>{std::to_string(128 + 8 + 128 + 3)});
-  domain_->SetBeShareForTesting(kLsPacerSession, pacing::kMaxSharePpm, 16);
-  EXPECT_EQ(writes_for(5), 5u);
-}
-
 // A thread's per-thread default stream has no handle in another thread (the per-thread handle
 // is the caller's own): its thread writes each item's completion itself, and another thread's
 // flush writes nothing on its own stream for it, where the write would not wait for its items.

@@ -237,11 +237,7 @@ template <HookId id, typename Fn, typename... Args>
 CUresult RunSynced(Fn real, Args... args) {
   SessionGpu* gpu = CurrentGpu();
   Pacer* pacer = gpu != nullptr ? gpu->pacer() : nullptr;
-  if (pacer == nullptr || !pacer->enabled()) return Policy<id>::Run(real, args...);
-  if (!pacer->best_effort()) {
-    // An LS marking sparsely has its last items written first: what the call waits for ends
-    // its busy period for missiled.
-    if (pacer->MarksSparsely()) pacer->BeforeSync();
+  if (pacer == nullptr || !pacer->enabled() || !pacer->best_effort()) {
     return Policy<id>::Run(real, args...);
   }
   pacer->BeforeSync();
