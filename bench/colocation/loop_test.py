@@ -44,7 +44,7 @@ class LoopTest(unittest.TestCase):
         lat = ls_service.closed_loop(Served(0.060, 0.005), 0.3, 0.0, period_s=0.025)
         self.assertGreater(lat[0], 59.0)
         self.assertGreater(lat[1], 38.0)
-        self.assertLess(lat[1], 50.0)
+        self.assertLess(lat[1], 80.0)
         # It catches up: once the backlog is served, requests take their own 5 ms again.
         self.assertLess(lat[-1], 25.0)
 
