@@ -4,7 +4,8 @@ weights, several scenarios one after another in one process.
 
 Scenarios (--scenarios, comma separated):
   resnet50-graph   ResNet-50 1x3x224x224, CUDA graph; closed loop, --think-ms (5) between requests
-                   (every main scenario: or at a fixed rate, one request due every --period-ms)
+                   (every main scenario: or at a fixed rate, one request due every --period-ms,
+                   latency from when it was due, as in the sweep's open loop)
   bert-graph       BERT-base, sequence 128, CUDA graph; closed loop
   resnet50-eager   ResNet-50 without a graph (eager); closed loop
   decode-graph     a GPT-shaped decoder (12 layers, width 1024, KV cache of 512) generating 32
@@ -350,55 +351,51 @@ def sleep_until(t):
             time.sleep(dt - 0.0005)
 
 
-def closed_loop(served, seconds, think_s, starts=None, period_s=0.0):
+def closed_loop(served, seconds, think_s, starts=None):
     """Requests back to back with think_s between them for `seconds`; latencies in ms. With a
     list `starts`, each request's start (Unix seconds) is appended to it, so a slow request can
-    be set beside what the other tenants did at that moment (tail_events.py).
-
-    With period_s > 0 (--period-ms) the requests are due on a fixed grid instead, one every
-    period_s, whatever their latency: every mode then serves the same requests, so the LS's
-    GPU work per window is the same and BE throughputs compare (a closed loop gives an LS that
-    runs faster more requests, and so more of the GPU). A request due while the one before
-    still runs starts when it ends, and its latency counts from when it was due (queueing
-    counts, as in open_loop)."""
+    be set beside what the other tenants did at that moment (tail_events.py)."""
     lat = []
     end = time.perf_counter() + seconds
-    due = time.perf_counter()
     while True:
-        if period_s > 0:
-            sleep_until(due)
         t0 = time.perf_counter()
         if t0 >= end:
             return lat
         if starts is not None:
             starts.append(time.time())
         served.request()
-        if period_s > 0:
-            lat.append((time.perf_counter() - due) * 1e3)
-            due += period_s
-        else:
-            lat.append((time.perf_counter() - t0) * 1e3)
-            if think_s > 0:
-                time.sleep(think_s)
+        lat.append((time.perf_counter() - t0) * 1e3)
+        if think_s > 0:
+            time.sleep(think_s)
 
 
-def open_loop(served, seconds, mean_gap_s, rng, overrun_s):
-    """Poisson arrivals (exponential gaps of mean mean_gap_s) scheduled over `seconds`, served in
-    order by this one thread; latency = completion - scheduled arrival, in ms. Serving stops
-    overrun_s after the window: arrivals not served by then are counted as dropped (the service
-    fell behind its arrival rate). Returns (latencies, arrivals, dropped)."""
+def open_loop(served, seconds, next_gap, overrun_s, starts=None):
+    """Arrivals scheduled over `seconds`, next_gap() seconds apart (poisson_gaps: a Poisson
+    process; a constant: a fixed rate, --period-ms), served in order by this one thread;
+    latency = completion - scheduled arrival, in ms, so queueing counts. Serving stops overrun_s
+    after the window: arrivals not served by then are counted as dropped (the service fell
+    behind its arrival rate). With a list `starts`, each request's start (Unix seconds) is
+    appended to it, as in closed_loop. Returns (latencies, arrivals, dropped)."""
     start = time.perf_counter()
     end, cutoff = start + seconds, start + seconds + overrun_s
     lat, arrivals = [], 0
-    arrival = start + rng.expovariate(1.0 / mean_gap_s)
+    arrival = start + next_gap()
     while arrival < end:
         arrivals += 1
         if time.perf_counter() <= cutoff:
             sleep_until(arrival)
+            if starts is not None:
+                starts.append(time.time())
             served.request()
             lat.append((time.perf_counter() - arrival) * 1e3)
-        arrival += rng.expovariate(1.0 / mean_gap_s)
+        arrival += next_gap()
     return lat, arrivals, arrivals - len(lat)
+
+
+def poisson_gaps(mean_gap_s, rng):
+    """open_loop's gaps of a Poisson process of mean gap mean_gap_s, drawn from `rng`."""
+    return lambda: rng.expovariate(1.0 / mean_gap_s)
+
 
 
 def measure_capacity(served, n=200, warm=20):
@@ -536,16 +533,25 @@ def run(a):
         if base in MAIN_SCENARIOS:
             model, graph = MAIN_SCENARIOS[base]
             srv = served[(model, graph)]
-            period_s = a.period_ms / 1e3
-            if k == 1:
-                closed_loop(srv, a.warmup_seconds, a.think_ms / 1e3, period_s=period_s)
-            t_start = time.time()
             starts = []
-            lat = closed_loop(srv, a.seconds, a.think_ms / 1e3, starts, period_s)
-            t_end = time.time()
-            if period_s > 0:
-                extra = {"loop": "fixed-rate", "period_ms": a.period_ms, "graph": graph, "window": k}
+            if a.period_ms > 0:
+                # A fixed rate: every mode serves the same requests (a closed loop gives an LS
+                # that runs faster more of them, and so more of the GPU).
+                period_s = a.period_ms / 1e3
+                if k == 1:
+                    open_loop(srv, a.warmup_seconds, lambda: period_s, a.warmup_seconds)
+                t_start = time.time()
+                lat, arrivals, dropped = open_loop(srv, a.seconds, lambda: period_s, a.seconds,
+                                                   starts)
+                t_end = time.time()
+                extra = {"loop": "fixed-rate", "period_ms": a.period_ms, "arrivals": arrivals,
+                         "dropped": dropped, "graph": graph, "window": k}
             else:
+                if k == 1:
+                    closed_loop(srv, a.warmup_seconds, a.think_ms / 1e3)
+                t_start = time.time()
+                lat = closed_loop(srv, a.seconds, a.think_ms / 1e3, starts)
+                t_end = time.time()
                 extra = {"loop": "closed", "think_ms": a.think_ms, "graph": graph, "window": k}
         else:
             starts = None
@@ -553,11 +559,12 @@ def run(a):
             srv = served[(model, True)]
             mean_gap = rates[model] / 1e3 / a.load
             # String seeds are hashed deterministically: the same arrivals in every mode.
-            open_loop(srv, a.warmup_seconds, mean_gap, random.Random(f"{a.seed}:{model}:warm"),
+            open_loop(srv, a.warmup_seconds,
+                      poisson_gaps(mean_gap, random.Random(f"{a.seed}:{model}:warm")),
                       a.warmup_seconds)
             t_start = time.time()
-            lat, arrivals, dropped = open_loop(srv, a.sweep_seconds, mean_gap,
-                                               random.Random(f"{a.seed}:{model}"), a.sweep_seconds)
+            gaps = poisson_gaps(mean_gap, random.Random(f"{a.seed}:{model}"))
+            lat, arrivals, dropped = open_loop(srv, a.sweep_seconds, gaps, a.sweep_seconds)
             t_end = time.time()
             extra = {"loop": "open", "model": model, "load": a.load, "solo_mean_ms": rates[model],
                      "rate_hz": 1.0 / mean_gap, "arrivals": arrivals, "dropped": dropped}
