@@ -222,8 +222,13 @@ TEST_F(PacerTest, ALongBeItemIsReportedByItself) {
     be_->End(t, CUDA_SUCCESS);
     ++seq;
   };
-  // Until key 5 is learned (a sample is dropped when the check that saw it came late).
-  for (int i = 0; i < 1000 && !be_->Learned(5).has_value(); ++i) item(5);
+  // Until key 5 is learned: each item is timed by a synchronising call's return, which no
+  // slow machine makes late (a check at the next launch is late by the launch's own time).
+  for (int i = 0; i < 1000 && !be_->Learned(5).has_value(); ++i) {
+    item(5);
+    be_->BeforeSync();
+    be_->AfterSync();
+  }
   ASSERT_TRUE(be_->Learned(5).has_value());
   ASSERT_LT(*be_->Learned(5) * 4, be_->window_ns());
   be_->BeforeSync();  // every item so far written
@@ -379,6 +384,10 @@ TEST_F(PacerTest, AnItemAnotherBeSubmittedBesideTeachesNothing) {
     Pacer::Ticket t = be_->Begin(nullptr, false, key);
     if (peer_beside) peer->last_submit_ns.store(pacingreg::NowNs());
     be_->End(t, CUDA_SUCCESS);
+    // Timed by a synchronising call's return: the sample is on time however slow the machine
+    // (a check at the next launch, late by that launch's own time, may drop it either way).
+    be_->BeforeSync();
+    be_->AfterSync();
   };
   for (int i = 0; i < 300; ++i) item(7, /*peer_beside=*/true);
   EXPECT_FALSE(be_->Learned(7).has_value());
