@@ -94,7 +94,7 @@ class BudgetTest : public ::testing::Test {
       // Idle.
       for (uint64_t t = 0; t < gap_ns; t += 20 * kUs) Poll(false, false, !Quiet());
       const bool residue = !Quiet();  // the BE's work in flight when the request arrives
-      const double share = Quiet() ? 0 : ShareOfBe();
+      const double share = Quiet() ? 0 : std::min(ShareOfBe(), max_cost_);
       const auto busy = static_cast<uint64_t>(
           static_cast<double>(alone_ns) * (1 + share) + (residue ? residue_ns : 0));
       stretch_.push_back(static_cast<double>(busy) / static_cast<double>(alone_ns));
@@ -105,11 +105,12 @@ class BudgetTest : public ::testing::Test {
     now_ += 20 * kUs;
     Mark(ls_, ls_busy, ls_submit);
     if (ls2_.valid()) Mark(ls2_, ls_busy, ls_submit);
-    Mark(be_, be_busy, be_busy && Page(be_)->lanes[0].completed.load() ==
-                                      Page(be_)->lanes[0].submitted.load());
+    Mark(be_, be_busy, be_busy);  // a busy BE submits all the time
     quiet_polls_ += Quiet() ? 1 : 0;
     ++polls_;
+    const bool was_quiet = Quiet();
     domain_->ObserveBudgets(now_);
+    quiet_times_ += !was_quiet && Quiet() ? 1 : 0;
   }
   // The mean stretch of the last `n` requests.
   double RecentStretch(size_t n) const {
@@ -123,6 +124,10 @@ class BudgetTest : public ::testing::Test {
   uint64_t now_ = 1000 * kMs;
   std::vector<double> stretch_;
   uint64_t quiet_polls_ = 0, polls_ = 0;
+  uint64_t quiet_times_ = 0;  // quiet times begun
+  // The most the BE's work stretches an LS request, whatever its share: at the last step
+  // (pacing::kUnheldSharePpm) it costs the LS this much.
+  double max_cost_ = 1e9;
 };
 
 TEST_F(BudgetTest, TheControllerSpendsTheBudgetAndNoMore) {
@@ -271,6 +276,50 @@ TEST_F(BudgetTest, TwoLsTenantsWithTheirOwnBudgetsGetTheirOwnShares) {
   EXPECT_GT(SharePublished(kLs), 0.2);
   EXPECT_GT(SharePublished(kLs2), SharePublished(kLs) + 0.2);
   EXPECT_LE(RecentStretch(500), 1.5);
+}
+
+// Released well within its budget (a BE that costs the LS at most 50 % beside a budget of
+// 200 %), the LS's alone durations are relearned once a minute, not every 10 s: each quiet time
+// holds the BE. Near its budget they are relearned every 10 s.
+TEST_F(BudgetTest, AReleasedBeWithRoomIsQuietedOnceAMinute) {
+  Start(200);
+  max_cost_ = 0.5;
+  Run(5000 * kMs, 1 * kMs, 1 * kMs);
+  ASSERT_EQ(domain_->directory()->entries[*domain_->SlotOf(kLs)].be_share_ppm.load(),
+            pacing::kUnheldSharePpm);
+  quiet_times_ = 0;
+  Run(70'000 * kMs, 1 * kMs, 1 * kMs);
+  EXPECT_GE(quiet_times_, 1u);
+  EXPECT_LE(quiet_times_, 2u);
+  EXPECT_EQ(domain_->Stats(kLs)->budget_state, pacing::BudgetState::kSpending);
+  EXPECT_LE(RecentStretch(500), 1.5 + 1e-9);
+}
+
+TEST_F(BudgetTest, NearItsBudgetAnLsIsRelearnedEveryTenSeconds) {
+  Start(200);
+  max_cost_ = 0.95;
+  Run(5000 * kMs, 1 * kMs, 1 * kMs);
+  quiet_times_ = 0;
+  Run(70'000 * kMs, 1 * kMs, 1 * kMs);
+  EXPECT_GE(quiet_times_, 6u);
+  EXPECT_LE(quiet_times_, 8u);
+}
+
+// A quiet time that refreshes known alone durations ends at the first alone period (a request
+// of 1 ms after the BE drained): it holds the BE a few ms, not the 100 ms a quiet time may last.
+TEST_F(BudgetTest, ARefreshEndsAtItsFirstAlonePeriod) {
+  Start(150);
+  Run(15'000 * kMs, 1 * kMs, 1 * kMs);
+  ASSERT_GE(domain_->Stats(kLs)->alone_periods, 2u);
+  quiet_times_ = 0;
+  quiet_polls_ = 0;
+  const uint64_t alone_before = domain_->Stats(kLs)->alone_periods;
+  Run(30'000 * kMs, 1 * kMs, 1 * kMs);
+  ASSERT_GE(quiet_times_, 2u);
+  // One alone period a refresh, and each quiet time about one request and its gap (2 ms of
+  // 20 us polls), far from kQuietNs.
+  EXPECT_EQ(domain_->Stats(kLs)->alone_periods - alone_before, quiet_times_);
+  EXPECT_LT(quiet_polls_ / quiet_times_, 5 * kMs / (20 * kUs));
 }
 
 }  // namespace

@@ -413,6 +413,7 @@ void PacingDomain::ObserveBudgetsLocked(uint64_t now) {
                                                  settings_.ls_stale_ns};
   bool need_alone = false;
   bool quiet_useful = false;  // an LS tenant with a budget works beside a BE that works
+  bool new_work = false;      // one of those needs alone durations for work never timed alone
   uint64_t alone_total = 0;
   for (const auto& [session, slot] : slot_of_) {
     pacingreg::Entry& e = dir()->entries[slot];
@@ -452,27 +453,38 @@ void PacingDomain::ObserveBudgetsLocked(uint64_t now) {
     // (An LS tenant of 100 % gives no share: its alone durations are not needed.)
     const bool wanted = working && be_working && budget_pct > pacing::kNoBudgetPct;
     quiet_useful = quiet_useful || wanted;
-    if (wanted && (std::popcount(b.unknown) >= 2 || now - b.last_alone_ns > kRelearnNs)) {
+    // Work never timed alone needs two alone periods (a stretch needs two); a refresh of
+    // alone durations that went stale needs one.
+    const bool unknown_work = std::popcount(b.unknown) >= 2 || b.alone_periods < 2;
+    const uint64_t relearn_ns = pacing::RelearnEveryNs(b.controller.status(), budget_pct);
+    if (wanted && (unknown_work || now - b.last_alone_ns > relearn_ns)) {
       need_alone = true;
+      new_work = new_work || unknown_work;
     }
     const pacing::BudgetStatus& st = b.controller.status();
     const bool spending = st.state == pacing::BudgetState::kSpending;
     e.be_share_ppm.store(spending ? st.share_ppm : 0, std::memory_order_relaxed);
     e.be_window_scale.store(spending ? st.window_scale : 1, std::memory_order_relaxed);
   }
+  QuietTurnLocked(now, {need_alone, new_work, quiet_useful, alone_total});
+}
+
+void PacingDomain::QuietTurnLocked(uint64_t now, const QuietNeeds& needs) {
   pacingreg::Policy& pol = dir()->policy;
   if (quiet_until_ns_ != 0) {
-    // Over when its time is up, or once two alone periods were learned (the BE tenants
-    // drained and an LS tenant's work ran by itself; a stretch needs two), or when no LS
-    // tenant's budget needs it any more.
-    if (now >= quiet_until_ns_ || alone_total >= quiet_alone_mark_ + 2 || !quiet_useful) {
+    // Over when its time is up, or once the alone periods it came for were learned (the BE
+    // tenants drained and an LS tenant's work ran by itself), or when no LS tenant's budget
+    // needs it any more.
+    if (now >= quiet_until_ns_ || needs.alone_total >= quiet_alone_mark_ + quiet_needs_ ||
+        !needs.useful) {
       quiet_until_ns_ = 0;
       pol.quiet_until_ns.store(0, std::memory_order_relaxed);
       next_quiet_ns_ = now + kQuietEveryNs;
     }
-  } else if (need_alone && now >= next_quiet_ns_) {
+  } else if (needs.alone && now >= next_quiet_ns_) {
     quiet_until_ns_ = now + kQuietNs;
-    quiet_alone_mark_ = alone_total;
+    quiet_alone_mark_ = needs.alone_total;
+    quiet_needs_ = needs.new_work ? 2 : 1;
     pol.quiet_until_ns.store(quiet_until_ns_, std::memory_order_relaxed);
   }
 }

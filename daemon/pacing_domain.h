@@ -134,12 +134,13 @@ class PacingDomain {
   // A busy period with a gap between polls longer than this is not timed.
   static constexpr uint64_t kMaxPollGapNs = 100'000;
   // To learn an LS tenant's alone durations, BE tenants submit nothing for at most kQuietNs (the
-  // quiet ends once two alone periods were seen), at most once per kQuietEveryNs while an LS
-  // tenant's recent busy periods have no alone duration, and at least once per kRelearnNs while
-  // a budget is spent (the alone durations follow the GPU's clocks and the LS's inputs).
+  // quiet ends once two alone periods were seen for work never timed alone, one for a
+  // refresh), at most once per kQuietEveryNs while an LS tenant's recent busy periods have no
+  // alone duration, and at least once per pacing::RelearnEveryNs (10 s; 60 s while the BE is
+  // released well within the budget) while a budget is spent (the alone durations follow the
+  // GPU's clocks and the LS's inputs).
   static constexpr uint64_t kQuietNs = 100'000'000;
   static constexpr uint64_t kQuietEveryNs = 1'000'000'000;
-  static constexpr uint64_t kRelearnNs = 10'000'000'000;
   static constexpr uint64_t kShareWindowNs = 1'000'000'000;
 
   // Creates the directory and starts the sampler thread (unless `sampler` is false: tests that
@@ -261,6 +262,17 @@ class PacingDomain {
   // controllers, publishes each LS tenant's BE share and, when alone durations are missing, a
   // quiet time for the BE tenants.
   void ObserveBudgetsLocked(uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What this poll's LS tenants need of a quiet time: alone periods (`alone`), for work never
+  // timed alone (`new_work`: two, else one); `useful`: an LS tenant with a budget works beside
+  // a BE that works; `alone_total`: the alone periods learned so far.
+  struct QuietNeeds {
+    bool alone = false;
+    bool new_work = false;
+    bool useful = false;
+    uint64_t alone_total = 0;
+  };
+  // Begins a quiet time the LS tenants need, or ends the one going on.
+  void QuietTurnLocked(uint64_t now, const QuietNeeds& needs) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The budget work of one turn: ObserveBudgetsLocked while a budget is in force,
   // StopBudgetsLocked once none is; returns whether one is.
   bool BudgetsTurnLocked(uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -280,6 +292,7 @@ class PacingDomain {
   bool budgets_active_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t quiet_until_ns_ ABSL_GUARDED_BY(mu_) = 0;   // 0: no quiet time going on
   uint64_t quiet_alone_mark_ ABSL_GUARDED_BY(mu_) = 0;  // alone periods when it began
+  uint64_t quiet_needs_ ABSL_GUARDED_BY(mu_) = 2;       // new alone periods that end it
   uint64_t next_quiet_ns_ ABSL_GUARDED_BY(mu_) = 0;    // no quiet time begins before this
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> heartbeat_{0};

@@ -412,5 +412,24 @@ TEST(BusyCredit, AShareAboveTheBusyTimeLetsMoreBeWorkGoThanTheLsIsBusy) {
   for (uint64_t t = 0; t < 100; ++t) EXPECT_TRUE(c.Take(t * kUs, true, kUnheldSharePpm, kMs, kUs));
 }
 
+// A quiet time comes every 10 s while the controller trades near the budget, once a minute
+// once it released the BE with the stretch at most 90 % of the budget.
+TEST(RelearnTest, ReleasedWithRoomRelearnsLessOften) {
+  BudgetStatus st;
+  st.state = BudgetState::kSpending;
+  st.share_ppm = kUnheldSharePpm;
+  st.stretch = 1.7;
+  EXPECT_EQ(RelearnEveryNs(st, 200), kRelearnReleasedNs);
+  EXPECT_EQ(RelearnEveryNs(st, 185), kRelearnNs);  // 1.7 > 0.9 * 1.85
+  st.share_ppm = kMaxSharePpm;
+  EXPECT_EQ(RelearnEveryNs(st, 200), kRelearnNs);  // a share: near the budget's trade
+  st.share_ppm = kUnheldSharePpm;
+  st.stretch = 0;
+  EXPECT_EQ(RelearnEveryNs(st, 200), kRelearnNs);  // no stretch measured yet
+  st.stretch = 1.1;
+  st.state = BudgetState::kUnmet;
+  EXPECT_EQ(RelearnEveryNs(st, 200), kRelearnNs);
+}
+
 }  // namespace
 }  // namespace missile::pacing

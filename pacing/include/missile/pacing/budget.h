@@ -222,6 +222,20 @@ class BudgetController {
   BudgetStatus status_;
 };
 
+// How long an LS tenant's alone durations serve before missiled holds the BE tenants for a
+// quiet time to relearn them (each quiet time costs the BE its work for up to 100 ms:
+// PacingDomain::kQuietNs). kRelearnNs while the controller trades a share near the budget,
+// where a stale alone duration moves the decision; kRelearnReleasedNs once it released the BE
+// (kUnheldSharePpm) with the stretch at most kRelearnRoom of the budget: an alone duration
+// would have to shrink by a tenth before the budget is passed, and one that grows (a slower
+// GPU) only makes the stretch read high. On the H100 a quiet time every 10 s held a released
+// BE 81-100 ms, and the 5 s windows with one gave it 84.6 % of its solo throughput against
+// 86.1 % in the window without (docs/pacing.md, "What a BE's pacing costs it").
+inline constexpr uint64_t kRelearnNs = 10'000'000'000;
+inline constexpr uint64_t kRelearnReleasedNs = 60'000'000'000;
+inline constexpr double kRelearnRoom = 0.9;
+uint64_t RelearnEveryNs(const BudgetStatus& status, uint32_t budget_pct);
+
 // --- The BE's side ------------------------------------------------------------------------
 
 // The GPU time a BE tenant may put on the GPU while an LS tenant is busy: credit accrues at
