@@ -1,9 +1,14 @@
 // What a completion mark in one tenant costs another tenant's GPU work (docs/results.md, "The
 // top end's gap"). Two processes share the GPU (as MPS clients, the BE at client
 // priority 1, as bench/run_mark_cost_on_gpu.sh starts them):
-//   mark_cost be SECONDS [ITERS]  a BE that launches wide kernels back to back (ITERS 20000:
-//                                 about 200 us each on an H100, 5,064 a second) and prints how
-//                                 many it finished per second (from 1 s to SECONDS - 1 s);
+//   mark_cost be SECONDS [ITERS] [KIND]
+//                                 a BE that launches wide kernels back to back and prints how
+//                                 many it finished per second (from 1 s to SECONDS - 1 s). KIND
+//                                 burn (the default): arithmetic only, ITERS 20000 about 200 us
+//                                 each on an H100, 5,064 a second; stream: each reads and writes
+//                                 ITERS MiB of device memory (a memory-bound BE, as a training
+//                                 job's kernels largely are: a barrier that waits for memory
+//                                 traffic would cost it what it cannot cost burn);
 //   mark_cost ls MODE SECONDS     an LS that decodes "tokens" (a burst of small kernels, a mark,
 //                                 a 4-byte copy to the host, a mark, a synchronisation) and
 //                                 prints tokens per second and the marks it made.
@@ -53,6 +58,19 @@ __global__ void Burn(float* out, int iters) {
   if (a == 12345.0f) out[blockIdx.x] = b;  // keeps the loop
 }
 
+// Reads `n` float4 and writes them scaled: memory traffic, little arithmetic.
+__global__ void Stream(const float4* in, float4* out, size_t n) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    float4 v = in[i];
+    v.x = v.x * 0.999f + 1.0f;
+    v.y = v.y * 0.999f + 1.0f;
+    v.z = v.z * 0.999f + 1.0f;
+    v.w = v.w * 0.999f + 1.0f;
+    out[i] = v;
+  }
+}
+
 __global__ void MarkKernel(unsigned long long* where, unsigned long long value) {
   *reinterpret_cast<volatile unsigned long long*>(where) = value;
 }
@@ -62,11 +80,23 @@ double Now() {
       .count();
 }
 
-int RunBe(double seconds, int iters) {
+int RunBe(double seconds, int iters, const std::string& kind) {
+  if (kind != "burn" && kind != "stream") {
+    std::fprintf(stderr, "unknown BE kind %s (burn or stream)\n", kind.c_str());
+    return 2;
+  }
   int sms = 0;
   CHECK_RT(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   float* out = nullptr;
   CHECK_RT(cudaMalloc(&out, 1 << 20));
+  // stream: two buffers of ITERS MiB each.
+  const size_t bytes = kind == "stream" ? static_cast<size_t>(iters) << 20 : 0;
+  float4 *src = nullptr, *dst = nullptr;
+  if (bytes != 0) {
+    CHECK_RT(cudaMalloc(&src, bytes));
+    CHECK_RT(cudaMalloc(&dst, bytes));
+    CHECK_RT(cudaMemset(src, 0, bytes));
+  }
   cudaStream_t s;
   CHECK_RT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   const int blocks = 4 * sms;  // iters 20000: about 200 us a kernel on an H100 (5,064 a second)
@@ -74,7 +104,13 @@ int RunBe(double seconds, int iters) {
   long done = 0, n0 = 0, n1 = 0;
   double t0 = 0, t1 = 0;
   while (Now() - start < seconds) {
-    for (int i = 0; i < 8; ++i) Burn<<<blocks, 256, 0, s>>>(out, iters);
+    for (int i = 0; i < 8; ++i) {
+      if (bytes != 0) {
+        Stream<<<blocks, 256, 0, s>>>(src, dst, bytes / sizeof(float4));
+      } else {
+        Burn<<<blocks, 256, 0, s>>>(out, iters);
+      }
+    }
     CHECK_RT(cudaStreamSynchronize(s));
     done += 8;
     const double t = Now() - start;
@@ -87,7 +123,8 @@ int RunBe(double seconds, int iters) {
       n1 = done;
     }
   }
-  std::printf("be kernels_per_s %.1f over %.2f s\n", (n1 - n0) / (t1 - t0), t1 - t0);
+  std::printf("be kind %s kernels_per_s %.1f over %.2f s\n", kind.c_str(), (n1 - n0) / (t1 - t0),
+              t1 - t0);
   return 0;
 }
 
@@ -204,9 +241,15 @@ int RunLs(std::string mode, double seconds) {
 
 int main(int argc, char** argv) {
   if (argc >= 3 && std::strcmp(argv[1], "be") == 0) {
-    return RunBe(std::atof(argv[2]), argc >= 4 ? std::atoi(argv[3]) : 20000);
+    const std::string kind = argc >= 5 ? argv[4] : "burn";
+    const int iters = argc >= 4 ? std::atoi(argv[3]) : (kind == "stream" ? 256 : 20000);
+    if (iters <= 0) {
+      std::fprintf(stderr, "ITERS must be positive\n");
+      return 2;
+    }
+    return RunBe(std::atof(argv[2]), iters, kind);
   }
   if (argc >= 4 && std::strcmp(argv[1], "ls") == 0) return RunLs(argv[2], std::atof(argv[3]));
-  std::fprintf(stderr, "usage: mark_cost be SECONDS [ITERS] | mark_cost ls MODE SECONDS\n");
+  std::fprintf(stderr, "usage: mark_cost be SECONDS [ITERS [burn|stream]] | mark_cost ls MODE SECONDS\n");
   return 2;
 }

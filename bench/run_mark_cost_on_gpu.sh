@@ -6,7 +6,8 @@
 # (default 6), the modes interleaved within a round; then each LS mode alone for its own rate.
 # OUT_DIR/mark_cost.txt: the raw output; OUT_DIR/table.txt: the table printed at the end.
 # usage: bench/run_mark_cost_on_gpu.sh MARK_COST_BINARY OUT_DIR
-# env: ROUNDS (3) SECONDS_EACH (6) BE_ITERS (20000: the BE kernel's length)
+# env: ROUNDS (3) SECONDS_EACH (6) BE_KIND (burn: arithmetic only; stream: memory-bound)
+#   BE_ITERS (burn: 20000, the kernel's length; stream: 256, the MiB each kernel reads and writes)
 #   MODES ("none write-host write-host-nobar write-dev event kernel-host"; g-MODE: graph tokens)
 set -uo pipefail
 bin=$1 out=$2
@@ -14,17 +15,19 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 secs=${SECONDS_EACH:-6}
 modes=${MODES:-none write-host write-host-nobar write-dev event kernel-host}
+kind=${BE_KIND:-burn}
+if [ "$kind" = stream ]; then iters=${BE_ITERS:-256}; else iters=${BE_ITERS:-20000}; fi
 {
   bash "$here/bench/gpu_header.sh" "bench/run_mark_cost_on_gpu.sh"
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe-mark CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log-mark
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   timeout 20 nvidia-cuda-mps-control -d || { echo "the MPS control daemon did not start"; exit 1; }
   echo "== BE alone"
-  CUDA_MPS_CLIENT_PRIORITY=1 "$bin" be "$secs" ${BE_ITERS:-20000}
+  CUDA_MPS_CLIENT_PRIORITY=1 "$bin" be "$secs" "$iters" "$kind"
   for r in $(seq 1 "${ROUNDS:-3}"); do
     for m in $modes; do
       echo "== round $r mode $m"
-      CUDA_MPS_CLIENT_PRIORITY=1 "$bin" be "$secs" ${BE_ITERS:-20000} &
+      CUDA_MPS_CLIENT_PRIORITY=1 "$bin" be "$secs" "$iters" "$kind" &
       be=$!
       sleep 0.3
       "$bin" ls "$m" "$((secs - 1))"
@@ -47,7 +50,7 @@ for line in open(sys.argv[1]):
     m = re.match(r"== (?:round \d+ mode|LS alone mode) (\S+)", line)
     if line.startswith("== BE alone"): mode = "_be_alone"
     elif m: mode = ("alone:" if "LS alone" in line else "") + m.group(1)
-    m = re.match(r"be kernels_per_s ([\d.]+)", line)
+    m = re.match(r"be (?:kind \S+ )?kernels_per_s ([\d.]+)", line)
     if m:
         if mode == "_be_alone": be_alone = float(m.group(1))
         else: be.setdefault(mode, []).append(float(m.group(1)))
