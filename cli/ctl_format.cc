@@ -136,7 +136,9 @@ std::string FormatPacingPolicy(const v1::PacingPolicy& p) {
                           : absl::StrCat(", LS reserve ", p.ls_reserve_tpcs(), " TPCs on MPS"),
                       p.ls_budget_pct() <= 100
                           ? std::string()
-                          : absl::StrCat(", LS budget ", p.ls_budget_pct(), "%"));
+                          : absl::StrCat(", LS budget ", p.ls_budget_pct(), "%"),
+                      p.ls_rest_ms() == 0 ? std::string()
+                                          : absl::StrCat(", LS rest ", p.ls_rest_ms(), " ms"));
 }
 
 namespace {
@@ -166,7 +168,7 @@ std::string FormatBudget(const v1::ComputeUse& c, uint32_t own) {
                           c.be_window_scale() > 1
                               ? absl::StrCat(", BE window x", c.be_window_scale())
                               : std::string(),
-                          last);
+                          last, c.resting() ? ", resting" : "");
     case v1::ComputeUse::BUDGET_UNMET:
       return absl::StrFormat("%s unmet: stretch %.2f with no BE share%s", head, c.stretch(), last);
     default:

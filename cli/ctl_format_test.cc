@@ -312,6 +312,9 @@ TEST(FormatTenantsTest, AnLsTenantsBudgetAndWhetherItIsItsOwn) {
   c->set_be_window_scale(16);
   EXPECT_THAT(FormatTenants(r),
               HasSubstr("  40%; budget 200% (own): stretch 1.50, BE not held, BE window x16  "));
+  c->set_resting(true);
+  EXPECT_THAT(FormatTenants(r), HasSubstr("BE not held, BE window x16, resting  "));
+  c->set_resting(false);
   c->set_budget(v1::ComputeUse::BUDGET_LEARNING);
   EXPECT_THAT(FormatTenants(r), HasSubstr("  40%; budget 200% (own) learning  "));
   infer->set_budget_pct(100);
@@ -404,6 +407,9 @@ TEST(FormatSetPacingTest, BeforeAndAfter) {
   r.mutable_pacing()->set_ls_reserve_tpcs(8);
   EXPECT_THAT(FormatSetPacing(r), ::testing::StartsWith("ls_reserve_tpcs: 0 -> 8\n"));
   EXPECT_THAT(FormatSetPacing(r), HasSubstr("refill 25 us, LS reserve 8 TPCs on MPS\n"));
+  r.mutable_pacing()->set_ls_budget_pct(200);
+  r.mutable_pacing()->set_ls_rest_ms(9000);
+  EXPECT_THAT(FormatSetPacing(r), HasSubstr("on MPS, LS budget 200%, LS rest 9000 ms\n"));
 }
 
 TEST(FormatSetPolicyTest, Count) {

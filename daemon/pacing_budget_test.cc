@@ -23,9 +23,10 @@ constexpr uint64_t kLs = 1, kBe = 2, kLs2 = 3;
 
 class BudgetTest : public ::testing::Test {
  protected:
-  void Start(uint32_t budget_pct) {
+  void Start(uint32_t budget_pct, uint64_t rest_ns = 0) {
     PacingSettings s;
     s.ls_budget_pct = budget_pct;
+    s.ls_rest_ns = rest_ns;
     s.ls_idle_ns = 100 * kUs;
     s.ls_stale_ns = 1000 * kMs;
     auto d = PacingDomain::Create(s, /*sampler=*/false);
@@ -83,6 +84,10 @@ class BudgetTest : public ::testing::Test {
   bool Quiet() const {
     return now_ < domain_->directory()->policy.quiet_until_ns.load();
   }
+  // The LS tenants rest ([compute] ls_rest_ms): their work runs, unmarked.
+  bool Resting() const {
+    return now_ < domain_->directory()->policy.rest_until_ns.load();
+  }
 
   // Runs the two tenants for `ns`: the LS sends a request every `gap_ns` of idle time; a
   // request takes `alone_ns` times 1 + the BE's share of its busy time, plus `residue_ns` when
@@ -103,14 +108,17 @@ class BudgetTest : public ::testing::Test {
   }
   void Poll(bool ls_busy, bool ls_submit, bool be_busy) {
     now_ += 20 * kUs;
-    Mark(ls_, ls_busy, ls_submit);
-    if (ls2_.valid()) Mark(ls2_, ls_busy, ls_submit);
+    const bool rest = Resting();
+    Mark(ls_, ls_busy && !rest, ls_submit && !rest);
+    if (ls2_.valid()) Mark(ls2_, ls_busy && !rest, ls_submit && !rest);
     Mark(be_, be_busy, be_busy);  // a busy BE submits all the time
     quiet_polls_ += Quiet() ? 1 : 0;
     ++polls_;
     const bool was_quiet = Quiet();
     domain_->ObserveBudgets(now_);
     quiet_times_ += !was_quiet && Quiet() ? 1 : 0;
+    rests_ += !rest && Resting() ? 1 : 0;
+    rest_polls_ += rest ? 1 : 0;
   }
   // The mean stretch of the last `n` requests.
   double RecentStretch(size_t n) const {
@@ -125,6 +133,7 @@ class BudgetTest : public ::testing::Test {
   std::vector<double> stretch_;
   uint64_t quiet_polls_ = 0, polls_ = 0;
   uint64_t quiet_times_ = 0;  // quiet times begun
+  uint64_t rests_ = 0, rest_polls_ = 0;  // rests begun, polls in one
   // The most the BE's work stretches an LS request, whatever its share: at the last step
   // (pacing::kUnheldSharePpm) it costs the LS this much.
   double max_cost_ = 1e9;
@@ -320,6 +329,71 @@ TEST_F(BudgetTest, ARefreshEndsAtItsFirstAlonePeriod) {
   // 20 us polls), far from kQuietNs.
   EXPECT_EQ(domain_->Stats(kLs)->alone_periods - alone_before, quiet_times_);
   EXPECT_LT(quiet_polls_ / quiet_times_, 5 * kMs / (20 * kUs));
+}
+
+bool IsUnheld(const PacingDomain& d, uint64_t ls) {
+  return d.directory()->entries[*d.SlotOf(ls)].be_share_ppm.load() == pacing::kUnheldSharePpm;
+}
+
+// Released with room and ls_rest_ms set, the LS tenants rest most of the time (each check lasts
+// 16 periods of about 2.5 ms) and the BE stays released.
+TEST_F(BudgetTest, AReleasedLsRestsBetweenChecks) {
+  Start(200, 2000 * kMs);
+  max_cost_ = 0.5;
+  Run(5000 * kMs, 1 * kMs, 1 * kMs);
+  ASSERT_TRUE(IsUnheld(*domain_, kLs));
+  rests_ = rest_polls_ = polls_ = 0;
+  Run(20'000 * kMs, 1 * kMs, 1 * kMs);
+  EXPECT_GE(rests_, 8u);
+  EXPECT_LE(rests_, 10u);
+  EXPECT_GT(static_cast<double>(rest_polls_) / static_cast<double>(polls_), 0.9);
+  EXPECT_TRUE(IsUnheld(*domain_, kLs));
+  EXPECT_EQ(domain_->Stats(kLs)->budget_state, pacing::BudgetState::kSpending);
+  EXPECT_LE(RecentStretch(500), 1.5 + 1e-9);
+}
+
+// A BE whose work costs the LS more during a rest is caught at the next check: the release is
+// taken back, and no rest comes while the stretch is near the budget.
+TEST_F(BudgetTest, ABeThatCostsMoreDuringARestIsCaughtAtTheNextCheck) {
+  Start(200, 2000 * kMs);
+  max_cost_ = 0.5;
+  Run(5000 * kMs, 1 * kMs, 1 * kMs);
+  ASSERT_GT(rests_, 0u);
+  max_cost_ = 3;  // the BE now stretches the LS 4x at the last step
+  Run(2500 * kMs, 1 * kMs, 1 * kMs);  // the rest going on ends, and its check sees it
+  EXPECT_FALSE(IsUnheld(*domain_, kLs));
+  rests_ = 0;
+  Run(10'000 * kMs, 1 * kMs, 1 * kMs);
+  EXPECT_EQ(rests_, 0u);
+  // Held around the budget again (the share rises and halves around it).
+  EXPECT_LE(RecentStretch(500), 2.0 * 1.05);
+  EXPECT_GT(SharePublished(), 0.2);
+}
+
+TEST_F(BudgetTest, NoRestWithoutTheSettingOrNearTheBudget) {
+  Start(200);
+  max_cost_ = 0.5;
+  Run(10'000 * kMs, 1 * kMs, 1 * kMs);
+  EXPECT_TRUE(IsUnheld(*domain_, kLs));
+  EXPECT_EQ(rests_, 0u);
+  Start(200, 2000 * kMs);
+  max_cost_ = 0.95;  // released or not, the stretch is above 90 % of the budget
+  Run(10'000 * kMs, 1 * kMs, 1 * kMs);
+  EXPECT_EQ(rests_, 0u);
+}
+
+// A tenant that joins the GPU during a rest ends it at once: the release was measured without it.
+TEST_F(BudgetTest, ATenantJoiningEndsARest) {
+  Start(200, 60'000 * kMs);
+  max_cost_ = 0.5;
+  Run(5000 * kMs, 1 * kMs, 1 * kMs);
+  ASSERT_TRUE(Resting());
+  EXPECT_TRUE(domain_->Stats(kLs)->resting);
+  AddSecondLs();
+  Poll(false, false, true);
+  EXPECT_FALSE(Resting());
+  EXPECT_FALSE(domain_->Stats(kLs)->resting);
+  EXPECT_EQ(domain_->directory()->policy.rest_until_ns.load(), 0u);
 }
 
 }  // namespace

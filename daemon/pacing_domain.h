@@ -108,6 +108,7 @@ struct PacingStats {
   uint64_t periods = 0;
   uint64_t alone_periods = 0;
   uint64_t dropped_periods = 0;  // not timed well enough (the poller was late)
+  bool resting = false;          // the LS tenants rest ([compute] ls_rest_ms): nothing measured
 };
 
 // The domain at one instant, as the BE shims pace against it (the metrics' per-GPU view).
@@ -204,6 +205,8 @@ class PacingDomain {
   void SetBeShareForTesting(uint64_t session, uint32_t share_ppm, uint32_t window_scale = 1);
   // Publishes a quiet time as the budget work would (tests of the BE's side).
   void SetQuietUntilForTesting(uint64_t until_ns);
+  // Publishes a rest of the LS tenants as the budget work would (tests of the LS's side).
+  void SetRestUntilForTesting(uint64_t until_ns);
 
  private:
   // The sampler's estimate for one slot, reset when a session takes or leaves it.
@@ -235,6 +238,8 @@ class PacingDomain {
     uint64_t measured_ns = 0;
     double measured_alone_ns = 0;
     uint64_t last_signature = 0;  // of the last period that ended
+    uint64_t periods_at_check = 0;   // the controller's periods when the last rest ended
+    bool drop_next_period = false;   // a rest just ended
   };
   // What the daemon keeps of one slot besides its directory entry.
   struct SlotState {
@@ -271,6 +276,16 @@ class PacingDomain {
     bool useful = false;
     uint64_t alone_total = 0;
   };
+  // Rests ([compute] ls_rest_ms): LS tenants mark nothing while every LS tenant's budget has
+  // released the BE with room to spare (pacing::ReleasedWithRoom). One begins once each LS
+  // tenant's controller measured pacing::kRestCheckPeriods periods since the last one ended, no
+  // quiet time is going on or wanted; it ends at its time, or as soon as the setting, the
+  // tenants or a budget change.
+  bool AllReleasedWithRoomLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool RestHoldsLocked(uint64_t now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeRestLocked(uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The LS tenants' periods start afresh (the first one is dropped).
+  void EndRestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Begins a quiet time the LS tenants need, or ends the one going on.
   void QuietTurnLocked(uint64_t now, const QuietNeeds& needs) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The budget work of one turn: ObserveBudgetsLocked while a budget is in force,
@@ -294,6 +309,9 @@ class PacingDomain {
   uint64_t quiet_alone_mark_ ABSL_GUARDED_BY(mu_) = 0;  // alone periods when it began
   uint64_t quiet_needs_ ABSL_GUARDED_BY(mu_) = 2;       // new alone periods that end it
   uint64_t next_quiet_ns_ ABSL_GUARDED_BY(mu_) = 0;    // no quiet time begins before this
+  bool alone_wanted_ ABSL_GUARDED_BY(mu_) = false;     // an LS tenant needs alone periods
+  uint64_t rest_until_ns_ ABSL_GUARDED_BY(mu_) = 0;     // 0: no rest going on
+  uint64_t rest_members_ ABSL_GUARDED_BY(mu_) = 0;      // the policy's members when it began
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> heartbeat_{0};
   absl::CondVar wake_;

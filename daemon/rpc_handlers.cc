@@ -78,6 +78,7 @@ void FillCompute(uint32_t gpu, const PacingStats& st, v1::ComputeUse* out) {
     out->set_periods(st.periods);
     out->set_alone_periods(st.alone_periods);
     out->set_dropped_periods(st.dropped_periods);
+    out->set_resting(st.resting);
   }
 }
 

@@ -31,6 +31,8 @@ constexpr uint64_t kAloneShare = 4;
 // A quiet time published further ahead than this is not obeyed (missiled asks for tens of
 // milliseconds at a time; a stale or wrong word must not stop the BE tenants).
 constexpr uint64_t kMaxQuietNs = 200'000'000;
+// A rest longer than [compute] ls_rest_ms can be is not one.
+constexpr uint64_t kMaxRestNs = 61'000'000'000;
 
 uint64_t StreamKey(CUstream stream, bool ptsz) {
   const auto v = reinterpret_cast<uintptr_t>(stream);
@@ -144,8 +146,15 @@ bool Pacer::Paces() const {
     return pol.ls_tenants.load(std::memory_order_relaxed) != 0 ||
            pol.be_tenants.load(std::memory_order_relaxed) > 1;
   }
-  // An LS tenant marks its work for the BE tenants of its GPU; with none there is no one to tell.
-  return pol.be_tenants.load(std::memory_order_relaxed) != 0;
+  // An LS tenant marks its work for the BE tenants of its GPU; with none there is no one to tell,
+  // nor while missiled lets the LS tenants rest ([compute] ls_rest_ms: every LS tenant's budget
+  // released the BE with room to spare). Its items are all written when a rest begins (an LS
+  // writes after every item), and the next one after it is marked again.
+  if (pol.be_tenants.load(std::memory_order_relaxed) == 0) return false;
+  const uint64_t rest_until = pol.rest_until_ns.load(std::memory_order_relaxed);
+  if (rest_until == 0) return true;
+  const uint64_t now = NowNs();
+  return now >= rest_until || rest_until - now > kMaxRestNs;
 }
 
 bool Pacer::best_effort() const {

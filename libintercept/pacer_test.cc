@@ -551,6 +551,31 @@ TEST_F(PacerTest, AQuietTimeHoldsTheBeEvenWithTheLsIdle) {
   EXPECT_LT(HeldMs(), 20.0);
 }
 
+// An LS tenant paces (marks every item) while a BE tenant is on its GPU, except while missiled
+// lets it rest ([compute] ls_rest_ms): then its items go unmarked, and a rest too far ahead (a
+// stale or wrong word) is not one.
+TEST_F(PacerTest, AnLsMarksNothingWhileMissiledLetsItRest) {
+  constexpr uint64_t kLsTenant = 4;
+  auto fds = domain_->Join(kLsTenant, 400, TenantClass::kLatencySensitive, 1);
+  ASSERT_TRUE(fds.ok());
+  PacingDomain* d = domain_.get();
+  auto opener = [d](uint32_t slot, uint64_t epoch) {
+    return d->OpenPeerLanes(kLsTenant, slot, epoch);
+  };
+  auto ls = Pacer::Open(fds->directory, fds->lanes, kLsTenant, nullptr, opener, driver_.api(),
+                        log_.get());
+  ASSERT_TRUE(ls.ok()) << ls.status();
+  OpenBe();  // publishes the LS's page too
+  EXPECT_TRUE((*ls)->Paces());
+  domain_->SetRestUntilForTesting(pacingreg::NowNs() + 10'000 * kMs);
+  EXPECT_FALSE((*ls)->Paces());
+  EXPECT_TRUE(be_->Paces());  // the BE's own pacing is not the LS's rest
+  domain_->SetRestUntilForTesting(pacingreg::NowNs() - 1);
+  EXPECT_TRUE((*ls)->Paces());
+  domain_->SetRestUntilForTesting(pacingreg::NowNs() + 100'000 * kMs);
+  EXPECT_TRUE((*ls)->Paces());
+}
+
 TEST_F(PacerTest, TheBeCannotWriteTheDirectoryAndItsOwnPageIsSealed) {
   JoinLs();
   OpenBe();

@@ -236,11 +236,14 @@ bool BusyCredit::Lets(uint32_t share_ppm, uint64_t predicted_ns, bool window_adm
   return true;
 }
 
-uint64_t RelearnEveryNs(const BudgetStatus& status, uint32_t budget_pct) {
+bool ReleasedWithRoom(const BudgetStatus& status, uint32_t budget_pct) {
   const bool released = status.state == BudgetState::kSpending &&
                         status.share_ppm == kUnheldSharePpm && status.stretch > 0;
-  const double room = kRelearnRoom * static_cast<double>(budget_pct) / 100.0;
-  return released && status.stretch <= room ? kRelearnReleasedNs : kRelearnNs;
+  return released && status.stretch <= kRelearnRoom * static_cast<double>(budget_pct) / 100.0;
+}
+
+uint64_t RelearnEveryNs(const BudgetStatus& status, uint32_t budget_pct) {
+  return ReleasedWithRoom(status, budget_pct) ? kRelearnReleasedNs : kRelearnNs;
 }
 
 }  // namespace missile::pacing

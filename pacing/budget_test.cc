@@ -420,7 +420,9 @@ TEST(RelearnTest, ReleasedWithRoomRelearnsLessOften) {
   st.share_ppm = kUnheldSharePpm;
   st.stretch = 1.7;
   EXPECT_EQ(RelearnEveryNs(st, 200), kRelearnReleasedNs);
+  EXPECT_TRUE(ReleasedWithRoom(st, 200));
   EXPECT_EQ(RelearnEveryNs(st, 185), kRelearnNs);  // 1.7 > 0.9 * 1.85
+  EXPECT_FALSE(ReleasedWithRoom(st, 185));
   st.share_ppm = kMaxSharePpm;
   EXPECT_EQ(RelearnEveryNs(st, 200), kRelearnNs);  // a share: near the budget's trade
   st.share_ppm = kUnheldSharePpm;

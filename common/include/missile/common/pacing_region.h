@@ -41,7 +41,7 @@
 namespace missile::pacingreg {
 
 inline constexpr uint32_t kMagic = 0x4d504143;  // "MPAC"
-inline constexpr uint32_t kVersion = 5;
+inline constexpr uint32_t kVersion = 6;
 inline constexpr uint32_t kSlots = 64;   // tenant sessions per GPU
 inline constexpr uint32_t kLanes = 96;   // streams per tenant tracked separately
 inline constexpr size_t kPage = 4096;
@@ -88,6 +88,11 @@ struct alignas(64) Policy {
   // Set by missiled's budget controller, not by the configuration: while it relearns the LS
   // tenants' alone durations, a time until which BE tenants submit nothing at all.
   std::atomic<uint64_t> quiet_until_ns;
+  // Released LS tenants rest this long between checks ([compute] ls_rest_ms; 0: never).
+  std::atomic<uint64_t> ls_rest_ns;
+  // Set by missiled's budget controller: a time until which LS tenants mark nothing (their
+  // budgets released the BE with room to spare); 0: none.
+  std::atomic<uint64_t> rest_until_ns;
 };
 
 // One tenant session of the GPU, written by the daemon.

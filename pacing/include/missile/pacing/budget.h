@@ -235,6 +235,12 @@ inline constexpr uint64_t kRelearnNs = 10'000'000'000;
 inline constexpr uint64_t kRelearnReleasedNs = 60'000'000'000;
 inline constexpr double kRelearnRoom = 0.9;
 uint64_t RelearnEveryNs(const BudgetStatus& status, uint32_t budget_pct);
+// Whether the controller released the BE (kUnheldSharePpm) with its last decision's stretch at
+// most kRelearnRoom of `budget_pct`.
+bool ReleasedWithRoom(const BudgetStatus& status, uint32_t budget_pct);
+// Fresh periods each LS tenant's controller measures after a rest ([compute] ls_rest_ms) before
+// the next one may begin: two decisions' worth.
+inline constexpr uint64_t kRestCheckPeriods = 2 * 8;
 
 // --- The BE's side ------------------------------------------------------------------------
 
