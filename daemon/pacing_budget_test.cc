@@ -396,5 +396,19 @@ TEST_F(BudgetTest, ATenantJoiningEndsARest) {
   EXPECT_EQ(domain_->directory()->policy.rest_until_ns.load(), 0u);
 }
 
+// A rest follows the setting in force: shortened live, it ends by the new length.
+TEST_F(BudgetTest, ARestShortenedLiveEndsByTheNewLength) {
+  Start(200, 60'000 * kMs);
+  max_cost_ = 0.5;
+  Run(5000 * kMs, 1 * kMs, 1 * kMs);
+  ASSERT_TRUE(Resting());
+  PacingSettings s = domain_->settings();
+  s.ls_rest_ns = 1 * kMs;
+  domain_->Configure(s);
+  Poll(false, false, true);
+  EXPECT_FALSE(Resting());
+  EXPECT_EQ(domain_->directory()->policy.rest_until_ns.load(), 0u);
+}
+
 }  // namespace
 }  // namespace missile::daemon

@@ -22,8 +22,9 @@ bool PacingDomain::AllReleasedWithRoomLocked() const {
   return any;
 }
 
+// Against the setting in force: a rest shortened (or turned off) live ends by the new length.
 bool PacingDomain::RestHoldsLocked(uint64_t now) const {
-  return now < rest_until_ns_ && settings_.ls_rest_ns != 0 &&
+  return now - rest_began_ns_ < settings_.ls_rest_ns &&
          directory()->policy.members.load(std::memory_order_relaxed) == rest_members_ &&
          AllReleasedWithRoomLocked();
 }
@@ -38,13 +39,13 @@ void PacingDomain::MaybeRestLocked(uint64_t now) {
     const Budget& b = slots_[slot].budget;
     if (b.controller.status().periods < b.periods_at_check + pacing::kRestCheckPeriods) return;
   }
-  rest_until_ns_ = now + settings_.ls_rest_ns;
+  rest_began_ns_ = now;
   rest_members_ = dir()->policy.members.load(std::memory_order_relaxed);
-  dir()->policy.rest_until_ns.store(rest_until_ns_, std::memory_order_relaxed);
+  dir()->policy.rest_until_ns.store(now + settings_.ls_rest_ns, std::memory_order_relaxed);
 }
 
 void PacingDomain::EndRestLocked() {
-  rest_until_ns_ = 0;
+  rest_began_ns_ = 0;
   dir()->policy.rest_until_ns.store(0, std::memory_order_relaxed);
   for (const auto& [session, slot] : slot_of_) {
     Budget& b = slots_[slot].budget;

@@ -328,7 +328,7 @@ void PacingDomain::RunSampler() {
       SampleLocked(now);
     }
     // Resting, the LS tenants mark nothing: there are no periods to time.
-    const bool observing = budgets && rest_until_ns_ == 0;
+    const bool observing = budgets && rest_began_ns_ == 0;
     wake_.WaitWithTimeout(&mu_, absl::Nanoseconds(observing ? kObserveNs : kSampleNs));
   }
 }
@@ -337,8 +337,8 @@ bool PacingDomain::BudgetsTurnLocked(uint64_t now) {
   const bool budgets = BudgetsActiveLocked();
   if (budgets) {
     // Resting ([compute] ls_rest_ms): the LS tenants mark nothing, there is nothing to observe.
-    if (rest_until_ns_ != 0 && !RestHoldsLocked(now)) EndRestLocked();
-    if (rest_until_ns_ == 0) {
+    if (rest_began_ns_ != 0 && !RestHoldsLocked(now)) EndRestLocked();
+    if (rest_began_ns_ == 0) {
       ObserveBudgetsLocked(now);
       MaybeRestLocked(now);
     }
@@ -404,7 +404,7 @@ void PacingDomain::StopBudgetsLocked() {
   }
   quiet_until_ns_ = 0;
   dir()->policy.quiet_until_ns.store(0, std::memory_order_relaxed);
-  rest_until_ns_ = 0;
+  rest_began_ns_ = 0;
   dir()->policy.rest_until_ns.store(0, std::memory_order_relaxed);
 }
 
@@ -488,7 +488,7 @@ std::optional<PacingStats> PacingDomain::Stats(uint64_t session) const {
     st.periods = bs.periods;
     st.alone_periods = b.alone_periods;
     st.dropped_periods = b.tracker.dropped();
-    st.resting = rest_until_ns_ != 0;
+    st.resting = rest_began_ns_ != 0;
   }
   return st;
 }

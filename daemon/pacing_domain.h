@@ -310,7 +310,7 @@ class PacingDomain {
   uint64_t quiet_needs_ ABSL_GUARDED_BY(mu_) = 2;       // new alone periods that end it
   uint64_t next_quiet_ns_ ABSL_GUARDED_BY(mu_) = 0;    // no quiet time begins before this
   bool alone_wanted_ ABSL_GUARDED_BY(mu_) = false;     // an LS tenant needs alone periods
-  uint64_t rest_until_ns_ ABSL_GUARDED_BY(mu_) = 0;     // 0: no rest going on
+  uint64_t rest_began_ns_ ABSL_GUARDED_BY(mu_) = 0;     // 0: no rest going on
   uint64_t rest_members_ ABSL_GUARDED_BY(mu_) = 0;      // the policy's members when it began
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> heartbeat_{0};

@@ -75,17 +75,21 @@ class PacerTest : public ::testing::Test {
     ls()->last_submit_ns.store(last_submit_ns);
   }
 
-  void OpenBe() {
-    auto fds = domain_->Join(kBeSession, 200, TenantClass::kBestEffort, 1);
+  // A tenant's pacer, as its shim opens it (unpublished until PublishSealed).
+  void OpenPacer(uint64_t session, int pid, TenantClass cls, std::unique_ptr<Pacer>* out) {
+    auto fds = domain_->Join(session, pid, cls, 1);
     ASSERT_TRUE(fds.ok());
     PacingDomain* d = domain_.get();
-    auto opener = [d](uint32_t slot, uint64_t epoch) {
-      return d->OpenPeerLanes(kBeSession, slot, epoch);
+    auto opener = [d, session](uint32_t slot, uint64_t epoch) {
+      return d->OpenPeerLanes(session, slot, epoch);
     };
-    auto p = Pacer::Open(fds->directory, fds->lanes, kBeSession, nullptr, opener, driver_.api(),
+    auto p = Pacer::Open(fds->directory, fds->lanes, session, nullptr, opener, driver_.api(),
                          log_.get());
     ASSERT_TRUE(p.ok()) << p.status();
-    be_ = std::move(*p);
+    *out = std::move(*p);
+  }
+  void OpenBe() {
+    ASSERT_NO_FATAL_FAILURE(OpenPacer(kBeSession, 200, TenantClass::kBestEffort, &be_));
     domain_->PublishSealed();
   }
 
@@ -555,25 +559,17 @@ TEST_F(PacerTest, AQuietTimeHoldsTheBeEvenWithTheLsIdle) {
 // lets it rest ([compute] ls_rest_ms): then its items go unmarked, and a rest too far ahead (a
 // stale or wrong word) is not one.
 TEST_F(PacerTest, AnLsMarksNothingWhileMissiledLetsItRest) {
-  constexpr uint64_t kLsTenant = 4;
-  auto fds = domain_->Join(kLsTenant, 400, TenantClass::kLatencySensitive, 1);
-  ASSERT_TRUE(fds.ok());
-  PacingDomain* d = domain_.get();
-  auto opener = [d](uint32_t slot, uint64_t epoch) {
-    return d->OpenPeerLanes(kLsTenant, slot, epoch);
-  };
-  auto ls = Pacer::Open(fds->directory, fds->lanes, kLsTenant, nullptr, opener, driver_.api(),
-                        log_.get());
-  ASSERT_TRUE(ls.ok()) << ls.status();
+  std::unique_ptr<Pacer> ls;
+  ASSERT_NO_FATAL_FAILURE(OpenPacer(4, 400, TenantClass::kLatencySensitive, &ls));
   OpenBe();  // publishes the LS's page too
-  EXPECT_TRUE((*ls)->Paces());
+  EXPECT_TRUE(ls->Paces());
   domain_->SetRestUntilForTesting(pacingreg::NowNs() + 10'000 * kMs);
-  EXPECT_FALSE((*ls)->Paces());
+  EXPECT_FALSE(ls->Paces());
   EXPECT_TRUE(be_->Paces());  // the BE's own pacing is not the LS's rest
   domain_->SetRestUntilForTesting(pacingreg::NowNs() - 1);
-  EXPECT_TRUE((*ls)->Paces());
+  EXPECT_TRUE(ls->Paces());
   domain_->SetRestUntilForTesting(pacingreg::NowNs() + 100'000 * kMs);
-  EXPECT_TRUE((*ls)->Paces());
+  EXPECT_TRUE(ls->Paces());
 }
 
 TEST_F(PacerTest, TheBeCannotWriteTheDirectoryAndItsOwnPageIsSealed) {

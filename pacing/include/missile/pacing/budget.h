@@ -230,7 +230,7 @@ class BudgetController {
 // would have to shrink by a tenth before the budget is passed, and one that grows (a slower
 // GPU) only makes the stretch read high. On the H100 a quiet time every 10 s held a released
 // BE 81-100 ms, and the 5 s windows with one gave it 84.6 % of its solo throughput against
-// 86.1 % in the window without (docs/pacing.md, "What a BE's pacing costs it").
+// 86.1 % in the window without (docs/pacing.md, "Learning alone").
 inline constexpr uint64_t kRelearnNs = 10'000'000'000;
 inline constexpr uint64_t kRelearnReleasedNs = 60'000'000'000;
 inline constexpr double kRelearnRoom = 0.9;
@@ -240,7 +240,7 @@ uint64_t RelearnEveryNs(const BudgetStatus& status, uint32_t budget_pct);
 bool ReleasedWithRoom(const BudgetStatus& status, uint32_t budget_pct);
 // Fresh periods each LS tenant's controller measures after a rest ([compute] ls_rest_ms) before
 // the next one may begin: two decisions' worth.
-inline constexpr uint64_t kRestCheckPeriods = 2 * 8;
+inline constexpr uint64_t kRestCheckPeriods = 2 * BudgetController::kDecisionEvery;
 
 // --- The BE's side ------------------------------------------------------------------------
 
