@@ -396,8 +396,9 @@ TEST_F(BudgetTest, ATenantJoiningEndsARest) {
   EXPECT_EQ(domain_->directory()->policy.rest_until_ns.load(), 0u);
 }
 
-// A rest follows the setting in force: shortened live, it ends by the new length.
-TEST_F(BudgetTest, ARestShortenedLiveEndsByTheNewLength) {
+// A rest follows the setting in force: shortened live, it ends by the new length; lengthened,
+// at the time published when it began (when the LS tenants mark again).
+TEST_F(BudgetTest, ARestFollowsTheSettingChangedLive) {
   Start(200, 60'000 * kMs);
   max_cost_ = 0.5;
   Run(5000 * kMs, 1 * kMs, 1 * kMs);
@@ -408,6 +409,17 @@ TEST_F(BudgetTest, ARestShortenedLiveEndsByTheNewLength) {
   Poll(false, false, true);
   EXPECT_FALSE(Resting());
   EXPECT_EQ(domain_->directory()->policy.rest_until_ns.load(), 0u);
+  s.ls_rest_ns = 2000 * kMs;
+  domain_->Configure(s);
+  for (int i = 0; i < 100 && !Resting(); ++i) Run(100 * kMs, 1 * kMs, 1 * kMs);
+  ASSERT_TRUE(Resting());
+  EXPECT_TRUE(domain_->Stats(kLs)->resting);
+  s.ls_rest_ns = 60'000 * kMs;
+  domain_->Configure(s);
+  const uint64_t until = domain_->directory()->policy.rest_until_ns.load();
+  while (now_ < until) Poll(false, false, true);
+  Poll(false, false, true);
+  EXPECT_FALSE(domain_->Stats(kLs)->resting);
 }
 
 }  // namespace

@@ -22,9 +22,11 @@ bool PacingDomain::AllReleasedWithRoomLocked() const {
   return any;
 }
 
-// Against the setting in force: a rest shortened (or turned off) live ends by the new length.
+// Against the setting in force: a rest shortened (or turned off) live ends by the new length,
+// and one lengthened still at the time published when it began (the LS tenants mark from then).
 bool PacingDomain::RestHoldsLocked(uint64_t now) const {
   return now - rest_began_ns_ < settings_.ls_rest_ns &&
+         now < directory()->policy.rest_until_ns.load(std::memory_order_relaxed) &&
          directory()->policy.members.load(std::memory_order_relaxed) == rest_members_ &&
          AllReleasedWithRoomLocked();
 }
