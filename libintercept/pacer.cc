@@ -49,6 +49,15 @@ uint64_t StreamKey(CUstream stream, bool ptsz) {
 // millisecond), so that the first item it marks is already visible to the BE tenants.
 constexpr uint64_t kPublishWaitNs = 50'000'000;
 
+// Whether missiled lets the LS tenants of this GPU rest ([compute] ls_rest_ms): published only
+// while every LS tenant's budget released the BE with room to spare.
+bool RestInForce(const pacingreg::Policy& pol) {
+  const uint64_t rest_until = pol.rest_until_ns.load(std::memory_order_relaxed);
+  if (rest_until == 0) return false;
+  const uint64_t now = NowNs();
+  return now < rest_until && rest_until - now <= kMaxRestNs;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Pacer>> Pacer::Open(int directory_fd, int lanes_fd,
@@ -138,23 +147,27 @@ bool Pacer::Capturing(CUstream stream, bool ptsz) const {
 bool Pacer::Paces() const {
   if (!enabled()) return false;
   const pacingreg::Policy& pol = dir().policy;
+  const uint32_t ls_tenants = pol.ls_tenants.load(std::memory_order_relaxed);
+  const uint32_t be_tenants = pol.be_tenants.load(std::memory_order_relaxed);
   // A BE tenant alone on its GPU (no LS tenant to protect, no other BE tenant to share with)
   // is not paced: its window would only turn the program's CPU hiccups into GPU bubbles (the
   // pacer cost a lone ResNet-152 BE 6.6-8.4 % on the H200, docs/results.md). Its next item
   // after an LS or another BE tenant joins the GPU is paced; what it queued before runs out.
+  // Nor is the GPU's one BE tenant while the LS tenants rest: the LS holds it not at all then,
+  // no quiet time comes, and nobody measures, so its tracking would only cost it GPU time (the
+  // released BE's tracking is what separates it from pacing off). Its tracked items in flight
+  // are written at its next synchronising call or after its next tracked items; what it queues
+  // untracked is ahead of the LS's check after the rest, which sees it in the LS's periods.
+  // Several BE tenants share the GPU by weight through their tracking, rest or not.
   if (best_effort()) {
-    return pol.ls_tenants.load(std::memory_order_relaxed) != 0 ||
-           pol.be_tenants.load(std::memory_order_relaxed) > 1;
+    if (ls_tenants == 0) return be_tenants > 1;
+    return be_tenants > 1 || !RestInForce(pol);
   }
   // An LS tenant marks its work for the BE tenants of its GPU; with none there is no one to tell,
-  // nor while missiled lets the LS tenants rest ([compute] ls_rest_ms: every LS tenant's budget
-  // released the BE with room to spare). Its items are all written when a rest begins (an LS
-  // writes after every item), and the next one after it is marked again.
-  if (pol.be_tenants.load(std::memory_order_relaxed) == 0) return false;
-  const uint64_t rest_until = pol.rest_until_ns.load(std::memory_order_relaxed);
-  if (rest_until == 0) return true;
-  const uint64_t now = NowNs();
-  return now >= rest_until || rest_until - now > kMaxRestNs;
+  // nor while missiled lets the LS tenants rest (every LS tenant's budget released the BE with
+  // room to spare). Its items are all written when a rest begins (an LS writes after every
+  // item), and the next one after it is marked again.
+  return be_tenants != 0 && !RestInForce(pol);
 }
 
 bool Pacer::best_effort() const {

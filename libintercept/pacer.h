@@ -76,7 +76,8 @@ class Pacer {
   bool enabled() const;
   // Whether this tenant's work items go through Begin and End at all: enabled, and a BE tenant
   // on a GPU that has an LS tenant or another BE tenant, or an LS tenant on a GPU that has a BE
-  // tenant to tell (checked before anything that costs a driver call).
+  // tenant to tell, except while missiled lets the LS tenants rest (then neither they nor the
+  // GPU's one BE tenant are tracked). Checked before anything that costs a driver call.
   bool Paces() const;
   // Whether `stream` is being captured into a graph (or the driver cannot say): then its work
   // is not run, and nothing may be added to it.

@@ -555,21 +555,25 @@ TEST_F(PacerTest, AQuietTimeHoldsTheBeEvenWithTheLsIdle) {
   EXPECT_LT(HeldMs(), 20.0);
 }
 
-// An LS tenant paces (marks every item) while a BE tenant is on its GPU, except while missiled
-// lets it rest ([compute] ls_rest_ms): then its items go unmarked, and a rest too far ahead (a
-// stale or wrong word) is not one.
+// An LS tenant paces (marks every item) beside a BE tenant, and the GPU's one BE tenant too,
+// except while missiled lets the LS rest ([compute] ls_rest_ms): nobody measures then. Beside a
+// second BE tenant both are tracked (their weighted share). A rest too far ahead is not one.
 TEST_F(PacerTest, AnLsMarksNothingWhileMissiledLetsItRest) {
-  std::unique_ptr<Pacer> ls;
+  std::unique_ptr<Pacer> ls, be2;
   ASSERT_NO_FATAL_FAILURE(OpenPacer(4, 400, TenantClass::kLatencySensitive, &ls));
   OpenBe();  // publishes the LS's page too
-  EXPECT_TRUE(ls->Paces());
+  EXPECT_TRUE(ls->Paces() && be_->Paces());
   domain_->SetRestUntilForTesting(pacingreg::NowNs() + 10'000 * kMs);
-  EXPECT_FALSE(ls->Paces());
-  EXPECT_TRUE(be_->Paces());  // the BE's own pacing is not the LS's rest
+  EXPECT_FALSE(ls->Paces() || be_->Paces());
+  ASSERT_NO_FATAL_FAILURE(OpenPacer(5, 500, TenantClass::kBestEffort, &be2));
+  domain_->PublishSealed();
+  EXPECT_TRUE(be_->Paces() && be2->Paces() && !ls->Paces());
+  domain_->Leave(5);
+  EXPECT_FALSE(be_->Paces());
   domain_->SetRestUntilForTesting(pacingreg::NowNs() - 1);
-  EXPECT_TRUE(ls->Paces());
+  EXPECT_TRUE(ls->Paces() && be_->Paces());
   domain_->SetRestUntilForTesting(pacingreg::NowNs() + 100'000 * kMs);
-  EXPECT_TRUE(ls->Paces());
+  EXPECT_TRUE(ls->Paces() && be_->Paces());
 }
 
 TEST_F(PacerTest, TheBeCannotWriteTheDirectoryAndItsOwnPageIsSealed) {
