@@ -52,7 +52,8 @@ def slices(rows, step):
 
 
 def summary(rows, start):
-    """(n, median ms, mean ms, GPU forward median ms or None) of the iterations from `start`."""
+    """(n, median ms, mean ms, GPU forward median ms or None, GPU copy median ms or None) of the
+    iterations from `start`."""
     if not rows:
         return None
     t0 = rows[0][2]
@@ -61,7 +62,9 @@ def summary(rows, start):
         return None
     d = [(r[0] - r[2]) * 1000 for r in sel]
     gpu = [r[6] for r in sel if len(r) >= 7]
-    return len(d), statistics.median(d), statistics.mean(d), (statistics.median(gpu) if gpu else None)
+    copy = [r[5] for r in sel if len(r) >= 7]
+    return (len(d), statistics.median(d), statistics.mean(d), (statistics.median(gpu) if gpu else None),
+            (statistics.median(copy) if copy else None))
 
 
 def main(argv=None):
@@ -80,7 +83,7 @@ def main(argv=None):
             print(f"  {k:5.0f} s  n {n:3d}  iteration {it:6.1f} ms{extra}")
         s = summary(rows, a.start)
         if s:
-            gpu = "" if s[3] is None else f", GPU forward median {s[3]:.2f} ms"
+            gpu = "" if s[3] is None else f", GPU forward median {s[3]:.2f} ms, GPU copy median {s[4]:.2f} ms"
             print(f"  from {a.start:.0f} s: n {s[0]}, median {s[1]:.2f} ms, mean {s[2]:.2f} ms{gpu}")
     return 0
 

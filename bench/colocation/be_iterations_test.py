@@ -34,11 +34,12 @@ class BeIterationsTest(unittest.TestCase):
         self.assertAlmostEqual(s[0][4], 49.9, places=3)
         self.assertAlmostEqual(s[1][2], 40.0, places=3)
         self.assertAlmostEqual(s[1][4], 10.0, places=3)
-        n, median, mean, gpu = be_iterations.summary(rows, 4.0)
+        n, median, mean, gpu, copy = be_iterations.summary(rows, 4.0)
         self.assertEqual(n, 100)
         self.assertAlmostEqual(median, 40.0, places=3)
         self.assertAlmostEqual(mean, 40.0, places=3)
         self.assertIsNone(gpu)
+        self.assertIsNone(copy)
         self.assertIsNone(s[1][5])
 
     def test_gpu_columns_give_the_copy_and_forward_medians(self):
@@ -54,6 +55,7 @@ class BeIterationsTest(unittest.TestCase):
         self.assertAlmostEqual(s[0][6], 30.0, places=3)
         self.assertAlmostEqual(s[1][6], 33.0, places=3)
         self.assertAlmostEqual(be_iterations.summary(rows, 2.25)[3], 33.0, places=3)
+        self.assertAlmostEqual(be_iterations.summary(rows, 2.25)[4], 10.5, places=3)
 
     def test_old_files_without_host_times_give_iterations_only(self):
         rows = be_iterations.read(self.write(["1.05 128 1.0\n", "# note\n", "1.10 128 1.05\n"]))
