@@ -44,6 +44,7 @@ struct CopyArbiter::Channel {
   // tenant cannot keep using it while LS tenants copy, but a request posted just before the
   // offer changed is not refused.
   uint64_t large_offered_ns = 0;
+  uint64_t rest_offered_ns = 0;  // the same for the rest chunk size
   shm::ShmRegion memory;
   Region* region = nullptr;  // in `memory`
   struct Request {
@@ -159,12 +160,21 @@ uint64_t CopyArbiter::OfferedChunk(bool latency_sensitive, uint64_t now) const {
   const pcie::FairScheduler::Config& c = options_.scheduler;
   if (latency_sensitive) return c.chunk_bytes;
   const bool ls_copying = last_ls_request_ns_ != 0 && now - last_ls_request_ns_ < options_.ls_quiet_ns;
-  return ls_copying ? c.chunk_bytes : c.ChunkFor(pcie::TenantClass::kBestEffort);
+  if (ls_copying) return c.chunk_bytes;
+  if (c.be_rest_chunk_bytes != 0 && options_.ls_resting != nullptr &&
+      options_.ls_resting->load(std::memory_order_relaxed)) {
+    return c.be_rest_chunk_bytes;
+  }
+  return c.ChunkFor(pcie::TenantClass::kBestEffort);
 }
 
 void CopyArbiter::Offer(Channel& c, uint64_t now) {
+  const pcie::FairScheduler::Config& sc = options_.scheduler;
   const uint64_t offered = OfferedChunk(c.ls, now);
-  if (offered != options_.scheduler.chunk_bytes) c.large_offered_ns = now;
+  if (offered == sc.ChunkFor(pcie::TenantClass::kBestEffort) && offered != sc.chunk_bytes) {
+    c.large_offered_ns = now;
+  }
+  if (offered == sc.be_rest_chunk_bytes && offered != sc.chunk_bytes) c.rest_offered_ns = now;
   if (c.region->chunk_bytes.load(std::memory_order_relaxed) != offered) {
     c.region->chunk_bytes.store(offered, std::memory_order_relaxed);
   }
@@ -230,10 +240,15 @@ bool CopyArbiter::ReadRequests(Channel& c, int d, uint64_t now, uint64_t offers_
   if (head - cd.request_tail > kGates) return false;
   for (; cd.request_tail < head; ++cd.request_tail) {
     copych::RequestEntry e = r.requests[cd.request_tail % kGates];
+    const auto offered_lately = [&](uint64_t offered_ns) {
+      return offered_ns != 0 && offers_seen < offered_ns + options_.large_chunk_grace_ns;
+    };
+    const pcie::FairScheduler::Config& sc = options_.scheduler;
     const bool chunk_ok =
-        e.chunk_bytes == options_.scheduler.chunk_bytes ||
-        (e.chunk_bytes == options_.scheduler.ChunkFor(pcie::TenantClass::kBestEffort) &&
-         c.large_offered_ns != 0 && offers_seen < c.large_offered_ns + options_.large_chunk_grace_ns);
+        e.chunk_bytes == sc.chunk_bytes ||
+        (e.chunk_bytes == sc.ChunkFor(pcie::TenantClass::kBestEffort) &&
+         offered_lately(c.large_offered_ns)) ||
+        (e.chunk_bytes == sc.be_rest_chunk_bytes && offered_lately(c.rest_offered_ns));
     uint64_t chunks = e.bytes == 0 || !chunk_ok ? 0 : (e.bytes + e.chunk_bytes - 1) / e.chunk_bytes;
     if (e.bytes == 0 || e.bytes > kMaxCopyBytes || !chunk_ok || e.first >= kGates ||
         cd.outstanding_chunks + chunks > kGates) {

@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -268,6 +270,42 @@ TEST(CopyArbiterTest, LargeChunksOnlyWhileOffered) {
   std::this_thread::sleep_for(std::chrono::milliseconds(150));
   EXPECT_EQ(be.Chunk(), 2 * kMiB);
   be.Post(8 * kMiB, 1, true, /*chunk=*/8 * kMiB);
+  ASSERT_TRUE(Eventually([&] { return be.region().closed.load() != 0; }));
+  EXPECT_EQ(ls.region().closed.load(), 0u);
+}
+
+// While the GPU's LS tenants rest, BE tenants are offered the rest size, unless an LS tenant
+// copies; once the rest is over, that size is refused after the grace time like the BE size.
+TEST(CopyArbiterTest, BestEffortChunksTakeTheRestSizeWhileTheLsRests) {
+  CopyArbiter::Options o = OneInFlight(/*be_chunk=*/8 * kMiB);
+  o.scheduler.be_rest_chunk_bytes = 32 * kMiB;
+  o.large_chunk_grace_ns = 100'000'000;
+  o.ls_quiet_ns = 200'000'000;
+  auto resting = std::make_shared<std::atomic<bool>>(false);
+  o.ls_resting = resting;
+  auto arbiter = CopyArbiter::Create(o);
+  ASSERT_TRUE(arbiter.ok());
+  Tenant be(**arbiter, 1, kBe);
+  Tenant ls(**arbiter, 2, kLs);
+  EXPECT_EQ(be.Chunk(), 8 * kMiB) << "no rest yet";
+  resting->store(true);
+  ASSERT_TRUE(Eventually([&] { return be.Chunk() == 32 * kMiB; }));
+  EXPECT_EQ(ls.Chunk(), 2 * kMiB) << "an LS tenant always copies in the small chunk";
+  be.Post(64 * kMiB, 0, true);  // 32 MiB chunks at gates 0 and 1
+  for (uint32_t gate = 0; gate < 2; ++gate) {
+    ASSERT_TRUE(Eventually([&] { return be.Go(gate); })) << "gate " << gate;
+    be.gates().done[gate] = copych::kDoneCopied;
+  }
+  ASSERT_TRUE(Eventually([&] { return be.gates().done[1].load() == copych::kDoneCounted; }));
+  EXPECT_EQ(be.region().closed.load(), 0u);
+  ls.Post(2 * kMiB, 0, true);
+  ASSERT_TRUE(Eventually([&] { return be.Chunk() == 2 * kMiB; })) << "an LS tenant copies";
+  ASSERT_TRUE(Eventually([&] { return ls.Go(0); }));
+  ls.gates().done[0] = copych::kDoneCopied;
+  resting->store(false);
+  ASSERT_TRUE(Eventually([&] { return be.Chunk() == 8 * kMiB; }, 3000)) << "back after ls_quiet_ns";
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // past the grace time
+  be.Post(32 * kMiB, 2, true, /*chunk=*/32 * kMiB);
   ASSERT_TRUE(Eventually([&] { return be.region().closed.load() != 0; }));
   EXPECT_EQ(ls.region().closed.load(), 0u);
 }

@@ -83,10 +83,12 @@ absl::StatusOr<Gpu> OpenGpu(int ordinal, const DaemonConfig& config) {
             ordinal, info.name, info.uuid, info.total_bytes >> 20, info.granularity >> 10,
             options.capacity_bytes >> 20, prealloc >> 20);
   log->info("GPU {}: {}", ordinal, gpu.colour_note);
-  auto arbiter = CopyArbiter::Create(ArbiterOptionsFor(config.pcie));
-  if (!arbiter.ok()) return arbiter.status();
   auto pacing = PacingDomain::Create(PacingSettingsOf(config.compute));
   if (!pacing.ok()) return pacing.status();
+  CopyArbiter::Options copies = ArbiterOptionsFor(config.pcie);
+  copies.ls_resting = (*pacing)->ls_resting_signal();
+  auto arbiter = CopyArbiter::Create(copies);
+  if (!arbiter.ok()) return arbiter.status();
   gpu.pacing = std::move(*pacing);
   gpu.source = std::move(*device);
   gpu.pool = std::move(*pool);

@@ -105,6 +105,11 @@ CopyArbiter::Options ArbiterOptionsFor(const PcieSection& pcie) {
   // Never smaller than the LS chunk: with a large pcie.chunk and the default be_chunk, BE copies
   // would otherwise be cut finer while alone than while an LS tenant copies.
   if (pcie.be_chunk != 0) copies.scheduler.be_chunk_bytes = std::max(pcie.be_chunk, pcie.chunk);
+  // Nor is the rest chunk smaller than the BE chunk.
+  if (pcie.be_rest_chunk != 0) {
+    copies.scheduler.be_rest_chunk_bytes = std::max(
+        pcie.be_rest_chunk, copies.scheduler.ChunkFor(pcie::TenantClass::kBestEffort));
+  }
   return copies;
 }
 

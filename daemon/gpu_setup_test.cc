@@ -169,6 +169,13 @@ TEST(GpuSetupTest, ArbiterOptionsFromPcie) {
   EXPECT_EQ(ArbiterOptionsFor(pcie).scheduler.be_chunk_bytes, 0u);
   pcie.be_chunk = 8 * kG;
   EXPECT_EQ(ArbiterOptionsFor(pcie).scheduler.be_chunk_bytes, 8 * kG);
+  // The rest chunk: 64 MiB by default, never below the BE chunk, 0 (off) kept.
+  EXPECT_EQ(ArbiterOptionsFor(pcie).scheduler.be_rest_chunk_bytes, 32 * kG);
+  pcie.be_rest_chunk = 2 * kG;
+  EXPECT_EQ(ArbiterOptionsFor(pcie).scheduler.be_rest_chunk_bytes, 8 * kG);
+  pcie.be_rest_chunk = 0;
+  EXPECT_EQ(ArbiterOptionsFor(pcie).scheduler.be_rest_chunk_bytes, 0u);
+  EXPECT_EQ(ArbiterOptionsFor(pcie).ls_resting, nullptr) << "wired by OpenGpu";
 }
 
 TEST(GpuSetupTest, PacingSettingsInNanoseconds) {

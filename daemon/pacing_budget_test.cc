@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -382,6 +383,30 @@ TEST_F(BudgetTest, NoRestWithoutTheSettingOrNearTheBudget) {
   EXPECT_EQ(rests_, 0u);
 }
 
+// The copy arbiter's signal (BE copies in the rest chunk): on from the first rest, through the
+// checks between rests, off once a check takes the release back, and never without rests.
+TEST_F(BudgetTest, TheRestSignalSpansRestsAndTheirChecks) {
+  Start(200, 2000 * kMs);
+  max_cost_ = 0.5;
+  const std::shared_ptr<const std::atomic<bool>> signal = domain_->ls_resting_signal();
+  Run(5000 * kMs, 1 * kMs, 1 * kMs);
+  ASSERT_GT(rests_, 0u);
+  EXPECT_TRUE(signal->load());
+  while (Resting()) Poll(false, false, true);
+  Run(10 * kMs, 1 * kMs, 1 * kMs);  // a check: the LS tenants mark again
+  ASSERT_FALSE(Resting());
+  EXPECT_TRUE(signal->load()) << "the check measures what the rest allows";
+  max_cost_ = 3;
+  Run(2500 * kMs, 1 * kMs, 1 * kMs);
+  ASSERT_FALSE(IsUnheld(*domain_, kLs));
+  EXPECT_FALSE(signal->load());
+  Start(200);
+  max_cost_ = 0.5;
+  Run(10'000 * kMs, 1 * kMs, 1 * kMs);
+  EXPECT_TRUE(IsUnheld(*domain_, kLs));
+  EXPECT_FALSE(domain_->ls_resting_signal()->load()) << "no rests: no rest chunk";
+}
+
 // A tenant that joins the GPU during a rest ends it at once: the release was measured without it.
 TEST_F(BudgetTest, ATenantJoiningEndsARest) {
   Start(200, 60'000 * kMs);
@@ -389,9 +414,11 @@ TEST_F(BudgetTest, ATenantJoiningEndsARest) {
   Run(5000 * kMs, 1 * kMs, 1 * kMs);
   ASSERT_TRUE(Resting());
   EXPECT_TRUE(domain_->Stats(kLs)->resting);
+  EXPECT_TRUE(domain_->ls_resting_signal()->load());
   AddSecondLs();
   Poll(false, false, true);
   EXPECT_FALSE(Resting());
+  EXPECT_FALSE(domain_->ls_resting_signal()->load()) << "the new LS has released nothing";
   EXPECT_FALSE(domain_->Stats(kLs)->resting);
   EXPECT_EQ(domain_->directory()->policy.rest_until_ns.load(), 0u);
 }

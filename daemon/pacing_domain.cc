@@ -318,6 +318,7 @@ void PacingDomain::RunSampler() {
       // No tenant, nothing in flight: the shares would otherwise stay as the last one left them.
       gpu_sample_.ls_busy_share = 0;
       gpu_sample_.be_busy_share = 0;
+      ls_resting_->store(false, std::memory_order_relaxed);
       wake_.WaitWithTimeout(&mu_, absl::Milliseconds(100));
       continue;
     }
@@ -346,6 +347,10 @@ bool PacingDomain::BudgetsTurnLocked(uint64_t now) {
     StopBudgetsLocked();
   }
   budgets_active_ = budgets;
+  // From the first rest on, while every LS tenant's budget still releases the BE with room.
+  const bool resting_on = budgets && settings_.ls_rest_ns != 0 && AllReleasedWithRoomLocked() &&
+                          (rest_began_ns_ != 0 || ls_resting_->load(std::memory_order_relaxed));
+  ls_resting_->store(resting_on, std::memory_order_relaxed);
   return budgets;
 }
 

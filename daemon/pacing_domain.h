@@ -156,6 +156,11 @@ class PacingDomain {
   // Advances on every turn of the sampler's loop (at least every 100 ms while it runs), for the
   // watchdog (watchdog.h).
   uint64_t heartbeat() const { return heartbeat_.load(std::memory_order_relaxed); }
+  // True from the first rest of the LS tenants on ([compute] ls_rest_ms) while every LS
+  // tenant's budget still releases the BE with room, the checks between rests included (so that
+  // they measure what it allows): the GPU's copy arbiter then offers BE tenants the rest chunk
+  // size (CopyArbiter::Options::ls_resting). Shared, so that it outlives the domain.
+  std::shared_ptr<const std::atomic<bool>> ls_resting_signal() const { return ls_resting_; }
 
   // Slots of a GPU that only LS sessions may take: BE sessions (and sessions that registered
   // and never work, which come as BE by default) cannot leave an LS tenant without one.
@@ -312,6 +317,7 @@ class PacingDomain {
   bool alone_wanted_ ABSL_GUARDED_BY(mu_) = false;     // an LS tenant needs alone periods
   uint64_t rest_began_ns_ ABSL_GUARDED_BY(mu_) = 0;     // 0: no rest going on
   uint64_t rest_members_ ABSL_GUARDED_BY(mu_) = 0;      // the policy's members when it began
+  const std::shared_ptr<std::atomic<bool>> ls_resting_ = std::make_shared<std::atomic<bool>>(false);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> heartbeat_{0};
   absl::CondVar wake_;

@@ -43,7 +43,8 @@ std::vector<std::string> StartupSummary(const DaemonConfig& config, const std::s
       absl::StrCat("classes: ", Class("ls", config.classes.ls), "; ",
                    Class("be", config.classes.be)),
       absl::StrCat("PCIe: chunk ", FormatSize(config.pcie.chunk), " (BE alone ",
-                   FormatSize(config.pcie.be_chunk), "), LS first ",
+                   FormatSize(config.pcie.be_chunk), ", while the LS rests ",
+                   FormatSize(config.pcie.be_rest_chunk), "), LS first ",
                    config.pcie.ls_first ? "on" : "off", "; pacing ",
                    c.pacing ? absl::StrCat("on (", c.window_items, " items, ", c.window_us,
                                            " us in flight per BE tenant)")

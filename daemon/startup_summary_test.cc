@@ -22,7 +22,7 @@ TEST(StartupSummaryTest, AFewLinesNamingWhatAnOperatorChecksFirst) {
         "sockets: /run/missile/missiled.sock and /run/missile/missiled.sock.fd, mode 0660, group "
         "missile; policy changes: root and group gpu-admins",
         "GPUs [0, 1]: pool limit 95%", "classes: ls priority -10", "be priority 10",
-        "PCIe: chunk 2", "pacing on (8 items, 100 us in flight per BE tenant)", "MPS off",
+        "PCIe: chunk 2", "while the LS rests 64", "pacing on (8 items, 100 us in flight per BE tenant)", "MPS off",
         "kept in /var/lib/missile/policy.toml", "missiled --check-config"}) {
     EXPECT_NE(text.find(want), std::string::npos) << "missing '" << want << "' in:\n" << text;
   }

@@ -75,6 +75,10 @@ absl::Status FairScheduler::Config::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "be_chunk_bytes ", be_chunk_bytes, " must be 0 or a multiple of 4 KiB in [4 KiB, 1 GiB]"));
   }
+  if (be_rest_chunk_bytes != 0 && !IsChunkSize(be_rest_chunk_bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat("be_rest_chunk_bytes ", be_rest_chunk_bytes,
+                                                   " must be 0 or a multiple of 4 KiB in [4 KiB, 1 GiB]"));
+  }
   if (max_inflight_chunks_total < 1 || max_inflight_chunks_total > kMaxInflightLimit) {
     return absl::InvalidArgumentError(absl::StrCat("max_inflight_chunks_total ",
                                                    max_inflight_chunks_total, " is outside [1, ",
@@ -86,7 +90,8 @@ absl::Status FairScheduler::Config::Validate() const {
         "max_inflight_chunks_per_tenant ", max_inflight_chunks_per_tenant,
         " is outside [1, max_inflight_chunks_total = ", max_inflight_chunks_total, "]"));
   }
-  if (min_bypass_bytes > chunk_bytes || (be_chunk_bytes != 0 && min_bypass_bytes > be_chunk_bytes)) {
+  if (min_bypass_bytes > chunk_bytes || (be_chunk_bytes != 0 && min_bypass_bytes > be_chunk_bytes) ||
+      (be_rest_chunk_bytes != 0 && min_bypass_bytes > be_rest_chunk_bytes)) {
     return absl::InvalidArgumentError(
         absl::StrCat("min_bypass_bytes ", min_bypass_bytes, " exceeds chunk_bytes ", chunk_bytes));
   }
@@ -108,7 +113,7 @@ absl::Status FairScheduler::Config::Validate() const {
 FairScheduler::FairScheduler(const Config& config)
     : config_(config),
       be_credit_max_(static_cast<double>(config.chunk_bytes)),
-      be_debt_max_(static_cast<double>(std::max(config.chunk_bytes, config.be_chunk_bytes))),
+      be_debt_max_(static_cast<double>(config.LargestChunk())),
       be_earn_(config.be_min_share / (1 - config.be_min_share)) {}
 
 absl::StatusOr<FairScheduler> FairScheduler::Create(const Config& config) {
@@ -430,7 +435,7 @@ absl::StatusOr<std::optional<RequestDone>> FairScheduler::Cancel(RequestId reque
 
 uint64_t FairScheduler::LsWaitBoundNs(double bytes_per_ns) const {
   if (!(bytes_per_ns > 0)) return std::numeric_limits<uint64_t>::max();
-  const double largest = static_cast<double>(std::max(config_.chunk_bytes, config_.be_chunk_bytes));
+  const double largest = static_cast<double>(config_.LargestChunk());
   const double ahead =
       static_cast<double>(config_.max_inflight_chunks_total) + BeChunksAhead(config_.chunk_bytes);
   const double bytes = ahead * largest + static_cast<double>(config_.chunk_bytes);
@@ -439,7 +444,7 @@ uint64_t FairScheduler::LsWaitBoundNs(double bytes_per_ns) const {
 
 uint64_t FairScheduler::LsLatencyBoundNs(uint64_t request_bytes, double bytes_per_ns) const {
   if (!(bytes_per_ns > 0)) return std::numeric_limits<uint64_t>::max();
-  const double largest = static_cast<double>(std::max(config_.chunk_bytes, config_.be_chunk_bytes));
+  const double largest = static_cast<double>(config_.LargestChunk());
   const double ahead =
       static_cast<double>(config_.max_inflight_chunks_total) + BeChunksAhead(request_bytes);
   const double bytes = ahead * largest + static_cast<double>(request_bytes);

@@ -152,5 +152,24 @@ TEST(FairSchedulerTest, BestEffortChunkSizeAndSubmitOverride) {
   EXPECT_EQ(s.LsWaitBoundNs(55.4), static_cast<uint64_t>(std::ceil((4.0 * 8 + 2) * kMiB / 55.4)));
 }
 
+// The chunk BE copies may take while the LS tenants rest is the largest: the LS bounds and the
+// BE's deepest debt count it.
+TEST(FairSchedulerTest, TheRestChunkCountsInTheBounds) {
+  Config c = Limits(2, 2);
+  c.be_chunk_bytes = 16 * kMiB;
+  c.be_rest_chunk_bytes = 64 * kMiB;
+  c.be_min_share = 0;
+  EXPECT_EQ(c.LargestChunk(), 64 * kMiB);
+  FairScheduler s = MakeScheduler(c);
+  EXPECT_EQ(s.LsWaitBoundNs(55.4), static_cast<uint64_t>(std::ceil((2.0 * 64 + 2) * kMiB / 55.4)));
+  ASSERT_TRUE(s.AddTenant(1, kBe, 1024).ok());
+  ASSERT_TRUE(s.Submit(1, 100 * kMiB, 10, 64 * kMiB).ok());
+  std::optional<Grant> be = s.NextGrant(10);
+  ASSERT_TRUE(be.has_value());
+  EXPECT_EQ(be->length, 64 * kMiB);
+  c.be_rest_chunk_bytes = 0;
+  EXPECT_EQ(c.LargestChunk(), 16 * kMiB);
+}
+
 }  // namespace
 }  // namespace missile::pcie

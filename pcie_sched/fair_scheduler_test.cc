@@ -65,6 +65,9 @@ TEST(ConfigTest, RejectsEachBadField) {
   with("BE chunk not 4 KiB multiple", [](Config& c) { c.be_chunk_bytes = 6 * kKiB; });
   with("BE chunk above 1 GiB", [](Config& c) { c.be_chunk_bytes = 2 * kGiB; });
   with("bypass above BE chunk", [](Config& c) { c.be_chunk_bytes = 32 * kKiB; });
+  with("BE rest chunk not 4 KiB multiple", [](Config& c) { c.be_rest_chunk_bytes = 6 * kKiB; });
+  with("BE rest chunk above 1 GiB", [](Config& c) { c.be_rest_chunk_bytes = 2 * kGiB; });
+  with("bypass above BE rest chunk", [](Config& c) { c.be_rest_chunk_bytes = 32 * kKiB; });
   with("share window tiny", [](Config& c) { c.share_window_ns = 999'999; });
   with("idle grace above 1 s", [](Config& c) { c.idle_grace_ns = 1'000'000'001; });
   for (const auto& [what, c] : bad) {

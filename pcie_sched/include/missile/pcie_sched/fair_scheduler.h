@@ -18,6 +18,7 @@
 #ifndef MISSILE_PCIE_SCHED_FAIR_SCHEDULER_H_
 #define MISSILE_PCIE_SCHED_FAIR_SCHEDULER_H_
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <deque>
@@ -125,6 +126,11 @@ class FairScheduler {
     // the GPU a few microseconds with the link idle (bench/chunk_cost), so bulk copies move
     // more in larger chunks, at the price of a longer wait for an LS chunk behind one.
     uint64_t be_chunk_bytes = 0;
+    // A larger chunk size still that the caller may give best-effort requests (Submit's size)
+    // while the GPU's LS tenants rest (their latency budgets released the BE with room, so the
+    // budget's checks measure what it costs them); 0: none. Counted in the bounds below as
+    // the largest chunk.
+    uint64_t be_rest_chunk_bytes = 0;
     // Chunks granted and not completed, over all tenants. 2 keeps the DMA engine busy across a
     // grant round trip while keeping an LS chunk's wait to two chunks.
     uint32_t max_inflight_chunks_total = 2;
@@ -168,8 +174,13 @@ class FairScheduler {
     uint64_t ChunkFor(TenantClass cls) const {
       return cls == TenantClass::kBestEffort && be_chunk_bytes != 0 ? be_chunk_bytes : chunk_bytes;
     }
+    // The largest chunk any request may be cut into.
+    uint64_t LargestChunk() const {
+      return std::max({chunk_bytes, be_chunk_bytes, be_rest_chunk_bytes});
+    }
 
-    // InvalidArgument unless: chunk_bytes (and be_chunk_bytes unless 0) is a multiple of 4 KiB
+    // InvalidArgument unless: chunk_bytes (and be_chunk_bytes, be_rest_chunk_bytes unless 0) is
+    // a multiple of 4 KiB
     // in [4 KiB, 1 GiB]; the in-flight
     // limits are in [1, 1024] and per tenant <= total; min_bypass_bytes <= chunk_bytes;
     // share_window_ns >= 1 ms; idle_grace_ns <= 1 s; be_min_share in [0, 0.5].
