@@ -171,9 +171,9 @@ uint64_t CopyArbiter::OfferedChunk(bool latency_sensitive, uint64_t now) const {
 void CopyArbiter::Offer(Channel& c, uint64_t now) {
   const pcie::FairScheduler::Config& sc = options_.scheduler;
   const uint64_t offered = OfferedChunk(c.ls, now);
-  if (offered == sc.ChunkFor(pcie::TenantClass::kBestEffort) && offered != sc.chunk_bytes) {
-    c.large_offered_ns = now;
-  }
+  // The BE size stays accepted while the rest size is offered (it is never larger): a copy
+  // posted in it just before a rest began goes on in it.
+  if (offered != sc.chunk_bytes) c.large_offered_ns = now;
   if (offered == sc.be_rest_chunk_bytes && offered != sc.chunk_bytes) c.rest_offered_ns = now;
   if (c.region->chunk_bytes.load(std::memory_order_relaxed) != offered) {
     c.region->chunk_bytes.store(offered, std::memory_order_relaxed);

@@ -297,6 +297,11 @@ TEST(CopyArbiterTest, BestEffortChunksTakeTheRestSizeWhileTheLsRests) {
     be.gates().done[gate] = copych::kDoneCopied;
   }
   ASSERT_TRUE(Eventually([&] { return be.gates().done[1].load() == copych::kDoneCounted; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // past the grace time
+  be.Post(8 * kMiB, 2, true, /*chunk=*/8 * kMiB);  // the BE size, as posted before the rest
+  ASSERT_TRUE(Eventually([&] { return be.Go(2); })) << "the BE size stays accepted in a rest";
+  be.gates().done[2] = copych::kDoneCopied;
+  ASSERT_TRUE(Eventually([&] { return be.gates().done[2].load() == copych::kDoneCounted; }));
   EXPECT_EQ(be.region().closed.load(), 0u);
   ls.Post(2 * kMiB, 0, true);
   ASSERT_TRUE(Eventually([&] { return be.Chunk() == 2 * kMiB; })) << "an LS tenant copies";
@@ -305,7 +310,7 @@ TEST(CopyArbiterTest, BestEffortChunksTakeTheRestSizeWhileTheLsRests) {
   resting->store(false);
   ASSERT_TRUE(Eventually([&] { return be.Chunk() == 8 * kMiB; }, 3000)) << "back after ls_quiet_ns";
   std::this_thread::sleep_for(std::chrono::milliseconds(150));  // past the grace time
-  be.Post(32 * kMiB, 2, true, /*chunk=*/32 * kMiB);
+  be.Post(32 * kMiB, 3, true, /*chunk=*/32 * kMiB);
   ASSERT_TRUE(Eventually([&] { return be.region().closed.load() != 0; }));
   EXPECT_EQ(ls.region().closed.load(), 0u);
 }
