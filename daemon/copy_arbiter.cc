@@ -238,12 +238,12 @@ bool CopyArbiter::ReadRequests(Channel& c, int d, uint64_t now, uint64_t offers_
   Channel::Direction& cd = c.dir[d];
   uint64_t head = r.request_head.load(std::memory_order_acquire);
   if (head - cd.request_tail > kGates) return false;
+  const auto offered_lately = [&](uint64_t offered_ns) {
+    return offered_ns != 0 && offers_seen < offered_ns + options_.large_chunk_grace_ns;
+  };
+  const pcie::FairScheduler::Config& sc = options_.scheduler;
   for (; cd.request_tail < head; ++cd.request_tail) {
     copych::RequestEntry e = r.requests[cd.request_tail % kGates];
-    const auto offered_lately = [&](uint64_t offered_ns) {
-      return offered_ns != 0 && offers_seen < offered_ns + options_.large_chunk_grace_ns;
-    };
-    const pcie::FairScheduler::Config& sc = options_.scheduler;
     const bool chunk_ok =
         e.chunk_bytes == sc.chunk_bytes ||
         (e.chunk_bytes == sc.ChunkFor(pcie::TenantClass::kBestEffort) &&
