@@ -129,7 +129,7 @@ std::set<std::string> DescribedKeys(const DaemonConfig& config) {
 
 TEST(ConfigTest, ExampleFileAndDescribeConfigListEveryKey) {
   const std::set<std::string> keys = ExampleKeys();
-  EXPECT_EQ(keys.size(), 57u);
+  EXPECT_EQ(keys.size(), 58u);
   EXPECT_EQ(keys, DescribedKeys(DaemonConfig{}));
 }
 

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -66,6 +67,13 @@ struct CopyArbiter::Channel {
     std::vector<uint32_t> expired;  // gates of written-off grants, counted when they finish
     uint64_t outstanding_chunks = 0;  // gates of read requests not yet counted back
     GrantWaits waits;
+    // The grant lent ahead (copy_channel.h, head_start): none, lent (the word may still be 1)
+    // or taken (found 0 when the daemon took it back; its request has not been read yet, and
+    // it holds an in-flight slot until then).
+    enum class HeadStart { kNone, kLent, kTaken } head_start = HeadStart::kNone;
+    uint64_t taken_ns = 0;        // when it was found taken
+    bool no_head_starts = false;  // one was taken and its request never came: none again
+    uint64_t last_request_ns = 0;
   } dir[2];
 
   // `bell` is closed by the arbiter's thread (retired_bells_): it may be polling it now.
@@ -244,6 +252,15 @@ bool CopyArbiter::ReadRequests(Channel& c, int d, uint64_t now, uint64_t offers_
   const pcie::FairScheduler::Config& sc = options_.scheduler;
   for (; cd.request_tail < head; ++cd.request_tail) {
     copych::RequestEntry e = r.requests[cd.request_tail % kGates];
+    if (e.flags != 0) {
+      // Marked as started on a lent grant: there must be one, and the tenant must have taken it.
+      if (e.flags != copych::kRequestStarted ||
+          cd.head_start == Channel::Direction::HeadStart::kNone ||
+          r.head_start.load(std::memory_order_acquire) != 0) {
+        return false;
+      }
+      cd.head_start = Channel::Direction::HeadStart::kNone;
+    }
     const bool chunk_ok =
         e.chunk_bytes == sc.chunk_bytes ||
         (e.chunk_bytes == sc.ChunkFor(pcie::TenantClass::kBestEffort) &&
@@ -256,6 +273,7 @@ bool CopyArbiter::ReadRequests(Channel& c, int d, uint64_t now, uint64_t offers_
     }
     cd.outstanding_chunks += chunks;
     cd.waiting.push_back(e);
+    cd.last_request_ns = now;
     pass->moved = true;
     if (c.ls) {
       pass->ls_posted = true;
@@ -270,6 +288,18 @@ bool CopyArbiter::SubmitArrived(Channel& c, int d, uint64_t now, PassResult* pas
   Channel::Direction& cd = c.dir[d];
   for (size_t i = 0; i < cd.waiting.size();) {
     const copych::RequestEntry& e = cd.waiting[i];
+    if (e.flags == copych::kRequestStarted) {
+      // Its first chunk is on the link already (the tenant opened its gate): it counts as
+      // granted from now, in the slot kept for it.
+      auto g = sched_[d]->SubmitStarted(c.session, e.bytes, now, e.chunk_bytes);
+      if (!g.ok()) return false;
+      cd.queued[g->request] = {e.first, e.chunk_bytes, now, true};
+      cd.waits.Observe(0);
+      cd.inflight[g->id] = {now, e.first};
+      cd.waiting.erase(cd.waiting.begin() + static_cast<ptrdiff_t>(i));
+      pass->moved = true;
+      continue;
+    }
     if (gates.arrived[e.first].load(std::memory_order_acquire) == 0) {
       ++i;
       continue;
@@ -319,9 +349,72 @@ void CopyArbiter::CountFinished(Channel& c, int d, uint64_t now, PassResult* pas
   }
 }
 
-void CopyArbiter::OpenGrantedGates(uint64_t now, PassResult* pass) {
+uint32_t CopyArbiter::ReclaimHeadStarts(int d, uint64_t now) {
+  using HS = Channel::Direction::HeadStart;
+  const bool to_grant = sched_[d]->has_pending();
+  uint32_t held = 0;
+  for (auto& [session, c] : channels_) {
+    Channel::Direction& cd = c->dir[d];
+    if (cd.head_start == HS::kLent && to_grant) {
+      if (c->region->ring[d].head_start.exchange(0, std::memory_order_acq_rel) == 1) {
+        cd.head_start = HS::kNone;
+      } else {
+        cd.head_start = HS::kTaken;  // its request is on the way
+        cd.taken_ns = now;
+      }
+    }
+    if (cd.head_start == HS::kTaken && now - cd.taken_ns >= kGrantTimeoutNs) {
+      GetLogger(kCopyLog)->warn(
+          "session {}: took a grant lent ahead and posted no copy on it within {} ms; it is "
+          "lent none again", session, kGrantTimeoutNs / 1000000);
+      cd.head_start = HS::kNone;
+      cd.no_head_starts = true;
+    }
+    if (cd.head_start != HS::kNone) ++held;
+  }
+  return held;
+}
+
+void CopyArbiter::LendHeadStarts() {
+  using HS = Channel::Direction::HeadStart;
+  if (!options_.lend_ahead) return;
+  const uint32_t slots = options_.scheduler.max_inflight_chunks_total;
   for (int d = 0; d < 2; ++d) {
-    while (std::optional<pcie::Grant> g = sched_[d]->NextGrant(now)) {
+    if (sched_[d]->inflight_chunks() != 0 || sched_[d]->has_pending()) continue;
+    // LS tenants first, then the channels that copied last; at most one per channel, and
+    // never more than the direction's in-flight slots.
+    std::vector<Channel*> order;
+    uint32_t lent = 0;
+    for (auto& [session, c] : channels_) {
+      const Channel::Direction& cd = c->dir[d];
+      if (cd.head_start == HS::kTaken) lent = slots;  // none more until its request comes
+      if (cd.head_start == HS::kLent) ++lent;
+      if (cd.head_start == HS::kNone && !cd.no_head_starts) order.push_back(c.get());
+    }
+    if (lent >= slots || order.empty()) continue;
+    std::sort(order.begin(), order.end(), [d](const Channel* a, const Channel* b) {
+      if (a->ls != b->ls) return a->ls;
+      if (a->dir[d].last_request_ns != b->dir[d].last_request_ns) {
+        return a->dir[d].last_request_ns > b->dir[d].last_request_ns;
+      }
+      return a->session < b->session;
+    });
+    for (Channel* c : order) {
+      if (lent >= slots) break;
+      c->region->ring[d].head_start.store(1, std::memory_order_release);
+      c->dir[d].head_start = HS::kLent;
+      ++lent;
+    }
+  }
+}
+
+void CopyArbiter::OpenGrantedGates(uint64_t now, PassResult* pass) {
+  const uint32_t slots = options_.scheduler.max_inflight_chunks_total;
+  for (int d = 0; d < 2; ++d) {
+    const uint32_t held = ReclaimHeadStarts(d, now);
+    while (sched_[d]->inflight_chunks() + held < slots) {
+      std::optional<pcie::Grant> g = sched_[d]->NextGrant(now);
+      if (!g.has_value()) break;
       auto it = channels_.find(g->tenant);
       if (it == channels_.end()) continue;
       Channel& c = *it->second;
@@ -374,6 +467,7 @@ CopyArbiter::PassResult CopyArbiter::Poll() {
   for (auto& [session, cp] : channels_) Offer(*cp, now);
   prev_poll_ns_ = now;
   OpenGrantedGates(now, &pass);
+  LendHeadStarts();
   return pass;
 }
 

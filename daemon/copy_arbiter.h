@@ -12,7 +12,11 @@
 // asleep each time and pay for waking it); then it naps in short steps while requests are
 // still outstanding, and sleeps on the channels' doorbells (a socket pair per channel, rung by
 // the tenant after each request; a tenant holds only its own end, so it cannot block the
-// daemon's reads or another tenant's doorbell) when nothing is.
+// daemon's reads or another tenant's doorbell) when nothing is. So that the first chunk of a
+// copy after a quiet spell does not wait for the thread to wake, a direction with nothing in
+// flight or pending lends grants ahead (copy_channel.h, head_start) to as many channels as it
+// has in-flight slots, LS tenants first, then those that copied last; it takes them back
+// before granting anything else.
 // Thread-safety: public methods may be called from any thread.
 #ifndef MISSILE_DAEMON_COPY_ARBITER_H_
 #define MISSILE_DAEMON_COPY_ARBITER_H_
@@ -83,6 +87,8 @@ class CopyArbiter {
     // tenant copies, BE tenants are offered scheduler.be_rest_chunk_bytes instead of the BE
     // size, on the same terms. Null, or a rest chunk of 0: never.
     std::shared_ptr<const std::atomic<bool>> ls_resting;
+    // A direction with nothing in flight or pending lends grants ahead (see above).
+    bool lend_ahead = true;
     // Off: no thread is started, and the caller drives the passes with PollOnce (tests and the
     // fuzzer of the shared region, which need each pass to happen at a point they choose).
     bool start_thread = true;
@@ -131,8 +137,15 @@ class CopyArbiter {
   // outstanding for longer than the grant timeout.
   void CountFinished(Channel& c, int d, uint64_t now, PassResult* pass)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Opens the gates of every chunk the two schedulers grant now.
+  // Opens the gates of every chunk the two schedulers grant now, within the in-flight slots
+  // that grants lent ahead leave.
   void OpenGrantedGates(uint64_t now, PassResult* pass) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Before granting in direction `d`: takes back the grants lent ahead there when the
+  // scheduler has chunks to grant, and writes off taken ones whose request never came. Returns
+  // the in-flight slots they hold.
+  uint32_t ReclaimHeadStarts(int d, uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After granting: lends grants ahead in every direction with nothing in flight or pending.
+  void LendHeadStarts() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropLocked(uint64_t session, const char* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The chunk size a tenant of this class should cut its next copy into.
   uint64_t OfferedChunk(bool latency_sensitive, uint64_t now) const

@@ -65,10 +65,25 @@ class Tenant {
     }
     // A first gate out of range (a malformed request) has no arrived word to write.
     if (first < copych::kGates) r.gates.arrived[first] = arrived ? 1 : 0;
-    r.requests[head_ % copych::kGates] = {bytes, chunk, first, 0};
+    r.requests[head_ % copych::kGates] = {bytes, chunk, first, flags_};
+    flags_ = 0;
     r.request_head.store(++head_, std::memory_order_release);
     uint64_t one = 1;
     if (bell_ >= 0) (void)!write(bell_, &one, sizeof(one));
+  }
+  bool Lent() { return region_->ring[kHostToDevice].head_start.load() == 1; }
+  // As the shim posts a copy that starts at once: takes the grant lent ahead, if any, opens the
+  // first gate itself and marks the request. False (nothing posted) without one.
+  bool PostStarted(uint64_t bytes, uint32_t first) {
+    if (region_->ring[kHostToDevice].head_start.exchange(0) != 1) return false;
+    PostMarked(bytes, first);
+    return true;
+  }
+  // The mark alone, lent grant or not (a lying tenant).
+  void PostMarked(uint64_t bytes, uint32_t first) {
+    flags_ = copych::kRequestStarted;
+    Post(bytes, first, /*arrived=*/true);
+    gates().go[first] = 1;
   }
   bool Go(uint32_t gate) { return gates().go[gate].load() != 0; }
   int memfd() const { return memfd_; }
@@ -83,6 +98,7 @@ class Tenant {
   int bell_ = -1;
   copych::Region* region_ = nullptr;
   uint64_t head_ = 0;
+  uint32_t flags_ = 0;  // of the next request
 };
 
 CopyArbiter::Options OneInFlight(uint64_t be_chunk = 0) {
@@ -408,6 +424,139 @@ TEST(CopyArbiterTest, DoorbellsAreSeparatePerTenant) {
   std::this_thread::sleep_for(std::chrono::milliseconds(30));  // let the arbiter fall asleep
   quiet.Post(2 * kMiB, 0, true);
   EXPECT_TRUE(Eventually([&] { return quiet.Go(0); }, 1000));
+}
+
+// The head start (copy_channel.h): with nothing in flight or pending, the arbiter lends a grant
+// ahead; a copy posted on it has its first chunk counted as granted, in the slot kept for it.
+TEST(CopyArbiterTest, AnIdleLinkLendsAGrantAheadAndItsChunkHoldsTheSlot) {
+  CopyArbiter::Options o = OneInFlight();
+  o.start_thread = false;
+  auto arbiter = CopyArbiter::Create(o);
+  ASSERT_TRUE(arbiter.ok()) << arbiter.status();
+  Tenant t(**arbiter, 1, kBe);
+  EXPECT_FALSE(t.Lent());
+  (*arbiter)->PollOnce();
+  ASSERT_TRUE(t.Lent());
+  ASSERT_TRUE(t.PostStarted(5 * kMiB, 10));  // chunks at gates 10, 11, 12; 10 open
+  (*arbiter)->PollOnce();
+  EXPECT_FALSE(t.Go(11)) << "its first chunk holds the one slot";
+  EXPECT_FALSE(t.Lent()) << "nothing is lent while a chunk is in flight";
+  t.gates().done[10] = copych::kDoneCopied;
+  (*arbiter)->PollOnce();
+  EXPECT_EQ(t.gates().done[10].load(), copych::kDoneCounted);
+  EXPECT_TRUE(t.Go(11));
+  t.gates().done[11] = copych::kDoneCopied;
+  (*arbiter)->PollOnce();
+  t.gates().done[12] = copych::kDoneCopied;
+  (*arbiter)->PollOnce();
+  EXPECT_EQ(t.gates().done[12].load(), copych::kDoneCounted);
+  EXPECT_TRUE(t.Lent()) << "idle again: lent again";
+  std::vector<PcieUse> use = (*arbiter)->Usage();
+  ASSERT_EQ(use.size(), 1u);
+  EXPECT_EQ(use[0].bytes[kHostToDevice], 5 * kMiB);
+  EXPECT_EQ(use[0].waits[kHostToDevice].counts[0], 1u) << "no wait for its first grant";
+}
+
+TEST(CopyArbiterTest, ALentGrantIsTakenBackBeforeAnotherIsGranted) {
+  CopyArbiter::Options o = OneInFlight();
+  o.start_thread = false;
+  auto arbiter = CopyArbiter::Create(o);
+  ASSERT_TRUE(arbiter.ok()) << arbiter.status();
+  Tenant be(**arbiter, 1, kBe);
+  Tenant ls(**arbiter, 2, kLs);
+  (*arbiter)->PollOnce();
+  EXPECT_TRUE(ls.Lent()) << "one slot: LS tenants first";
+  EXPECT_FALSE(be.Lent());
+  be.Post(2 * kMiB, 0, /*arrived=*/true);
+  (*arbiter)->PollOnce();
+  EXPECT_FALSE(ls.Lent()) << "taken back";
+  EXPECT_TRUE(be.Go(0));
+  EXPECT_FALSE(ls.PostStarted(2 * kMiB, 0)) << "nothing to take any more";
+}
+
+TEST(CopyArbiterTest, AGrantTakenJustBeforeItWasTakenBackKeepsItsSlotUntilItsRequest) {
+  CopyArbiter::Options o = OneInFlight();
+  o.start_thread = false;
+  auto arbiter = CopyArbiter::Create(o);
+  ASSERT_TRUE(arbiter.ok()) << arbiter.status();
+  Tenant a(**arbiter, 1, kBe);
+  Tenant b(**arbiter, 2, kBe);
+  (*arbiter)->PollOnce();
+  ASSERT_TRUE(a.Lent());
+  // `a` takes it; its request is not posted yet when `b`'s copy arrives.
+  ASSERT_EQ(a.region().ring[kHostToDevice].head_start.exchange(0), 1u);
+  b.Post(2 * kMiB, 0, /*arrived=*/true);
+  (*arbiter)->PollOnce();
+  EXPECT_FALSE(b.Go(0)) << "a's chunk may be on the link: its slot is kept";
+  a.PostMarked(2 * kMiB, 5);
+  (*arbiter)->PollOnce();
+  EXPECT_FALSE(b.Go(0)) << "a's chunk is in flight";
+  EXPECT_EQ(a.region().closed.load(), 0u) << "a's mark was good";
+  a.gates().done[5] = copych::kDoneCopied;
+  (*arbiter)->PollOnce();
+  EXPECT_TRUE(b.Go(0));
+}
+
+TEST(CopyArbiterTest, AMarkWithoutATakenGrantDropsTheChannel) {
+  CopyArbiter::Options o = OneInFlight();
+  o.start_thread = false;
+  auto arbiter = CopyArbiter::Create(o);
+  ASSERT_TRUE(arbiter.ok()) << arbiter.status();
+  Tenant never(**arbiter, 1, kBe);
+  never.PostMarked(2 * kMiB, 0);  // nothing was lent yet
+  (*arbiter)->PollOnce();
+  EXPECT_EQ(never.region().closed.load(), 1u);
+
+  Tenant untaken(**arbiter, 2, kBe);
+  (*arbiter)->PollOnce();
+  ASSERT_TRUE(untaken.Lent());
+  untaken.PostMarked(2 * kMiB, 0);  // lent, but the word still says so: not taken
+  (*arbiter)->PollOnce();
+  EXPECT_EQ(untaken.region().closed.load(), 1u);
+
+  Tenant twice(**arbiter, 3, kBe);
+  (*arbiter)->PollOnce();
+  ASSERT_TRUE(twice.PostStarted(2 * kMiB, 0));
+  twice.PostMarked(2 * kMiB, 1);  // one lent grant, two marked requests
+  (*arbiter)->PollOnce();
+  EXPECT_EQ(twice.region().closed.load(), 1u);
+
+  Tenant odd(**arbiter, 4, kBe);
+  (*arbiter)->PollOnce();
+  ASSERT_TRUE(odd.Lent());
+  ASSERT_EQ(odd.region().ring[kHostToDevice].head_start.exchange(0), 1u);
+  odd.region().ring[kHostToDevice].requests[0] = {2 * kMiB, 2 * kMiB, 0, 6};  // unknown flags
+  odd.region().ring[kHostToDevice].request_head.store(1);
+  (*arbiter)->PollOnce();
+  EXPECT_EQ(odd.region().closed.load(), 1u);
+}
+
+TEST(CopyArbiterTest, AGrantTakenAndNeverUsedIsWrittenOffAndNotLentAgain) {
+  CopyArbiter::Options o = OneInFlight();
+  o.scheduler.max_inflight_chunks_total = 2;
+  auto arbiter = CopyArbiter::Create(o);
+  ASSERT_TRUE(arbiter.ok()) << arbiter.status();
+  Tenant hog(**arbiter, 1, kBe);
+  Tenant other(**arbiter, 2, kBe);
+  ASSERT_TRUE(Eventually([&] { return hog.Lent() && other.Lent(); }));
+  ASSERT_EQ(hog.region().ring[kHostToDevice].head_start.exchange(0), 1u);
+  // Two copies of `other`: the second waits for the slot `hog` holds, until its grant's
+  // timeout (500 ms) passes.
+  other.Post(4 * kMiB, 0, /*arrived=*/true);  // gates 0, 1 (one in flight per tenant)
+  ASSERT_TRUE(Eventually([&] { return other.Go(0); }));
+  other.gates().done[0] = copych::kDoneCopied;
+  ASSERT_TRUE(Eventually([&] { return other.Go(1); }));
+  other.gates().done[1] = copych::kDoneCopied;
+  ASSERT_TRUE(Eventually([&] { return other.gates().done[1].load() == copych::kDoneCounted; }));
+  ASSERT_TRUE(Eventually([&] { return other.Lent(); }, 3000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  other.Post(2 * kMiB, 2, /*arrived=*/false);
+  other.gates().arrived[2] = 1;
+  ASSERT_TRUE(Eventually([&] { return other.Go(2); }, 3000));
+  other.gates().done[2] = copych::kDoneCopied;
+  ASSERT_TRUE(Eventually([&] { return other.Lent(); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(hog.Lent()) << "it kept one and never used it";
 }
 
 }  // namespace

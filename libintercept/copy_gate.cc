@@ -107,9 +107,18 @@ std::optional<uint32_t> CopyGate::Post(copych::Direction dir, uint64_t bytes, ui
       g.done[gate].store(0, std::memory_order_relaxed);
     }
     g.arrived[first].store(arrived ? 1 : 0, std::memory_order_relaxed);
+    // A copy that starts at once may go on a grant the daemon lent ahead: its first gate opens
+    // now, without a round trip through the daemon's thread. One behind other work on its
+    // stream may not: it would hold the slot while it waits.
+    uint32_t flags = 0;
+    if (arrived && r.head_start.load(std::memory_order_relaxed) == 1 &&
+        r.head_start.exchange(0, std::memory_order_acq_rel) == 1) {
+      g.go[first].store(1, std::memory_order_relaxed);
+      flags = copych::kRequestStarted;
+    }
     // This process is the head's only writer, and writes it under side.mu.
     const uint64_t head = r.request_head.load(std::memory_order_relaxed);
-    r.requests[head % kGates] = {bytes, chunk, first, 0};
+    r.requests[head % kGates] = {bytes, chunk, first, flags};
     r.request_head.store(head + 1, std::memory_order_release);
   }
   // Never blocks (a full doorbell has rung already) and never raises SIGPIPE (the daemon may be

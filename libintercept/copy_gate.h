@@ -101,7 +101,9 @@ class CopyGate {
                                  CUstream stream, bool ptsz, const AsyncChunk& copy);
   // Takes `chunks` consecutive gates, resets them and posts the request; the first gate, or
   // nullopt when the gates are all taken or the gate was abandoned. `arrived`: the request is
-  // at the head of its stream already (a synchronous copy).
+  // at the head of its stream already (a synchronous copy, or a stream with nothing queued);
+  // such a request takes the grant the daemon lent ahead if there is one, and its first gate
+  // is open on return.
   std::optional<uint32_t> Post(copych::Direction dir, uint64_t bytes, uint64_t chunk,
                                bool arrived);
   // Waits until the daemon opens the gate (true) or the gate is abandoned (false).

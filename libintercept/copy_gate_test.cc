@@ -214,5 +214,66 @@ TEST_F(CopyGateTest, DeadDaemonOpensTheGate) {
   EXPECT_EQ(copies.size(), 1u);
 }
 
+// A grant the daemon lent ahead (copy_channel.h, head_start): a copy that starts at once takes
+// it and runs its first chunk without waiting for the daemon.
+TEST_F(CopyGateTest, AnIdleCopyTakesTheLentGrantForItsFirstChunk) {
+  ring().head_start.store(1);
+  Copies copies;
+  std::thread copier([&] {
+    gate_->RunSync(copych::kHostToDevice, 3 * kChunk, CU_STREAM_LEGACY, false,
+                   Recorder(&copies));
+  });
+  copych::RequestEntry req = AwaitRequest(0);
+  EXPECT_EQ(req.flags, copych::kRequestStarted);
+  EXPECT_EQ(ring().head_start.load(), 0u) << "taken";
+  // Chunk 0 runs with nobody granting it; chunk 1 waits for its gate.
+  while (ring().gates.done[req.first].load(std::memory_order_acquire) != copych::kDoneCopied) {
+    std::this_thread::yield();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(copies.size(), 1u);
+  Grant(req, 1);
+  Grant(req, 2);
+  copier.join();
+  EXPECT_EQ(copies.size(), 3u);
+  EXPECT_EQ(copies.before_grant.load(), 0) << "its first gate was open before it ran";
+
+  // The next copy finds nothing lent: it waits for its grant as usual.
+  std::thread second([&] {
+    gate_->RunSync(copych::kHostToDevice, kChunk, CU_STREAM_LEGACY, false, Recorder(&copies));
+  });
+  copych::RequestEntry next = AwaitRequest(1);
+  EXPECT_EQ(next.flags, 0u);
+  Grant(next, 0);
+  second.join();
+}
+
+TEST_F(CopyGateTest, ACopyBehindOtherWorkLeavesTheLentGrant) {
+  ring().head_start.store(1);
+  driver_.set_stream_query(CUDA_ERROR_NOT_READY);
+  Copies copies;
+  std::thread copier([&] {
+    gate_->RunSync(copych::kHostToDevice, kChunk, CU_STREAM_LEGACY, false, Recorder(&copies));
+  });
+  copych::RequestEntry req = AwaitRequest(0);
+  EXPECT_EQ(req.flags, 0u);
+  EXPECT_EQ(ring().head_start.load(), 1u) << "it would hold the slot while its stream is busy";
+  while (driver_.Count("cuStreamWriteValue32") == 0) std::this_thread::yield();
+  ring().gates.arrived[req.first].store(1);  // the GPU ran the arrival write
+  Grant(req, 0);
+  copier.join();
+}
+
+TEST_F(CopyGateTest, AnAsyncCopyOnTheLentGrantEnqueuesNoWaitForItsFirstChunk) {
+  ring().head_start.store(1);
+  auto copy = [](uint64_t, uint64_t, CUstream) { return CUDA_SUCCESS; };
+  ASSERT_EQ(gate_->EnqueueAsync(copych::kHostToDevice, 3 * kChunk, CU_STREAM_LEGACY, false, copy,
+                                /*host_paced=*/false),
+            CUDA_SUCCESS);
+  EXPECT_EQ(AwaitRequest(0).flags, copych::kRequestStarted);
+  EXPECT_EQ(driver_.Count("cuStreamWaitValue32"), 2) << "chunks 1 and 2 wait on the stream";
+  EXPECT_EQ(driver_.Count("cuStreamWriteValue32"), 3) << "each chunk reports itself done";
+}
+
 }  // namespace
 }  // namespace missile::shim

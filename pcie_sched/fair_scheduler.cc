@@ -291,6 +291,14 @@ absl::StatusOr<RequestId> FairScheduler::Submit(TenantId tenant, uint64_t bytes,
   return id;
 }
 
+absl::StatusOr<Grant> FairScheduler::SubmitStarted(TenantId tenant, uint64_t bytes,
+                                                   uint64_t now_ns, uint64_t chunk_bytes) {
+  absl::StatusOr<RequestId> id = Submit(tenant, bytes, now_ns, chunk_bytes);
+  if (!id.ok()) return id.status();
+  Tenant& t = *FindTenant(tenant);
+  return GrantNext(t, requests_.find(*id)->second, DomainOf(t.cls), last_now_ns_);
+}
+
 std::optional<Grant> FairScheduler::NextGrant(uint64_t now_ns) {
   if (inflight_total_ >= config_.max_inflight_chunks_total) return std::nullopt;
   const uint64_t now = Now(now_ns);
@@ -323,7 +331,10 @@ std::optional<Grant> FairScheduler::PickFrom(int d, uint64_t now, bool* held_bac
   if (it == rq.end()) return std::nullopt;
 
   Tenant& t = *it->tenant;
-  Request& r = requests_.find(t.queue.front())->second;
+  return GrantNext(t, requests_.find(t.queue.front())->second, d, now);
+}
+
+Grant FairScheduler::GrantNext(Tenant& t, Request& r, int d, uint64_t now) {
   Grant g;
   g.id = next_grant_id_++;
   g.tenant = t.id;
@@ -332,7 +343,7 @@ std::optional<Grant> FairScheduler::PickFrom(int d, uint64_t now, bool* held_bac
   g.length = std::min(r.chunk_bytes, r.bytes - r.next_offset);
   r.next_offset += g.length;
   ++r.inflight;
-  if (r.next_offset == r.bytes) t.queue.pop_front();
+  if (r.next_offset == r.bytes) t.queue.erase(std::find(t.queue.begin(), t.queue.end(), r.id));
   t.pending_bytes -= g.length;
   pending_bytes_[d] -= g.length;
   ++t.inflight;
@@ -344,10 +355,10 @@ std::optional<Grant> FairScheduler::PickFrom(int d, uint64_t now, bool* held_bac
 
   // Charge at grant. Re-key through the node handle: no allocation per chunk.
   const uint64_t charge = std::max<uint64_t>(1, g.length * kNiceZeroWeight / t.weight);
-  auto node = rq.extract(it);
+  auto node = run_queues_[d].extract(RunKey{t.vruntime, t.id, &t});
   t.vruntime += charge;
   node.value().vruntime = t.vruntime;
-  rq.insert(std::move(node));
+  run_queues_[d].insert(std::move(node));
   UpdateMinVruntime(d);
   return g;
 }

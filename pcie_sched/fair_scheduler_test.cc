@@ -328,5 +328,70 @@ TEST(FairSchedulerTest, VruntimeRebasePreservesOrderAndShares) {
   EXPECT_NEAR(grants[3], 100, 2) << "weights 1:3:1 -> 100 of 500, no banked credit";
 }
 
+TEST(FairSchedulerTest, AStartedRequestHasItsFirstChunkGrantedAtOnceBeyondTheLimits) {
+  FairScheduler s = MakeScheduler(Limits(2, 2));
+  ASSERT_TRUE(s.AddTenant(1, kBe, 1024).ok());
+  ASSERT_TRUE(s.AddTenant(2, kBe, 1024).ok());
+  ASSERT_TRUE(s.Submit(2, 100 * kMiB, 0).ok());
+  std::optional<Grant> a = s.NextGrant(0);
+  std::optional<Grant> b = s.NextGrant(0);
+  ASSERT_TRUE(a && b);
+  ASSERT_FALSE(s.NextGrant(0)) << "both slots taken";
+
+  absl::StatusOr<Grant> started = s.SubmitStarted(1, 5 * kMiB, 10);
+  ASSERT_TRUE(started.ok()) << started.status();
+  EXPECT_EQ(started->tenant, 1u);
+  EXPECT_EQ(started->offset, 0u);
+  EXPECT_EQ(started->length, 2 * kMiB);
+  EXPECT_EQ(s.inflight_chunks(), 3u) << "the caller kept a slot for it; it counts from now";
+  EXPECT_EQ(StatsOf(s.Snapshot(10), 1).bytes_granted, 2 * kMiB);
+
+  // The rest of it queues: nothing is granted until the three in flight fall below two.
+  EXPECT_FALSE(s.NextGrant(10));
+  ASSERT_TRUE(s.Complete(a->id, 20).ok());
+  EXPECT_FALSE(s.NextGrant(20));
+  ASSERT_TRUE(s.Complete(b->id, 20).ok());
+  std::optional<Grant> next = s.NextGrant(20);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->tenant, 2u) << "tenant 1 was charged for its started chunk";
+  std::optional<Grant> rest = s.NextGrant(20);
+  ASSERT_FALSE(rest) << "three in flight again";
+  ASSERT_TRUE(s.Complete(started->id, 30).ok());
+  rest = s.NextGrant(30);
+  ASSERT_TRUE(rest);
+  EXPECT_EQ(rest->tenant, 1u);
+  EXPECT_EQ(rest->request, started->request);
+  EXPECT_EQ(rest->offset, 2 * kMiB);
+}
+
+TEST(FairSchedulerTest, AStartedRequestOfOneChunkLeavesNothingQueued) {
+  FairScheduler s = MakeScheduler();
+  ASSERT_TRUE(s.AddTenant(1, kLs, 1024).ok());
+  const RequestId queued = *s.Submit(1, 4 * kMiB, 0);
+  absl::StatusOr<Grant> started = s.SubmitStarted(1, 1 * kMiB, 0);
+  ASSERT_TRUE(started.ok());
+  EXPECT_EQ(started->length, 1 * kMiB);
+  absl::StatusOr<std::optional<RequestDone>> done = s.Complete(started->id, 5);
+  ASSERT_TRUE(done.ok() && done->has_value());
+  EXPECT_EQ((*done)->request, started->request);
+  // The request queued before it is whole, in order.
+  std::vector<uint64_t> offsets;
+  while (std::optional<Grant> g = s.NextGrant(5)) {
+    EXPECT_EQ(g->request, queued);
+    offsets.push_back(g->offset);
+  }
+  EXPECT_EQ(offsets, (std::vector<uint64_t>{0, 2 * kMiB}));
+}
+
+TEST(FairSchedulerTest, AStartedRequestIsCheckedAsSubmitChecksOne) {
+  FairScheduler s = MakeScheduler();
+  ASSERT_TRUE(s.AddTenant(1, kBe, 1024).ok());
+  EXPECT_EQ(s.SubmitStarted(9, kMiB, 0).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(s.SubmitStarted(1, 0, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.SubmitStarted(1, kMiB, 0, 1000).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.inflight_chunks(), 0u);
+  EXPECT_EQ(StatsOf(s.Snapshot(0), 1).queued_requests, 0u);
+}
+
 }  // namespace
 }  // namespace missile::pcie

@@ -24,6 +24,16 @@
 // The request ring has a producer head in shared memory; the daemon keeps its tail privately.
 // After each request the tenant sends a byte on the channel's doorbell, a socket pair of which
 // it holds one end and the daemon the other.
+//   head_start  per direction, 1 while the daemon lends the tenant a grant ahead of its next
+//             request: the direction's link is idle and the daemon keeps an in-flight slot free
+//             for it. A tenant posting a copy that starts at once (arrived) may take it
+//             (exchange to 0), open the request's first gate itself and mark the request
+//             kRequestStarted; the daemon then counts that chunk as granted when it reads the
+//             request. The daemon takes the word back (exchange to 0) before it grants anything
+//             else in that direction; when it finds it taken, it keeps the slot until the
+//             marked request comes (or a grant's timeout passes). This saves the first chunk of
+//             a copy after a quiet spell the round trip through a daemon thread that is asleep.
+//             A request marked without a lent grant is malformed.
 // A tenant never has more than kGates chunks outstanding per direction, so neither the ring
 // nor the gates overflow.
 //
@@ -41,7 +51,7 @@
 namespace missile::copych {
 
 inline constexpr uint32_t kMagic = 0x4d43484e;  // "MCHN"
-inline constexpr uint32_t kVersion = 3;
+inline constexpr uint32_t kVersion = 4;
 inline constexpr uint32_t kGates = 4096;  // chunks outstanding per direction (8 GiB at 2 MiB)
 
 enum Direction : uint32_t { kHostToDevice = 0, kDeviceToHost = 1 };
@@ -50,11 +60,14 @@ enum Direction : uint32_t { kHostToDevice = 0, kDeviceToHost = 1 };
 inline constexpr uint32_t kDoneCopied = 1;
 inline constexpr uint32_t kDoneCounted = 2;
 
+// RequestEntry::flags.
+inline constexpr uint32_t kRequestStarted = 1;  // its first chunk went on the lent grant
+
 struct RequestEntry {
   uint64_t bytes;        // total bytes of the copy
   uint64_t chunk_bytes;  // how it is cut
   uint32_t first;        // the gate of its first chunk
-  uint32_t reserved;
+  uint32_t flags;        // kRequestStarted or 0
 };
 
 struct alignas(64) Gates {
@@ -66,6 +79,7 @@ struct alignas(64) Gates {
 struct alignas(64) Ring {
   std::atomic<uint64_t> request_head;          // written by the tenant
   alignas(64) std::atomic<uint32_t> sync_waiters;  // tenant threads asleep on a go word
+  alignas(64) std::atomic<uint32_t> head_start;    // 1: a grant lent ahead (see above)
   alignas(64) RequestEntry requests[kGates];
   Gates gates;
 };

@@ -213,6 +213,14 @@ class FairScheduler {
   absl::StatusOr<RequestId> Submit(TenantId tenant, uint64_t bytes, uint64_t now_ns,
                                    uint64_t chunk_bytes = 0);
 
+  // Submit for a request whose first chunk has started already: the caller lent its tenant a
+  // head start (a grant handed out ahead of the request, which the tenant took) and so kept an
+  // in-flight slot free for it. The first chunk is granted at once, outside the order and the
+  // in-flight limits, and charged as any grant (vruntime, BE share); the rest queue as Submit's
+  // do. Same errors as Submit.
+  absl::StatusOr<Grant> SubmitStarted(TenantId tenant, uint64_t bytes, uint64_t now_ns,
+                                      uint64_t chunk_bytes = 0);
+
   // The next chunk to start, or nullopt when the in-flight limits are reached or nothing is
   // runnable. The caller loops until nullopt after every Submit and Complete.
   //
@@ -261,6 +269,8 @@ class FairScheduler {
   uint64_t BeWaitBoundNs(double bytes_per_ns) const;
 
   uint32_t inflight_chunks() const { return inflight_total_; }
+  // Whether any request has chunks not granted yet.
+  bool has_pending() const { return pending_bytes_[0] != 0 || pending_bytes_[1] != 0; }
   SchedulerSnapshot Snapshot(uint64_t now_ns) const;
 
  private:
@@ -328,6 +338,8 @@ class FairScheduler {
   // The grant from `domain`'s least-vruntime runnable tenant, or nullopt when none is below
   // its per-tenant limit (then `*held_back` says whether one with pending chunks is at it).
   std::optional<Grant> PickFrom(int domain, uint64_t now, bool* held_back);
+  // Grants the next chunk of `r` (of tenant `t`, in run queue `domain`) and charges for it.
+  Grant GrantNext(Tenant& t, Request& r, int domain, uint64_t now);
   // True when the BE class is owed a chunk now (ls_first, be_min_share > 0, credit >= 0).
   bool BeDue() const;
   // Keeps the BE credit (Config::be_min_share) after a grant from `domain` of `length` bytes.
