@@ -3,8 +3,8 @@
 // (daemon/copy_arbiter.h) reads it. Per input, an arbiter without its thread (fresh per input)
 // opens a channel for an LS and a BE session and the input is a series of operations, one byte
 // each plus its arguments: the tenants post well-formed or malformed requests, mark them
-// arrived, report chunks done, scribble any word of their regions, move the request heads
-// anywhere; the daemon makes passes, changes policy, reports usage, closes and reopens
+// arrived, report chunks done, take the grants the daemon lends ahead (or claim ones it did
+// not lend), scribble any word of their regions, move the request heads anywhere; the daemon makes passes, changes policy, reports usage, closes and reopens
 // channels. Nothing may crash, leak (memory, descriptors) or hang, whatever the region holds.
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -78,6 +78,11 @@ void Step(CopyArbiter* arbiter, Tenant* t, uint8_t op, Bytes* in) {
       e.bytes = in->Get<uint32_t>() % (64u << 20);
       e.chunk_bytes = ChunkOf(in->Get<uint8_t>(), in);
       e.first = in->Get<uint16_t>() % (kGates + 16);
+      // Marked as started on a grant lent ahead: taken first (as the shim does), or not (a
+      // lying tenant), or with flags the daemon does not know.
+      const uint8_t mark = in->Get<uint8_t>();
+      if (mark & 1) r.head_start.exchange(0);
+      e.flags = (mark & 2) ? copych::kRequestStarted : (mark & 4) ? mark : 0;
       r.request_head.store(head + 1);
       char one = 1;
       (void)!send(t->bell, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
