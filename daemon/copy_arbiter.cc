@@ -381,17 +381,20 @@ void CopyArbiter::LendHeadStarts() {
   const uint32_t slots = options_.scheduler.max_inflight_chunks_total;
   for (int d = 0; d < 2; ++d) {
     if (sched_[d]->inflight_chunks() != 0 || sched_[d]->has_pending()) continue;
-    // LS tenants first, then the channels that copied last; at most one per channel, and
-    // never more than the direction's in-flight slots.
-    std::vector<Channel*> order;
+    // Once lent, the next passes find the slots taken and stop here, building nothing.
     uint32_t lent = 0;
     for (auto& [session, c] : channels_) {
+      const HS h = c->dir[d].head_start;
+      if (h == HS::kTaken) lent = slots;  // none more until its request comes
+      if (h == HS::kLent) ++lent;
+    }
+    if (lent >= slots) continue;
+    // LS tenants first, then the channels that copied last; at most one per channel.
+    std::vector<Channel*> order;
+    for (auto& [session, c] : channels_) {
       const Channel::Direction& cd = c->dir[d];
-      if (cd.head_start == HS::kTaken) lent = slots;  // none more until its request comes
-      if (cd.head_start == HS::kLent) ++lent;
       if (cd.head_start == HS::kNone && !cd.no_head_starts) order.push_back(c.get());
     }
-    if (lent >= slots || order.empty()) continue;
     std::sort(order.begin(), order.end(), [d](const Channel* a, const Channel* b) {
       if (a->ls != b->ls) return a->ls;
       if (a->dir[d].last_request_ns != b->dir[d].last_request_ns) {
