@@ -62,15 +62,19 @@ def collect(out_dir):
     return data
 
 
-FAMILY = re.compile(r"^(missile(?:-mps(?:-r\d+)?)?)(?:-b(\d+))?$")
+FAMILY = re.compile(r"^(missile(?:-mps(?:-r\d+)?)?)(?:-b(\d+)(rest\d+(?:-[\w-]+)?)?)?$")
 
 
 def family_of(mode):
     """(family, budget) of a Missile budget mode: missile-b125 -> ("missile", 125), missile-mps
-    -> ("missile-mps", 100), missile-mps-r16-b200 -> ("missile-mps-r16", 200); None for the
-    other modes (alone, none, mps-prio, missile-nopace, ...)."""
+    -> ("missile-mps", 100), missile-mps-r16-b200 -> ("missile-mps-r16", 200), a budget with
+    rests and its variants after the budget: missile-mps-b200rest30 -> ("missile-mps rest30",
+    200); None for the other modes (alone, none, mps-prio, missile-nopace, ...)."""
     m = FAMILY.match(mode)
-    return (m.group(1), int(m.group(2) or 100)) if m else None
+    if not m:
+        return None
+    family = m.group(1) + (f" {m.group(3)}" if m.group(3) else "")
+    return family, int(m.group(2) or 100)
 
 
 def budget_of(mode):
@@ -90,6 +94,40 @@ def table(data):
             lines.append(f"| {scen} | {mode} | {len(vals)} | {statistics.median(r):.2f} "
                          f"({min(r):.2f}-{max(r):.2f}) | {bs} |")
     return "\n".join(lines) + "\n"
+
+
+def summary_of(vals):
+    """(median, min, max) of the p99 ratios and of the BE % over a mode's windows."""
+    r = [v[0] for v in vals]
+    b = [v[1] for v in vals if v[1] is not None] or [0.0]
+    return (statistics.median(r), min(r), max(r)), (statistics.median(b), min(b), max(b))
+
+
+def verdicts(data):
+    """Per scenario, each mode that shares the GPU outside Missile's budgets (none, mps-prio,
+    Missile with pacing off, ...) against the budget modes, by medians over the windows:
+    "dominated by M" where a budget mode M has a p99 ratio no higher and a BE % no lower; else
+    "level with M" where M's range and the mode's overlap on both axes (the run cannot tell
+    them apart); else "not dominated"."""
+    lines = []
+    for scen, modes in data.items():
+        frontier = {m: summary_of(v) for m, v in modes.items() if family_of(m) is not None}
+        for mode in sorted(modes):
+            if family_of(mode) is not None or mode in LS_ONLY_MODES:
+                continue
+            (r, rlo, rhi), (b, blo, bhi) = summary_of(modes[mode])
+            dominating = [m for m, ((fr, _, _), (fb, _, _)) in frontier.items()
+                          if fr <= r and fb >= b]
+            level = [m for m, ((_, frlo, frhi), (_, fblo, fbhi)) in frontier.items()
+                     if frlo <= rhi and rlo <= frhi and fblo <= bhi and blo <= fbhi]
+            if dominating:
+                verdict = "dominated by " + ", ".join(sorted(dominating))
+            elif level:
+                verdict = "level with " + ", ".join(sorted(level))
+            else:
+                verdict = "not dominated"
+            lines.append(f"- {scen}: {mode} ({r:.2f}x, {b:.1f} %): {verdict}")
+    return "\n".join(lines) + ("\n" if lines else "")
 
 
 def plot(data, path):
@@ -141,6 +179,9 @@ def main(argv):
         print(f"no windows in {argv[1]}", file=sys.stderr)
         return 1
     text = table(data)
+    judged = verdicts(data)
+    if judged:
+        text += "\nAgainst Missile's budget modes:\n\n" + judged
     with open(os.path.join(argv[1], "frontier.md"), "w") as fh:
         fh.write(text)
     print(text, end="")

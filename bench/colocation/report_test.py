@@ -270,6 +270,30 @@ class FrontierTest(unittest.TestCase):
         self.assertEqual(frontier.family_of("missile-mps-b150"), ("missile-mps", 150))
         self.assertEqual(frontier.family_of("missile-mps-r16-b200"), ("missile-mps-r16", 200))
         self.assertIsNone(frontier.family_of("missile-nopace"))
+        self.assertIsNone(frontier.family_of("missile-mps-nopace"))
+        self.assertEqual(frontier.family_of("missile-mps-b200rest30"), ("missile-mps rest30", 200))
+        self.assertEqual(frontier.family_of("missile-mps-b200rest30-nolend"),
+                         ("missile-mps rest30-nolend", 200))
+
+    def test_other_modes_are_judged_against_the_budget_modes(self):
+        import frontier
+        data = {"decode-graph": {
+            "alone": [(1.0, None)] * 3,
+            "none": [(2.5, 74.0), (2.4, 73.0), (2.6, 75.0)],
+            "mps-prio": [(1.80, 89.0), (1.81, 89.4), (1.79, 88.8)],
+            "missile-mps-nopace": [(1.70, 95.0)] * 3,
+            "missile-mps-b125": [(1.24, 40.0)] * 3,
+            "missile-mps-b200rest30": [(1.78, 88.6), (1.80, 89.1), (1.82, 88.9)],
+        }}
+        text = frontier.verdicts(data)
+        lines = {line.split(":")[1].split("(")[0].strip(): line for line in text.splitlines()}
+        self.assertNotIn("alone", lines)
+        # none: a budget mode has a lower p99 and a higher BE %.
+        self.assertIn("dominated by missile-mps-b200rest30", lines["none"])
+        # mps-prio: more BE than the rests' median, but within their range on both axes.
+        self.assertIn("level with missile-mps-b200rest30", lines["mps-prio"])
+        # pacing off: more BE at a lower p99 than any budget mode.
+        self.assertIn("not dominated", lines["missile-mps-nopace"])
 
     def test_archives_are_read_with_or_without_a_leading_dot(self):
         # bench/scrub_paths.sh rewrites an archive from its folder ("./decode-graph-1/...").
