@@ -62,7 +62,7 @@ def collect(out_dir):
     return data
 
 
-FAMILY = re.compile(r"^(missile(?:-mps(?:-r\d+)?)?)(?:-b(\d+)(rest\d+(?:-[\w-]+)?)?)?$")
+FAMILY = re.compile(r"^(missile(?:-mps(?:-r\d+)?)?)(?:-b(\d+)(rest\d*(?:-[\w-]+)?)?)?$")
 
 
 def family_of(mode):

@@ -271,6 +271,7 @@ class FrontierTest(unittest.TestCase):
         self.assertEqual(frontier.family_of("missile-mps-r16-b200"), ("missile-mps-r16", 200))
         self.assertIsNone(frontier.family_of("missile-nopace"))
         self.assertIsNone(frontier.family_of("missile-mps-nopace"))
+        self.assertEqual(frontier.family_of("missile-mps-b200rest"), ("missile-mps rest", 200))
         self.assertEqual(frontier.family_of("missile-mps-b200rest30"), ("missile-mps rest30", 200))
         self.assertEqual(frontier.family_of("missile-mps-b200rest30-nolend"),
                          ("missile-mps rest30-nolend", 200))
