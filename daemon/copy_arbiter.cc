@@ -168,11 +168,13 @@ uint64_t CopyArbiter::OfferedChunk(bool latency_sensitive, uint64_t now) const {
   const pcie::FairScheduler::Config& c = options_.scheduler;
   if (latency_sensitive) return c.chunk_bytes;
   const bool ls_copying = last_ls_request_ns_ != 0 && now - last_ls_request_ns_ < options_.ls_quiet_ns;
-  if (ls_copying) return c.chunk_bytes;
-  if (c.be_rest_chunk_bytes != 0 && options_.ls_resting != nullptr &&
-      options_.ls_resting->load(std::memory_order_relaxed)) {
-    return c.be_rest_chunk_bytes;
-  }
+  const bool resting = c.be_rest_chunk_bytes != 0 && options_.ls_resting != nullptr &&
+                       options_.ls_resting->load(std::memory_order_relaxed);
+  // While the LS tenants rest, every budget released the BE with room, and the checks between
+  // rests measure what the BE costs them: an LS copy then waits behind at most one chunk of the
+  // BE size, not of the small size that costs the BE a chunk boundary every 2 MiB.
+  if (ls_copying) return resting ? c.ChunkFor(pcie::TenantClass::kBestEffort) : c.chunk_bytes;
+  if (resting) return c.be_rest_chunk_bytes;
   return c.ChunkFor(pcie::TenantClass::kBestEffort);
 }
 

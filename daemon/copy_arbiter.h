@@ -83,9 +83,10 @@ class CopyArbiter {
     // offered it; later, the channel is dropped as malformed (its tenant then copies
     // unscheduled, which the daemon logs).
     uint64_t large_chunk_grace_ns = 1'000'000'000;
-    // While this holds true (the GPU's LS tenants rest: PacingDomain::ls_resting_signal) and no LS
-    // tenant copies, BE tenants are offered scheduler.be_rest_chunk_bytes instead of the BE
-    // size, on the same terms. Null, or a rest chunk of 0: never.
+    // While this holds true (the GPU's LS tenants rest: PacingDomain::ls_resting_signal), BE
+    // tenants are offered scheduler.be_rest_chunk_bytes instead of the BE size while no LS
+    // tenant copies, on the same terms, and the BE size instead of the small one while an LS
+    // tenant copies. Null, or a rest chunk of 0: never.
     std::shared_ptr<const std::atomic<bool>> ls_resting;
     // A direction with nothing in flight or pending lends grants ahead (see above).
     bool lend_ahead = true;

@@ -296,7 +296,7 @@ TEST(CopyArbiterTest, BestEffortChunksTakeTheRestSizeWhileTheLsRests) {
   CopyArbiter::Options o = OneInFlight(/*be_chunk=*/8 * kMiB);
   o.scheduler.be_rest_chunk_bytes = 32 * kMiB;
   o.large_chunk_grace_ns = 100'000'000;
-  o.ls_quiet_ns = 200'000'000;
+  o.ls_quiet_ns = 1'000'000'000;  // long enough for a loaded machine's steps below
   auto resting = std::make_shared<std::atomic<bool>>(false);
   o.ls_resting = resting;
   auto arbiter = CopyArbiter::Create(o);
@@ -320,15 +320,40 @@ TEST(CopyArbiterTest, BestEffortChunksTakeTheRestSizeWhileTheLsRests) {
   ASSERT_TRUE(Eventually([&] { return be.gates().done[2].load() == copych::kDoneCounted; }));
   EXPECT_EQ(be.region().closed.load(), 0u);
   ls.Post(2 * kMiB, 0, true);
-  ASSERT_TRUE(Eventually([&] { return be.Chunk() == 2 * kMiB; })) << "an LS tenant copies";
+  // An LS tenant copies during the rest: the BE size, not the small one.
+  ASSERT_TRUE(Eventually([&] { return be.Chunk() == 8 * kMiB; })) << "an LS tenant copies";
   ASSERT_TRUE(Eventually([&] { return ls.Go(0); }));
   ls.gates().done[0] = copych::kDoneCopied;
+  be.Post(8 * kMiB, 3, true, /*chunk=*/8 * kMiB);
+  ASSERT_TRUE(Eventually([&] { return be.Go(3); }));
+  be.gates().done[3] = copych::kDoneCopied;
+  ASSERT_TRUE(Eventually([&] { return be.gates().done[3].load() == copych::kDoneCounted; }));
+  // Out of the rest with the LS still copying: the small size at once.
   resting->store(false);
-  ASSERT_TRUE(Eventually([&] { return be.Chunk() == 8 * kMiB; }, 3000)) << "back after ls_quiet_ns";
+  ASSERT_TRUE(Eventually([&] { return be.Chunk() == 2 * kMiB; })) << "the LS copies, no rest";
+  ASSERT_TRUE(Eventually([&] { return be.Chunk() == 8 * kMiB; }, 6000)) << "back after ls_quiet_ns";
   std::this_thread::sleep_for(std::chrono::milliseconds(150));  // past the grace time
-  be.Post(32 * kMiB, 3, true, /*chunk=*/32 * kMiB);
+  be.Post(32 * kMiB, 4, true, /*chunk=*/32 * kMiB);
   ASSERT_TRUE(Eventually([&] { return be.region().closed.load() != 0; }));
   EXPECT_EQ(ls.region().closed.load(), 0u);
+}
+
+// Without a rest, an LS tenant that copies brings the BE down to the small size (the LS waits
+// behind at most one small chunk).
+TEST(CopyArbiterTest, BestEffortChunksShrinkWhileAnLsCopiesOutsideRests) {
+  CopyArbiter::Options o = OneInFlight(/*be_chunk=*/8 * kMiB);
+  o.scheduler.be_rest_chunk_bytes = 32 * kMiB;
+  o.ls_quiet_ns = 1'000'000'000;  // long enough for a loaded machine's steps below
+  o.ls_resting = std::make_shared<std::atomic<bool>>(false);
+  auto arbiter = CopyArbiter::Create(o);
+  ASSERT_TRUE(arbiter.ok());
+  Tenant be(**arbiter, 1, kBe);
+  Tenant ls(**arbiter, 2, kLs);
+  EXPECT_EQ(be.Chunk(), 8 * kMiB);
+  ls.Post(2 * kMiB, 0, true);
+  ASSERT_TRUE(Eventually([&] { return be.Chunk() == 2 * kMiB; }));
+  ASSERT_TRUE(Eventually([&] { return ls.Go(0); }));
+  ls.gates().done[0] = copych::kDoneCopied;
 }
 
 // A malformed request (a gate out of range, a size of 0) drops that tenant's channel only.
