@@ -338,24 +338,6 @@ TEST(CopyArbiterTest, BestEffortChunksTakeTheRestSizeWhileTheLsRests) {
   EXPECT_EQ(ls.region().closed.load(), 0u);
 }
 
-// Without a rest, an LS tenant that copies brings the BE down to the small size (the LS waits
-// behind at most one small chunk).
-TEST(CopyArbiterTest, BestEffortChunksShrinkWhileAnLsCopiesOutsideRests) {
-  CopyArbiter::Options o = OneInFlight(/*be_chunk=*/8 * kMiB);
-  o.scheduler.be_rest_chunk_bytes = 32 * kMiB;
-  o.ls_quiet_ns = 1'000'000'000;  // long enough for a loaded machine's steps below
-  o.ls_resting = std::make_shared<std::atomic<bool>>(false);
-  auto arbiter = CopyArbiter::Create(o);
-  ASSERT_TRUE(arbiter.ok());
-  Tenant be(**arbiter, 1, kBe);
-  Tenant ls(**arbiter, 2, kLs);
-  EXPECT_EQ(be.Chunk(), 8 * kMiB);
-  ls.Post(2 * kMiB, 0, true);
-  ASSERT_TRUE(Eventually([&] { return be.Chunk() == 2 * kMiB; }));
-  ASSERT_TRUE(Eventually([&] { return ls.Go(0); }));
-  ls.gates().done[0] = copych::kDoneCopied;
-}
-
 // A malformed request (a gate out of range, a size of 0) drops that tenant's channel only.
 TEST(CopyArbiterTest, MalformedRequestClosesOnlyThatChannel) {
   auto arbiter = CopyArbiter::Create(OneInFlight());
