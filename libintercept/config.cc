@@ -48,6 +48,15 @@ void ReadDaemonSettings(const GetEnvFn& getenv_fn, Config* config) {
                                 "' is not auto, single or chunks; using auto");
     }
   }
+  if (const char* v = getenv_fn("MISSILE_LS_MARKS"); v != nullptr && *v != '\0') {
+    std::string_view s(v);
+    if (s == "every") {
+      config->ls_marks_every = true;
+    } else if (s != "waits") {
+      config->warnings.push_back("MISSILE_LS_MARKS='" + std::string(s) +
+                                "' is not waits or every; using waits");
+    }
+  }
   if (const char* v = getenv_fn("MISSILE_DAEMON_TIMEOUT_MS"); v != nullptr && *v != '\0') {
     char* end = nullptr;
     errno = 0;

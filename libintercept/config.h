@@ -61,6 +61,10 @@ struct Config {
   int daemon_timeout_ms = 5000;
   enum class Blocks { kAuto, kSingle, kChunks };
   Blocks blocks = Blocks::kAuto;
+  // MISSILE_LS_MARKS=every: an LS tenant writes its completion after every work item, not only
+  // before it waits (Pacer::LsMarkEvery); for an LS that waits in ways the shim cannot see, and
+  // to measure what the writes cost.
+  bool ls_marks_every = false;
   K8sIdentity k8s;  // each field empty when not given, or dropped as bad
   std::vector<std::string> k8s_devices;  // empty when not given, or dropped as bad
 

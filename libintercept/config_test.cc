@@ -60,12 +60,16 @@ TEST(ConfigTest, TenantSettings) {
                     {"MISSILE_TENANT_CLASS", "ls"},
                     {"MISSILE_QUOTA", "8GiB"},
                     {"MISSILE_BLOCKS", "chunks"},
+                    {"MISSILE_LS_MARKS", "every"},
                     {"MISSILE_NO_DAEMON", "refuse"}});
   EXPECT_EQ(c.socket_path, "/tmp/s.sock");
   EXPECT_EQ(c.tenant_name, "web");
   EXPECT_TRUE(c.latency_sensitive);
   EXPECT_EQ(c.quota_bytes, uint64_t{8} << 30);
   EXPECT_EQ(c.blocks, Config::Blocks::kChunks);
+  EXPECT_TRUE(c.ls_marks_every);
+  EXPECT_FALSE(Parse({}).ls_marks_every);
+  EXPECT_FALSE(Parse({{"MISSILE_LS_MARKS", "waits"}}).ls_marks_every);
   EXPECT_TRUE(c.refuse_without_daemon);
   EXPECT_TRUE(c.warnings.empty());
 }
@@ -74,12 +78,14 @@ TEST(ConfigTest, BadTenantSettingsWarnAndKeepDefaults) {
   Config c = Parse({{"MISSILE_TENANT_CLASS", "gold"},
                     {"MISSILE_QUOTA", "lots"},
                     {"MISSILE_BLOCKS", "huge"},
+                    {"MISSILE_LS_MARKS", "sometimes"},
                     {"MISSILE_NO_DAEMON", "maybe"}});
   EXPECT_FALSE(c.latency_sensitive);
   EXPECT_EQ(c.quota_bytes, 0u);
   EXPECT_EQ(c.blocks, Config::Blocks::kAuto);
+  EXPECT_FALSE(c.ls_marks_every);
   EXPECT_FALSE(c.refuse_without_daemon);
-  EXPECT_EQ(c.warnings.size(), 4u);
+  EXPECT_EQ(c.warnings.size(), 5u);
 }
 
 TEST(ConfigTest, DaemonTimeoutIsBoundedMilliseconds) {

@@ -165,8 +165,9 @@ bool Pacer::Paces() const {
   }
   // An LS tenant marks its work for the BE tenants of its GPU; with none there is no one to tell,
   // nor while missiled lets the LS tenants rest (every LS tenant's budget released the BE with
-  // room to spare). Its items are all written when a rest begins (an LS writes after every
-  // item), and the next one after it is marked again.
+  // room to spare). What it left unwritten when a rest began is written at its next
+  // synchronising call (BeforeSync, paced or not), and the next item after the rest is marked
+  // again.
   return be_tenants != 0 && !RestInForce(pol);
 }
 
@@ -398,10 +399,11 @@ void Pacer::HoldEndedLocked(uint64_t since, pacing::Verdict reason) {
   held_by_ns_[static_cast<size_t>(reason)].fetch_add(waited, std::memory_order_relaxed);
 }
 
-Pacer::Ticket Pacer::Begin(CUstream stream, bool ptsz, uint64_t key) {
+Pacer::Ticket Pacer::Begin(CUstream stream, bool ptsz, uint64_t key, bool host_waits) {
   Ticket t;
   const bool be = best_effort();
   t.be = be;
+  t.host_waits = host_waits;
   const uint64_t stream_key = StreamKey(stream, ptsz);
   t.lane = LaneFor(stream_key);
   t.lane_lock = std::unique_lock<std::mutex>(lane_mu_[t.lane]);
@@ -415,19 +417,26 @@ Pacer::Ticket Pacer::Begin(CUstream stream, bool ptsz, uint64_t key) {
   // widened, fewer items are long, and none once the BE is released: each write is a stream
   // operation that costs the BE GPU time (docs/pacing.md, "What a BE's pacing costs it").
   t.alone = be && predicted * kAloneShare >= admitted.window_ns;
-  // A per-thread default stream is written after every item: no other thread can write on it
-  // (below), and its thread may end without synchronising.
-  t.mark_every = (stream_key >> 63) != 0 ? 1 : admitted.mark_every;
   LaneState& st = lane_state_[t.lane];
+  pacingreg::Lane& lane = slot_->lanes[t.lane];
+  const uint64_t now = NowNs();
+  if (be) {
+    // A per-thread default stream is written after every item: no other thread can write on
+    // it (WriteMarker), and its thread may end without synchronising.
+    t.mark_every = (stream_key >> 63) != 0 ? 1 : admitted.mark_every;
+  } else {
+    t.mark_every = LsMarkEvery(st, stream_key, now, lane.submitted.load(std::memory_order_relaxed));
+  }
+  // 0: the lane's unwritten items went idle unseen (LsMarkEvery); they are written first.
+  const bool went_idle = t.mark_every == 0;
+  if (went_idle) t.mark_every = 1;
   // A lane that another stream had (more busy streams than lanes) gets that stream's unwritten
   // items written on it first: a write on this stream would not wait for them.
-  if (t.alone || st.key != stream_key) WriteMarker(t.lane);
+  if (t.alone || went_idle || st.key != stream_key) WriteMarker(t.lane);
   st.stream = stream;
   st.ptsz = ptsz;
   st.key = stream_key;
-  pacingreg::Lane& lane = slot_->lanes[t.lane];
   t.seq = lane.submitted.load(std::memory_order_relaxed) + 1;
-  const uint64_t now = NowNs();
   // Busy from here on, for every reader: before the item can reach the GPU.
   lane.submitted.store(t.seq, std::memory_order_release);
   slot_->last_submit_ns.store(now, std::memory_order_release);
@@ -442,6 +451,39 @@ Pacer::Ticket Pacer::Begin(CUstream stream, bool ptsz, uint64_t key) {
     slot_->running_until_ns.store(running_until_ns_, std::memory_order_relaxed);
   }
   return t;
+}
+
+uint32_t Pacer::LsMarkEvery(const LaneState& st, uint64_t stream_key, uint64_t now,
+                            uint64_t submitted) {
+  // Which items an LS writes (docs/pacing.md): each write is a driver call on the program's own
+  // thread, and an LS bound by its CPU that launches hundreds of kernels a request paid it at
+  // every one. What the BE tenants and missiled need is the time its work ends, so the write
+  // comes after the last item before the program waits (BeforeSync, a synchronous item), and
+  // every kLsMarkEvery items in between. A per-thread default stream is written after every
+  // item: no other thread can write on it, and its thread may end without synchronising.
+  if ((stream_key >> 63) != 0 || now < ls_every_until_ns_.load(std::memory_order_relaxed)) {
+    return 1;
+  }
+  // The lane's last items are unwritten and the program launched nothing on it for longer than
+  // missiled waits before it ends a busy period (counted from the last launch call's return, so
+  // a launch that loads its module is no gap): it may have let its work go idle without a wait
+  // the shim sees (it polls, or waits on another process), and the BE tenants and missiled saw
+  // it busy meanwhile. Its earlier items are written now (Begin), and every item for the next
+  // kEveryItemAfterIdleNs: such a program is caught at one request in that many seconds, and
+  // one that only paused mid-request (a slow allocation, a collector) pays the writes for that
+  // long.
+  const uint64_t idle_ns = dir().policy.ls_idle_ns.load(std::memory_order_relaxed);
+  if (st.key == stream_key && st.marked < submitted && now - st.last_end_ns > idle_ns) {
+    ls_every_until_ns_.store(now + every_item_after_idle_ns_, std::memory_order_relaxed);
+    if (!unseen_idle_logged_.exchange(true, std::memory_order_relaxed)) {
+      log_->info("pacing: this LS tenant's work went idle for {} us without a synchronising call "
+                 "the shim sees; it writes its completion after every item for {} s whenever "
+                 "that happens (MISSILE_LS_MARKS=every: always)",
+                 (now - st.last_end_ns) / 1000, every_item_after_idle_ns_ / 1'000'000'000);
+    }
+    return 0;
+  }
+  return kLsMarkEvery;
 }
 
 void Pacer::WriteMarker(uint32_t l) {
@@ -484,23 +526,48 @@ void Pacer::AfterSync() {
 
 void Pacer::FlushMarkers(uint32_t own) {
   const uint32_t used = std::min(slot_->lanes_used.load(std::memory_order_acquire), kLanes);
+  const bool ls = !best_effort();
   for (uint32_t l = 0; l < used; ++l) {
     if (l == own) {
       WriteMarker(l);
       continue;
     }
-    // A lane another thread holds is being marked by that thread.
+    // A lane another thread holds is being marked by that thread: a BE's at its cadence, an
+    // LS's at its End, asked here first. Asked before the lock is tried and served after the
+    // holder lets it go (ServeFlush), with a fence on both sides, the write is never lost:
+    // either the holder sees the flag or the lock is found free here.
+    if (ls) {
+      flush_wanted_[l].store(true, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+    }
     std::unique_lock<std::mutex> lock(lane_mu_[l], std::try_to_lock);
-    if (lock.owns_lock()) WriteMarker(l);
+    if (lock.owns_lock()) {
+      if (ls) flush_wanted_[l].store(false, std::memory_order_relaxed);
+      WriteMarker(l);
+    }
   }
+}
+
+void Pacer::ServeFlush(uint32_t l) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (!flush_wanted_[l].load(std::memory_order_relaxed) ||
+      !flush_wanted_[l].exchange(false, std::memory_order_relaxed)) {
+    return;
+  }
+  std::lock_guard<std::mutex> lock(lane_mu_[l]);
+  WriteMarker(l);
 }
 
 void Pacer::End(Ticket& t, CUresult result) {
   (void)result;  // a failed call's completion write still keeps the lane's count in order
-  // LS: every item, so the BE tenants see the last one finish. BE: every long one, and once
-  // the lane has mark_every items since its last write (pacing::InflightWindow::MarkEvery).
-  if (!t.be || t.alone || t.seq - lane_state_[t.lane].marked >= t.mark_every) WriteMarker(t.lane);
+  // LS: the last item before the program waits, and every LsMarkEvery-th (LsMarkEvery). BE:
+  // every long one, and once the lane has mark_every items since its last write
+  // (pacing::InflightWindow::MarkEvery).
+  LaneState& st = lane_state_[t.lane];
+  if (t.alone || t.host_waits || t.seq - st.marked >= t.mark_every) WriteMarker(t.lane);
+  if (!t.be) st.last_end_ns = NowNs();
   t.lane_lock = {};
+  if (!t.be) ServeFlush(t.lane);
 }
 
 }  // namespace missile::shim

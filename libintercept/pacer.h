@@ -7,9 +7,13 @@
 // Every GPU work item of the program (a kernel launch of any kind, a graph launch, a memset, a
 // copy) passes through Begin and End around the real driver call (pacing_hooks.h):
 // - LS tenant: Begin marks the item submitted on its stream's lane (a store in shared memory),
-//   End enqueues right after it, on the same stream, a cuStreamWriteValue64 of the item's
-//   sequence number into the lane's `completed` word: the GPU itself reports the item done, with
-//   no thread and no daemon in between. Nothing is ever held.
+//   End enqueues after it, on the same stream, a cuStreamWriteValue64 of the item's sequence
+//   number into the lane's `completed` word: the GPU itself reports the item done, with no
+//   thread and no daemon in between. Nothing is ever held. The write comes after the last item
+//   before the program waits for its work (a synchronising call, or a synchronous item), after
+//   every kLsMarkEvery-th item, and after every item on a per-thread default stream; an LS that
+//   lets its work go idle without a wait the shim sees writes after every item from then on
+//   (Begin, "Which items an LS writes" in docs/pacing.md).
 // - BE tenant: Begin holds the calling thread while an LS tenant of the GPU is busy
 //   (pacing::LsBusyTracker), while the BE's own work in flight is at the window's limit
 //   (pacing::InflightWindow: a count and a predicted duration, learned per kernel and launch
@@ -108,20 +112,35 @@ class Pacer {
     bool be = false;
     bool alone = false;  // reported done by itself (InflightWindow::Add)
     bool beside_ls = false;  // went beside a busy LS, on its budget
+    bool host_waits = false;  // a synchronous item: the program waits for it
     uint32_t mark_every = 1;  // its lane's completion write cadence (Admission::mark_every)
   };
 
   // `stream` as the entry point was given it (`ptsz`: the per-thread flavour), `key`: what the
-  // item is (for the duration predictor). BE: may wait.
-  Ticket Begin(CUstream stream, bool ptsz, uint64_t key);
+  // item is (for the duration predictor), `host_waits`: a synchronous entry point (the call
+  // returns once the item ran). BE: may wait.
+  Ticket Begin(CUstream stream, bool ptsz, uint64_t key, bool host_waits = false);
   // After the real call returned `result`.
   void End(Ticket& t, CUresult result);
 
-  // Around a synchronising call of a BE tenant: before it, every lane's last items get their
-  // completion write (so what the call waits for is reported); after it, the window retires
-  // what finished, timed by the call's return.
+  // Around a synchronising call: before it, every lane's last items get their completion write
+  // (so what the call waits for is reported: to a BE's window, and for an LS to the BE tenants
+  // and missiled, which see its work end when it does); after it (a BE's only), the window
+  // retires what finished, timed by the call's return.
   void BeforeSync();
   void AfterSync();
+
+  // An LS writes its lane's completion at least every this many items (between its waits).
+  static constexpr uint32_t kLsMarkEvery = 32;
+  // An LS writes after every item (MISSILE_LS_MARKS=every). Called before the pacer is shared.
+  void MarkEveryLsItem() { ls_every_until_ns_.store(UINT64_MAX, std::memory_order_relaxed); }
+  // Whether an LS writes after every item now: told to, or for kEveryItemAfterIdleNs after its
+  // work went idle without a wait the shim sees (LsMarkEvery).
+  bool marks_every_ls_item() const {
+    return pacingreg::NowNs() < ls_every_until_ns_.load(std::memory_order_relaxed);
+  }
+  static constexpr uint64_t kEveryItemAfterIdleNs = 10'000'000'000;
+  void SetEveryItemAfterIdleForTesting(uint64_t ns) { every_item_after_idle_ns_ = ns; }
 
   // What the duration predictor has learned of item `key` (nullopt: nothing yet).
   std::optional<uint64_t> Learned(uint64_t key);
@@ -199,9 +218,13 @@ class Pacer {
   void RetireTimed(uint64_t now, uint64_t since_last_check_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Enqueues the completion write of `lane`'s last item on its stream (the lane's lock held).
   void WriteMarker(uint32_t lane);
-  // Before a BE thread waits on its window: every lane whose last items have no completion write
-  // gets one, so the window sees them finish. `own`: the lane the caller holds.
+  // Before a BE thread waits on its window, or any thread synchronises: every lane whose last
+  // items have no completion write gets one, so the window (missiled, the BE tenants) sees them
+  // finish. `own`: the lane the caller holds. An LS lane that another thread holds is asked to
+  // write at that thread's End (flush_wanted_).
   void FlushMarkers(uint32_t own);
+  // LS, in End after the lane's lock is let go: a flush that found the lane held is served.
+  void ServeFlush(uint32_t lane);
   void SetActiveLocked(bool active, uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Accounts a hold that began at `since` and ended now, last held by `reason`.
   void HoldEndedLocked(uint64_t since, pacing::Verdict reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -251,8 +274,19 @@ class Pacer {
     bool ptsz = false;
     uint64_t key = 0;  // StreamKey of the stream: a per-thread default stream's names its thread
     uint64_t marked = 0;
+    uint64_t last_end_ns = 0;  // when its last item's call returned (LS)
   };
   LaneState lane_state_[pacingreg::kLanes];
+  // LS: a flush (FlushMarkers) found the lane held by another thread, whose End writes.
+  std::atomic<bool> flush_wanted_[pacingreg::kLanes] = {};
+  // LS: until when it writes after every item (UINT64_MAX: told to).
+  std::atomic<uint64_t> ls_every_until_ns_{0};
+  uint64_t every_item_after_idle_ns_ = kEveryItemAfterIdleNs;
+  std::atomic<bool> unseen_idle_logged_{false};
+  // An LS item's completion write cadence (Ticket::mark_every) on a lane whose stream is
+  // `stream_key` (the lane's lock held); 0: the lane's unwritten items went idle unseen, and
+  // every item is written for a while.
+  uint32_t LsMarkEvery(const LaneState& st, uint64_t stream_key, uint64_t now, uint64_t submitted);
 
   // The LS reserve: decided once (reserve_mu_), then read without a lock. masks_[r] leaves r
   // TPCs free (r < live TPCs); published by the release store of reserve_state_ (kReserveOff:

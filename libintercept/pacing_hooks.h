@@ -227,7 +227,10 @@ CUresult RunPaced(Fn real, Args... args) {
   }
   if (pacer == nullptr || !pacer->Paces()) return RunPolicy<id>(call, real, args...);
   if (call.Capturing()) return RunPolicy<id>(call, real, args...);
-  Pacer::Ticket ticket = pacer->Begin(stream, kPtsz, WorkKey<id>(args...));
+  // A synchronous entry point returns once its item ran: the program waits for it.
+  constexpr bool kHostWaits = !pacing_detail::HasStreamArg<Args...>() &&
+                              !kHookInfo[Index(id)].symbol.starts_with("cuLaunchKernelEx");
+  Pacer::Ticket ticket = pacer->Begin(stream, kPtsz, WorkKey<id>(args...), kHostWaits);
   CUresult result = RunPolicy<id>(call, real, args...);
   pacer->End(ticket, result);
   return result;
@@ -237,7 +240,12 @@ template <HookId id, typename Fn, typename... Args>
 CUresult RunSynced(Fn real, Args... args) {
   SessionGpu* gpu = CurrentGpu();
   Pacer* pacer = gpu != nullptr ? gpu->pacer() : nullptr;
-  if (pacer == nullptr || !pacer->enabled() || !pacer->best_effort()) {
+  if (pacer == nullptr || !pacer->enabled()) return Policy<id>::Run(real, args...);
+  if (!pacer->best_effort()) {
+    // An LS's last items get their completion write before it waits (Pacer::LsMarkEvery): the
+    // BE tenants and missiled see its work end when it does. Also outside pacing (a rest): what
+    // it left unwritten then is written here.
+    pacer->BeforeSync();
     return Policy<id>::Run(real, args...);
   }
   pacer->BeforeSync();

@@ -61,6 +61,7 @@ class SessionManager {
   // daemon).
   SessionClient* Serving();
   bool connected() const;
+  const Config& config() const { return config_; }
 
   // The daemon's GPU for CUDA device `dev` in `session`, matched by UUID; NOT_FOUND when the
   // daemon does not manage it. The link lives as long as the session.

@@ -10,9 +10,12 @@
 #     sweep   open-loop Poisson LS at LOAD x capacity, SWEEP_MODELS, modes SWEEP_MODES (~7 min)
 #     pair-d  two BE jobs (weights 1:3 under Missile) beside the ResNet-50 graph LS (~3 min)
 #   Modes: alone, alone-mps (the LS alone on MPS), missile-mps-alone (the LS alone under Missile on
-#   MPS), none, mps, mps-prio, missile, missile-mps, missile-nopace, missile-mps-lsmark (the LS
+#   MPS), missile-mps-marked (the same beside an idle BE tenant under Missile, so that the LS
+#   marks its work: what its marks cost it), none, mps, mps-prio, missile, missile-mps, missile-nopace, missile-mps-lsmark (the LS
 #   under Missile marking its work, the BE without Missile, as in mps-prio), and EXTRA_MODES
-#   ("name:snippet.toml ...": Missile with the snippet appended to missiled's config).
+#   ("name:snippet.toml ...": Missile with the snippet appended to missiled's config). A Missile
+#   mode named *-every runs the LS with MISSILE_LS_MARKS=every (a completion write after every
+#   item, as before the LS wrote only before it waits).
 # env: SECONDS_MAIN (8) SECONDS_SWEEP (4) BE_SOLO_SECONDS (15) LOAD (0.3) MODES SWEEP_MODES
 #   D_MODES ("none missile") D_WEIGHTS ("1 3") SWEEP_MODELS EXTRA_MODES MAIN_SCENARIOS
 #   BE_ARGS (extra be_job.py arguments for every BE job, solo too, e.g. "--copy-mib 0 --graph")
@@ -128,6 +131,8 @@ launch() {
   local log=$1 mode=$2 tenant=$3 cls=$4 limit=$5; shift 5
   local pre=(env)
   [ "$cls" = be ] && mode_be_prio "$mode" && pre=(env CUDA_MPS_CLIENT_PRIORITY=1)
+  # A mode named *-every: the LS writes its completion after every item (MISSILE_LS_MARKS).
+  [ "$cls" = ls ] && [ "${mode%-every}" != "$mode" ] && pre=(env MISSILE_LS_MARKS=every)
   local managed=1
   mode_uses_missile "$mode" || managed=0
   [ "$cls" = be ] && [ "$tenant" != marker ] && mode_be_plain "$mode" && managed=0
@@ -417,6 +422,8 @@ phase_main() {
       run_mode main alone-mps alone-mps "$MAIN_SCEN" "--seconds $S_MAIN" "$S_MAIN"
     elif [ "$mode" = missile-mps-alone ]; then  # the LS alone under Missile on MPS: what both cost it
       run_mode main missile-mps-alone missile-mps-alone "$MAIN_SCEN" "--seconds $S_MAIN" "$S_MAIN"
+    elif [ "${mode%-every}" = missile-mps-marked ]; then  # the same beside an idle BE tenant: the LS marks its work
+      run_mode main "$mode" "$mode" "$MAIN_SCEN" "--seconds $S_MAIN" "$S_MAIN" marker
     elif mode_be_plain "$mode"; then
       run_mode main "$mode" "$mode" "$MAIN_SCEN" "--seconds $S_MAIN" "$S_MAIN" be marker
     else
