@@ -12,7 +12,7 @@
 //   thread and no daemon in between. Nothing is ever held. The write comes after the last item
 //   before the program waits for its work (a synchronising call, or a synchronous item), after
 //   every kLsMarkEvery-th item, and after every item on a per-thread default stream; an LS that
-//   lets its work go idle without a wait the shim sees writes after every item from then on
+//   lets its work go idle without a wait the shim sees writes after every item for a while
 //   (Begin, "Which items an LS writes" in docs/pacing.md).
 // - BE tenant: Begin holds the calling thread while an LS tenant of the GPU is busy
 //   (pacing::LsBusyTracker), while the BE's own work in flight is at the window's limit
