@@ -25,8 +25,24 @@ bool ParseLogLevel(std::string_view text, LogLevel* level) {
   return false;
 }
 
+// A variable that is one of two words: `*on` is whether it is `on_word`; unset keeps `*on`
+// false, any other word warns and does too.
+void ReadEitherWord(const GetEnvFn& getenv_fn, const char* name, std::string_view off_word,
+                    std::string_view on_word, bool* on, Config* config) {
+  const char* v = getenv_fn(name);
+  if (v == nullptr || *v == '\0') return;
+  const std::string_view s(v);
+  if (s == on_word) {
+    *on = true;
+  } else if (s != off_word) {
+    config->warnings.push_back(std::string(name) + "='" + std::string(s) + "' is not " +
+                               std::string(off_word) + " or " + std::string(on_word) +
+                               "; using " + std::string(off_word));
+  }
+}
+
 // What the shim asks of missiled and does without it: quota, block layout, how long it waits
-// for the daemon, what it does when there is none.
+// for the daemon, what it does when there is none; and how an LS marks its work.
 void ReadDaemonSettings(const GetEnvFn& getenv_fn, Config* config) {
   if (const char* v = getenv_fn("MISSILE_QUOTA"); v != nullptr && *v != '\0') {
     absl::StatusOr<uint64_t> bytes = ParseSize(v);
@@ -48,15 +64,7 @@ void ReadDaemonSettings(const GetEnvFn& getenv_fn, Config* config) {
                                 "' is not auto, single or chunks; using auto");
     }
   }
-  if (const char* v = getenv_fn("MISSILE_LS_MARKS"); v != nullptr && *v != '\0') {
-    std::string_view s(v);
-    if (s == "every") {
-      config->ls_marks_every = true;
-    } else if (s != "waits") {
-      config->warnings.push_back("MISSILE_LS_MARKS='" + std::string(s) +
-                                "' is not waits or every; using waits");
-    }
-  }
+  ReadEitherWord(getenv_fn, "MISSILE_LS_MARKS", "waits", "every", &config->ls_marks_every, config);
   if (const char* v = getenv_fn("MISSILE_DAEMON_TIMEOUT_MS"); v != nullptr && *v != '\0') {
     char* end = nullptr;
     errno = 0;
@@ -69,15 +77,8 @@ void ReadDaemonSettings(const GetEnvFn& getenv_fn, Config* config) {
       config->daemon_timeout_ms = static_cast<int>(ms);
     }
   }
-  if (const char* v = getenv_fn("MISSILE_NO_DAEMON"); v != nullptr && *v != '\0') {
-    std::string_view s(v);
-    if (s == "refuse") {
-      config->refuse_without_daemon = true;
-    } else if (s != "passthrough") {
-      config->warnings.push_back("MISSILE_NO_DAEMON='" + std::string(s) +
-                                "' is not passthrough or refuse; using passthrough");
-    }
-  }
+  ReadEitherWord(getenv_fn, "MISSILE_NO_DAEMON", "passthrough", "refuse",
+                 &config->refuse_without_daemon, config);
 }
 
 // The Kubernetes identity; a bad field is dropped (the others are kept) with a warning.

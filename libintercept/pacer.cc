@@ -419,7 +419,7 @@ Pacer::Ticket Pacer::Begin(CUstream stream, bool ptsz, uint64_t key, bool host_w
   t.alone = be && predicted * kAloneShare >= admitted.window_ns;
   LaneState& st = lane_state_[t.lane];
   pacingreg::Lane& lane = slot_->lanes[t.lane];
-  const uint64_t now = NowNs();
+  uint64_t now = NowNs();
   if (be) {
     // A per-thread default stream is written after every item: no other thread can write on
     // it (WriteMarker), and its thread may end without synchronising.
@@ -432,7 +432,10 @@ Pacer::Ticket Pacer::Begin(CUstream stream, bool ptsz, uint64_t key, bool host_w
   if (went_idle) t.mark_every = 1;
   // A lane that another stream had (more busy streams than lanes) gets that stream's unwritten
   // items written on it first: a write on this stream would not wait for them.
-  if (t.alone || went_idle || st.key != stream_key) WriteMarker(t.lane);
+  if (t.alone || went_idle || st.key != stream_key) {
+    WriteMarker(t.lane);
+    now = NowNs();  // the item is submitted after the write enqueued before it
+  }
   st.stream = stream;
   st.ptsz = ptsz;
   st.key = stream_key;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "pacer_test_support.h"
 #include "pacing_domain.h"
 #include "spdlog/sinks/null_sink.h"
 #include "testing/recording_driver.h"
@@ -77,14 +78,7 @@ class PacerTest : public ::testing::Test {
 
   // A tenant's pacer, as its shim opens it (unpublished until PublishSealed).
   void OpenPacer(uint64_t session, int pid, TenantClass cls, std::unique_ptr<Pacer>* out) {
-    auto fds = domain_->Join(session, pid, cls, 1);
-    ASSERT_TRUE(fds.ok());
-    PacingDomain* d = domain_.get();
-    auto opener = [d, session](uint32_t slot, uint64_t epoch) {
-      return d->OpenPeerLanes(session, slot, epoch);
-    };
-    auto p = Pacer::Open(fds->directory, fds->lanes, session, nullptr, opener, driver_.api(),
-                         log_.get());
+    auto p = testing::OpenPacerIn(domain_.get(), session, pid, cls, driver_, log_.get());
     ASSERT_TRUE(p.ok()) << p.status();
     *out = std::move(*p);
   }
@@ -127,13 +121,7 @@ class PacerTest : public ::testing::Test {
     OpenBe();
   }
   // The values of the completion writes the BE enqueued since the driver's calls were cleared.
-  std::vector<std::string> WrittenValues() {
-    std::vector<std::string> values;
-    for (const std::string& c : driver_.calls()) {
-      if (c.rfind("cuStreamWriteValue64 ", 0) == 0) values.push_back(c.substr(c.rfind(' ') + 1));
-    }
-    return values;
-  }
+  std::vector<std::string> WrittenValues() { return testing::WrittenValues(driver_); }
 
   // Milliseconds one BE work item waited in Begin.
   double HeldMs() {

@@ -206,11 +206,12 @@ CUresult RunPaced(Fn real, Args... args) {
   SessionGpu* gpu = CurrentGpu();
   Pacer* pacer = gpu != nullptr ? gpu->pacer() : nullptr;
   const CUstream stream = WorkStream<id>(args...);
-  // Synchronous entry points (no stream argument) are ordered on an explicit default-stream
-  // handle, which needs no per-thread flavour.
-  constexpr bool kPtsz =
-      PerThreadFlavour(id) && (pacing_detail::HasStreamArg<Args...>() ||
-                               kHookInfo[Index(id)].symbol.starts_with("cuLaunchKernelEx"));
+  // Whether the entry point names its stream (cuLaunchKernelEx in its launch config). One that
+  // does not is synchronous: the call returns once its item ran, and it is ordered on an
+  // explicit default-stream handle, which needs no per-thread flavour.
+  constexpr bool kNamesStream = pacing_detail::HasStreamArg<Args...>() ||
+                                kHookInfo[Index(id)].symbol.starts_with("cuLaunchKernelEx");
+  constexpr bool kPtsz = PerThreadFlavour(id) && kNamesStream;
   WorkCall call(Shim::Get().api(), gpu, stream, kPtsz);
   // A BE's kernels (and a graph's, when it is uploaded) leave the LS reserve of TPCs free.
   const std::optional<pacing::TpcMask> mask = pacer != nullptr ? pacer->BeMask() : std::nullopt;
@@ -227,10 +228,8 @@ CUresult RunPaced(Fn real, Args... args) {
   }
   if (pacer == nullptr || !pacer->Paces()) return RunPolicy<id>(call, real, args...);
   if (call.Capturing()) return RunPolicy<id>(call, real, args...);
-  // A synchronous entry point returns once its item ran: the program waits for it.
-  constexpr bool kHostWaits = !pacing_detail::HasStreamArg<Args...>() &&
-                              !kHookInfo[Index(id)].symbol.starts_with("cuLaunchKernelEx");
-  Pacer::Ticket ticket = pacer->Begin(stream, kPtsz, WorkKey<id>(args...), kHostWaits);
+  Pacer::Ticket ticket = pacer->Begin(stream, kPtsz, WorkKey<id>(args...),
+                                      /*host_waits=*/!kNamesStream);
   CUresult result = RunPolicy<id>(call, real, args...);
   pacer->End(ticket, result);
   return result;
