@@ -48,6 +48,8 @@ FAMILIES = {
              "cuMemcpy3DBatchAsync", "cuMemPrefetchAsync", "cuMemAdvise"],
     "launch": ["cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel", "cuGraphLaunch"],
     "sync": ["cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize"],
+    # A program that polls for its work instead of waiting (pacing_hooks.h, RunQueried).
+    "query": ["cuStreamQuery", "cuEventQuery"],
     # A BE tenant's graphs are split into pieces at instantiation (graph_split.h); an instance
     # changed afterwards launches whole.
     "graph": ["cuGraphInstantiate", "cuGraphInstantiateWithFlags", "cuGraphInstantiateWithParams",

@@ -59,6 +59,8 @@ struct Hook<id, CUresult(CUDAAPI*)(Args...)> {
       result = RunPaced<id>(real, args...);
     } else if constexpr (IsSync(id)) {
       result = RunSynced<id>(real, args...);
+    } else if constexpr (IsQuery(id)) {
+      result = RunQueried<id>(real, args...);
     } else if constexpr (IsGraphHook(id)) {
       result = RunGraphHook<id>(real, args...);
     } else {

@@ -470,7 +470,7 @@ uint32_t Pacer::LsMarkEvery(const LaneState& st, uint64_t stream_key, uint64_t n
   // The lane's last items are unwritten and the program launched nothing on it for longer than
   // missiled waits before it ends a busy period (counted from the last launch call's return, so
   // a launch that loads its module is no gap): it may have let its work go idle without a wait
-  // the shim sees (it polls, or waits on another process), and the BE tenants and missiled saw
+  // or poll the shim sees (it waits on another process), and the BE tenants and missiled saw
   // it busy meanwhile. Its earlier items are written now (Begin), and every item for the next
   // kEveryItemAfterIdleNs: such a program is caught at one request in that many seconds, and
   // one that only paused mid-request (a slow allocation, a collector) pays the writes for that
@@ -517,7 +517,10 @@ void Pacer::WriteMarker(uint32_t l) {
   }
 }
 
-void Pacer::BeforeSync() { FlushMarkers(kLanes); }
+void Pacer::BeforeSync() {
+  ls_unwritten_.store(false, std::memory_order_relaxed);
+  FlushMarkers(kLanes);
+}
 
 void Pacer::AfterSync() {
   absl::MutexLock lock(&mu_);
@@ -568,7 +571,10 @@ void Pacer::End(Ticket& t, CUresult result) {
   // (pacing::InflightWindow::MarkEvery).
   LaneState& st = lane_state_[t.lane];
   if (t.alone || t.host_waits || t.seq - st.marked >= t.mark_every) WriteMarker(t.lane);
-  if (!t.be) st.last_end_ns = NowNs();
+  if (!t.be) {
+    st.last_end_ns = NowNs();
+    if (st.marked < t.seq) ls_unwritten_.store(true, std::memory_order_relaxed);
+  }
   t.lane_lock = {};
   if (!t.be) ServeFlush(t.lane);
 }

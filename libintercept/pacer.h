@@ -129,6 +129,15 @@ class Pacer {
   // retires what finished, timed by the call's return.
   void BeforeSync();
   void AfterSync();
+  // Before a query (cuStreamQuery, cuEventQuery) of an LS: a program that polls for its work
+  // instead of waiting has its last items written at the first poll after them. Nothing to
+  // write (every later poll): one atomic load.
+  void BeforeQuery() {
+    if (ls_unwritten_.load(std::memory_order_relaxed) &&
+        ls_unwritten_.exchange(false, std::memory_order_relaxed)) {
+      FlushMarkers(pacingreg::kLanes);
+    }
+  }
 
   // An LS writes its lane's completion at least every this many items (between its waits).
   static constexpr uint32_t kLsMarkEvery = 32;
@@ -279,6 +288,9 @@ class Pacer {
   LaneState lane_state_[pacingreg::kLanes];
   // LS: a flush (FlushMarkers) found the lane held by another thread, whose End writes.
   std::atomic<bool> flush_wanted_[pacingreg::kLanes] = {};
+  // LS: an End left its item unwritten since the last flush (BeforeQuery); cleared before the
+  // flush that covers it, so an item left after the clear sets it again.
+  std::atomic<bool> ls_unwritten_{false};
   // LS: until when it writes after every item (UINT64_MAX: told to).
   std::atomic<uint64_t> ls_every_until_ns_{0};
   uint64_t every_item_after_idle_ns_ = kEveryItemAfterIdleNs;

@@ -93,6 +93,29 @@ TEST_F(LsMarksTest, AnLsWritesBeforeItWaitsAndEveryFewItems) {
   EXPECT_FALSE(ls_pacer_->marks_every_ls_item());
 }
 
+// An LS that polls for its work (cuStreamQuery, cuEventQuery) instead of waiting has its last
+// items written at its first poll after them; the polls after that write nothing.
+TEST_F(LsMarksTest, AnLsThatPollsHasItsItemsWrittenAtTheFirstPoll) {
+  ASSERT_NO_FATAL_FAILURE(Start(/*idle_ns=*/10'000 * kMs));
+  for (int i = 0; i < 5; ++i) LsItem(0x5000);
+  LsItem(0x6000);
+  EXPECT_TRUE(WrittenValues().empty());
+  ls_pacer_->BeforeQuery();
+  EXPECT_EQ(WrittenValues(), (std::vector<std::string>{"5", "1"}));
+  driver_.ClearCalls();
+  for (int i = 0; i < 3; ++i) ls_pacer_->BeforeQuery();
+  EXPECT_TRUE(WrittenValues().empty());
+  LsItem(0x5000);
+  ls_pacer_->BeforeQuery();
+  EXPECT_EQ(WrittenValues(), std::vector<std::string>{"6"});
+  // A wait in between leaves the poll nothing to write.
+  driver_.ClearCalls();
+  LsItem(0x5000);
+  ls_pacer_->BeforeSync();
+  ls_pacer_->BeforeQuery();
+  EXPECT_EQ(WrittenValues(), std::vector<std::string>{"7"});
+}
+
 // MISSILE_LS_MARKS=every (an LS that waits in ways the shim cannot see): after every item.
 TEST_F(LsMarksTest, AnLsToldToMarkEveryItemDoes) {
   ASSERT_NO_FATAL_FAILURE(Start(/*idle_ns=*/10'000 * kMs));

@@ -44,6 +44,13 @@ constexpr bool IsSync(HookId id) {
   return i < Index(HookId::kGetProcAddress) && kHookInfo[i].family == "sync";
 }
 
+// Queries (cuStreamQuery, cuEventQuery): never held; an LS that polls for its work has its
+// last items written at its first poll after them (Pacer::BeforeQuery).
+constexpr bool IsQuery(HookId id) {
+  const size_t i = Index(id);
+  return i < Index(HookId::kGetProcAddress) && kHookInfo[i].family == "query";
+}
+
 constexpr bool PerThreadFlavour(HookId id) {
   const std::string_view symbol = kHookInfo[Index(id)].symbol;
   return symbol.ends_with("_ptsz") || symbol.ends_with("_ptds");
@@ -56,6 +63,8 @@ static_assert(IsPacedWork(HookId::k_cuMemcpyHtoDAsync_v2) && IsPacedWork(HookId:
 static_assert(!IsPacedWork(HookId::k_cuMemAdvise) && !IsPacedWork(HookId::k_cuMemAlloc_v2));
 static_assert(!IsPacedWork(HookId::k_cuStreamSynchronize) && IsSync(HookId::k_cuStreamSynchronize));
 static_assert(IsSync(HookId::k_cuCtxSynchronize_v2) && !IsSync(HookId::k_cuLaunchKernel));
+static_assert(IsQuery(HookId::k_cuEventQuery) && IsQuery(HookId::k_cuStreamQuery_ptsz) &&
+              !IsQuery(HookId::k_cuStreamSynchronize) && !IsSync(HookId::k_cuStreamQuery));
 static_assert(PerThreadFlavour(HookId::k_cuLaunchKernel_ptsz) &&
               PerThreadFlavour(HookId::k_cuMemcpyHtoD_v2_ptds) &&
               !PerThreadFlavour(HookId::k_cuLaunchKernel));
@@ -251,6 +260,16 @@ CUresult RunSynced(Fn real, Args... args) {
   CUresult result = Policy<id>::Run(real, args...);
   pacer->AfterSync();
   return result;
+}
+
+template <HookId id, typename Fn, typename... Args>
+CUresult RunQueried(Fn real, Args... args) {
+  SessionGpu* gpu = CurrentGpu();
+  Pacer* pacer = gpu != nullptr ? gpu->pacer() : nullptr;
+  // An LS's items left unwritten (Pacer::LsMarkEvery) are written at its first poll after them,
+  // as at a wait: a program that polls sees its work end no later than the BE tenants do.
+  if (pacer != nullptr && pacer->enabled() && !pacer->best_effort()) pacer->BeforeQuery();
+  return Policy<id>::Run(real, args...);
 }
 
 }  // namespace missile::shim

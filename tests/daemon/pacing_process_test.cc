@@ -67,8 +67,8 @@ class PacingTest : public process_test::DaemonTest {
   }
 
   // Starts an LS request that stays on the GPU for `ms`; returns the moment it was marked.
-  uint64_t StartLs(Child* ls, long ms) {
-    EXPECT_TRUE(ls->Start({PACE_PROBE, "ls", std::to_string(ms)}, TenantEnv("ls")));
+  uint64_t StartLs(Child* ls, long ms, const std::string& wait = "sync") {
+    EXPECT_TRUE(ls->Start({PACE_PROBE, "ls", std::to_string(ms), wait}, TenantEnv("ls")));
     const std::string marked = ls->WaitForLine("marked", 20);
     EXPECT_FALSE(marked.empty()) << ls->out();
     return Field(marked, "t");
@@ -92,28 +92,34 @@ class PacingTest : public process_test::DaemonTest {
   }
 };
 
+// Also for an LS that polls for its work instead of waiting (its last item is written at its
+// first poll, Pacer::BeforeQuery; until then the BE would wait for the 10 s stale bound).
 TEST_F(PacingTest, BeWorkWaitsForTheBusyLsAndGoesRightAfter) {
   StartDaemon("max_hold_ms = 0\nls_stale_ms = 10000\nls_idle_us = 1000");
-  Child be, ls;
-  StartBe(&be);
-  StartLs(&ls, 400);
-  const std::string line = RunBe(&be);
-  const std::string done = ls.WaitForLine("done", 10);
-  ASSERT_FALSE(done.empty()) << ls.out();
-  const uint64_t ls_done = Field(done, "t");
-  const uint64_t be_end = Field(line, "t1");
-  // The BE's memset could not finish before the LS's work did: it was held in the shim. The
-  // LS prints `done` when its host thread wakes from its synchronize, which on a loaded machine
-  // can come after the BE (released by the GPU's own completion write, 1 ms of hysteresis
-  // later) has run: 50 ms of slack, against the 400 ms an unheld BE would finish early.
-  EXPECT_GE(be_end + 50 * static_cast<uint64_t>(kMs), ls_done)
-      << line << " / " << done << "\nBE: " << be.out();
-  EXPECT_GE(static_cast<double>(be_end - Field(line, "t0")), 200 * kMs) << line;  // held
-  // And it went soon after: the hysteresis is 1 ms, the rest is polling and process noise
-  // (tens of ms on a loaded machine); what it must not wait for is the 10 s stale bound.
-  EXPECT_LT(static_cast<double>(be_end) - static_cast<double>(ls_done), 1000 * kMs)
-      << line << " / " << done;
-  EXPECT_EQ(ls.Wait(10), 0);
+  for (const std::string wait : {"sync", "stream-query", "event-query"}) {
+    SCOPED_TRACE(wait);
+    Child be, ls;
+    StartBe(&be);
+    StartLs(&ls, 400, wait);
+    const std::string line = RunBe(&be);
+    const std::string done = ls.WaitForLine("done", 10);
+    ASSERT_FALSE(done.empty()) << ls.out();
+    const uint64_t ls_done = Field(done, "t");
+    const uint64_t be_end = Field(line, "t1");
+    // The BE's memset could not finish before the LS's work did: it was held in the shim. The
+    // LS prints `done` when its host thread wakes from its synchronize, which on a loaded machine
+    // can come after the BE (released by the GPU's own completion write, 1 ms of hysteresis
+    // later) has run: 50 ms of slack, against the 400 ms an unheld BE would finish early.
+    EXPECT_GE(be_end + 50 * static_cast<uint64_t>(kMs), ls_done)
+        << line << " / " << done << "\nBE: " << be.out();
+    EXPECT_GE(static_cast<double>(be_end - Field(line, "t0")), 200 * kMs) << line;  // held
+    // And it went soon after: the hysteresis is 1 ms, the rest is polling and process noise
+    // (tens of ms on a loaded machine); what it must not wait for is the 10 s stale bound.
+    EXPECT_LT(static_cast<double>(be_end) - static_cast<double>(ls_done), 1000 * kMs)
+        << line << " / " << done;
+    ls.CloseStdin();
+    EXPECT_EQ(ls.Wait(10), 0);
+  }
 }
 
 // The audit's attack: a tenant found its pacing region in /proc/self/fd and truncated it, and

@@ -1,9 +1,13 @@
 // pace_probe: GPU work for the pacing tests (driver API), timed with CLOCK_MONOTONIC so the
 // test can compare moments across processes.
-//   pace_probe ls MS            an LS request that stays on the GPU for MS milliseconds: a host
+//   pace_probe ls MS [WAIT]     an LS request that stays on the GPU for MS milliseconds: a host
 //                               function that sleeps MS, then a memset behind it on the same
 //                               stream (the memset is the marked work item). Prints
 //                               "marked t=NS" once enqueued and "done t=NS" when it finished.
+//                               WAIT: sync (cuStreamSynchronize, the default), or stream-query
+//                               / event-query: polls cuStreamQuery, or cuEventQuery of an event
+//                               recorded behind the memset, every 0.2 ms; then stays (still a
+//                               tenant) until stdin closes.
 //   pace_probe be [COPY_MIB] [PRIOR]
 //                               first runs PRIOR memsets (each synchronised) so the BE has earlier
 //                               items whose completion its shim has not reported yet; then
@@ -129,9 +133,28 @@ int main(int argc, char** argv) {
     static long ms = atol(argv[2]);
     Check(cuLaunchHostFunc(s, Sleep, &ms), "host func");
     Check(cuMemsetD32Async(buf, 7, kWords, s), "memset");
+    const std::string wait = argc >= 4 ? argv[3] : "sync";
+    CUevent done;
+    if (wait == "event-query") {
+      Check(cuEventCreate(&done, CU_EVENT_DISABLE_TIMING), "event");
+      Check(cuEventRecord(done, s), "record");
+    }
     printf("marked t=%llu\n", static_cast<unsigned long long>(Now()));
-    Check(cuStreamSynchronize(s), "sync");
+    if (wait == "sync") {
+      Check(cuStreamSynchronize(s), "sync");
+    } else {
+      CUresult r;
+      while ((r = wait == "event-query" ? cuEventQuery(done) : cuStreamQuery(s)) ==
+             CUDA_ERROR_NOT_READY) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      Check(r, "query");
+    }
     printf("done t=%llu\n", static_cast<unsigned long long>(Now()));
+    if (wait != "sync") {
+      for (char c; read(0, &c, 1) > 0;) {
+      }
+    }
     return 0;
   }
   if (mode == "idle") {
