@@ -46,7 +46,9 @@ D_PREFIX = "d-"  # pair (d) runs are tagged d-<mode>
 SWEEP_PREFIX = "sweep:"
 UNWEIGHTED_MODES = ("alone", "alone-mps", "none", "mps", "mps-prio")  # no Missile: no BE weights
 SOLO_MODE = "alone"  # LS alone and the BE's solo throughput
-LS_ONLY_MODES = (SOLO_MODE, "alone-mps", "missile-mps-alone")  # the LS with no BE beside it
+# The LS with no BE working beside it (the marked modes: an idle BE tenant, so the LS marks).
+LS_ONLY_MODES = (SOLO_MODE, "alone-mps", "missile-mps-alone", "missile-mps-marked",
+                 "missile-mps-marked-every")
 BE_NAME = "be"  # the one BE job of the main pairs and the sweep
 # Modes in the order the tables list them; modes not named here (EXTRA_MODES) follow.
 MODE_ORDER = ["alone", "alone-missile", "alone-mps", "none", "mps", "mps-prio", "missile", "missile-mps",
