@@ -285,10 +285,15 @@ class FrontierTest(unittest.TestCase):
             "missile-mps-nopace": [(1.70, 95.0)] * 3,
             "missile-mps-b125": [(1.24, 40.0)] * 3,
             "missile-mps-b200rest30": [(1.78, 88.6), (1.80, 89.1), (1.82, 88.9)],
+            # The LS beside an idle BE tenant: no BE throughput, no point on the frontier.
+            "missile-mps-marked": [(0.9, None)] * 3,
+            "missile-mps-marked-every": [(1.0, None)] * 3,
         }}
         text = frontier.verdicts(data)
         lines = {line.split(":")[1].split("(")[0].strip(): line for line in text.splitlines()}
         self.assertNotIn("alone", lines)
+        self.assertNotIn("missile-mps-marked", lines)
+        self.assertNotIn("missile-mps-marked-every", lines)
         # none: a budget mode has a lower p99 and a higher BE %.
         self.assertIn("dominated by missile-mps-b200rest30", lines["none"])
         # mps-prio: more BE than the rests' median, but within their range on both axes.
