@@ -128,6 +128,7 @@ absl::StatusOr<std::unique_ptr<Pacer>> Pacer::Open(int directory_fd, int lanes_f
 }
 
 Pacer::~Pacer() {
+  TakeLsUnwritten();
   if (registered_ && api_->MemHostUnregister != nullptr) api_->MemHostUnregister(slot_);
 }
 
@@ -518,7 +519,7 @@ void Pacer::WriteMarker(uint32_t l) {
 }
 
 void Pacer::BeforeSync() {
-  ls_unwritten_.store(false, std::memory_order_relaxed);
+  TakeLsUnwritten();
   FlushMarkers(kLanes);
 }
 
@@ -573,7 +574,7 @@ void Pacer::End(Ticket& t, CUresult result) {
   if (t.alone || t.host_waits || t.seq - st.marked >= t.mark_every) WriteMarker(t.lane);
   if (!t.be) {
     st.last_end_ns = NowNs();
-    if (st.marked < t.seq) ls_unwritten_.store(true, std::memory_order_relaxed);
+    if (st.marked < t.seq) SetLsUnwritten();
   }
   t.lane_lock = {};
   if (!t.be) ServeFlush(t.lane);

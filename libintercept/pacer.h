@@ -133,10 +133,12 @@ class Pacer {
   // instead of waiting has its last items written at the first poll after them. Nothing to
   // write (every later poll): one atomic load.
   void BeforeQuery() {
-    if (ls_unwritten_.load(std::memory_order_relaxed) &&
-        ls_unwritten_.exchange(false, std::memory_order_relaxed)) {
-      FlushMarkers(pacingreg::kLanes);
-    }
+    if (TakeLsUnwritten()) FlushMarkers(pacingreg::kLanes);
+  }
+  // Whether any pacer of this process has LS items left unwritten since its last flush: a
+  // query where none has (every BE's, every LS's once it was written) resolves nothing more.
+  static bool AnyLsUnwritten() {
+    return ls_unwritten_pacers_.load(std::memory_order_relaxed) != 0;
   }
 
   // An LS writes its lane's completion at least every this many items (between its waits).
@@ -289,8 +291,24 @@ class Pacer {
   // LS: a flush (FlushMarkers) found the lane held by another thread, whose End writes.
   std::atomic<bool> flush_wanted_[pacingreg::kLanes] = {};
   // LS: an End left its item unwritten since the last flush (BeforeQuery); cleared before the
-  // flush that covers it, so an item left after the clear sets it again.
+  // flush that covers it, so an item left after the clear sets it again. Set and cleared only
+  // through these two, which keep ls_unwritten_pacers_ the count of pacers with it set.
   std::atomic<bool> ls_unwritten_{false};
+  inline static std::atomic<int> ls_unwritten_pacers_{0};
+  void SetLsUnwritten() {
+    if (!ls_unwritten_.load(std::memory_order_relaxed) &&
+        !ls_unwritten_.exchange(true, std::memory_order_relaxed)) {
+      ls_unwritten_pacers_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  bool TakeLsUnwritten() {
+    if (!ls_unwritten_.load(std::memory_order_relaxed) ||
+        !ls_unwritten_.exchange(false, std::memory_order_relaxed)) {
+      return false;
+    }
+    ls_unwritten_pacers_.fetch_sub(1, std::memory_order_relaxed);
+    return true;
+  }
   // LS: until when it writes after every item (UINT64_MAX: told to).
   std::atomic<uint64_t> ls_every_until_ns_{0};
   uint64_t every_item_after_idle_ns_ = kEveryItemAfterIdleNs;

@@ -97,11 +97,14 @@ TEST_F(LsMarksTest, AnLsWritesBeforeItWaitsAndEveryFewItems) {
 // items written at its first poll after them; the polls after that write nothing.
 TEST_F(LsMarksTest, AnLsThatPollsHasItsItemsWrittenAtTheFirstPoll) {
   ASSERT_NO_FATAL_FAILURE(Start(/*idle_ns=*/10'000 * kMs));
+  EXPECT_FALSE(Pacer::AnyLsUnwritten());
   for (int i = 0; i < 5; ++i) LsItem(0x5000);
   LsItem(0x6000);
   EXPECT_TRUE(WrittenValues().empty());
+  EXPECT_TRUE(Pacer::AnyLsUnwritten());  // the hook looks further only now
   ls_pacer_->BeforeQuery();
   EXPECT_EQ(WrittenValues(), (std::vector<std::string>{"5", "1"}));
+  EXPECT_FALSE(Pacer::AnyLsUnwritten());
   driver_.ClearCalls();
   for (int i = 0; i < 3; ++i) ls_pacer_->BeforeQuery();
   EXPECT_TRUE(WrittenValues().empty());
@@ -112,8 +115,14 @@ TEST_F(LsMarksTest, AnLsThatPollsHasItsItemsWrittenAtTheFirstPoll) {
   driver_.ClearCalls();
   LsItem(0x5000);
   ls_pacer_->BeforeSync();
+  EXPECT_FALSE(Pacer::AnyLsUnwritten());
   ls_pacer_->BeforeQuery();
   EXPECT_EQ(WrittenValues(), std::vector<std::string>{"7"});
+  // A pacer that goes with items unwritten leaves no count behind.
+  LsItem(0x5000);
+  EXPECT_TRUE(Pacer::AnyLsUnwritten());
+  ls_pacer_.reset();
+  EXPECT_FALSE(Pacer::AnyLsUnwritten());
 }
 
 // MISSILE_LS_MARKS=every (an LS that waits in ways the shim cannot see): after every item.

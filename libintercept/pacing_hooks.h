@@ -264,6 +264,8 @@ CUresult RunSynced(Fn real, Args... args) {
 
 template <HookId id, typename Fn, typename... Args>
 CUresult RunQueried(Fn real, Args... args) {
+  // Nothing unwritten in this process (every BE tenant, an LS between its writes): no lookup.
+  if (!Pacer::AnyLsUnwritten()) return Policy<id>::Run(real, args...);
   SessionGpu* gpu = CurrentGpu();
   Pacer* pacer = gpu != nullptr ? gpu->pacer() : nullptr;
   // An LS's items left unwritten (Pacer::LsMarkEvery) are written at its first poll after them,
