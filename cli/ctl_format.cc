@@ -146,7 +146,8 @@ namespace {
 // An LS tenant's latency budget after its busy share, where one is set: "; budget 125%: stretch
 // 1.18, BE share 20%" (", BE window x4" once it is widened; "BE not held" for the share at
 // the last step), or "learning", "unmet: stretch 1.31 with no BE share"), then what the newest
-// measured period took against its alone duration (", last 1.31 ms of 1.12 alone"); "(own)"
+// measured period took against its alone duration (", last 1.31 ms of 1.12 alone", "... alone on
+// MPS" where its shim is an MPS client: the yardstick the budget is kept against); "(own)"
 // after the percentage when it is the tenant's own (`own`: TenantInfo.budget_pct), which shows
 // even at 100.
 std::string FormatBudget(const v1::ComputeUse& c, uint32_t own) {
@@ -155,7 +156,8 @@ std::string FormatBudget(const v1::ComputeUse& c, uint32_t own) {
       absl::StrCat("; budget ", c.budget_pct(), "%", own != 0 ? " (own)" : "");
   const std::string last =
       c.period_ms() > 0 && c.alone_ms() > 0
-          ? absl::StrFormat(", last %.2f ms of %.2f alone", c.period_ms(), c.alone_ms())
+          ? absl::StrFormat(", last %.2f ms of %.2f alone%s", c.period_ms(), c.alone_ms(),
+                            c.mps_client() ? " on MPS" : "")
           : std::string();
   switch (c.budget()) {
     case v1::ComputeUse::BUDGET_OFF:

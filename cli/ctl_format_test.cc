@@ -250,6 +250,12 @@ TEST(FormatTenantsTest, AnLsBudgetFollowsItsBusyShare) {
   EXPECT_NE(FormatTenants(r).find(
                 "40%; budget 125%: stretch 1.18, BE share 20%, last 1.31 ms of 1.12 alone"),
             std::string::npos) << FormatTenants(r);
+  EXPECT_EQ(FormatTenants(r).find("on MPS"), std::string::npos);
+  // An MPS client's alone durations are its work alone on MPS: the yardstick is named.
+  c->set_mps_client(true);
+  EXPECT_NE(FormatTenants(r).find("BE share 20%, last 1.31 ms of 1.12 alone on MPS"),
+            std::string::npos) << FormatTenants(r);
+  c->set_mps_client(false);
   c->set_budget(v1::ComputeUse::BUDGET_UNMET);
   EXPECT_NE(FormatTenants(r).find(
                 "unmet: stretch 1.18 with no BE share, last 1.31 ms of 1.12 alone"),

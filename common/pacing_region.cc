@@ -54,6 +54,7 @@ LanesView ReadLanes(const LanesPage& p, uint64_t now) {
   v.submissions = p.submissions.load(std::memory_order_relaxed);
   v.work_sum = p.work_sum.load(std::memory_order_relaxed);
   v.active = p.active.load(std::memory_order_relaxed) != 0;
+  v.mps_client = p.mps_client.load(std::memory_order_relaxed) == 1;
   const uint32_t state = p.reserve_state.load(std::memory_order_relaxed);
   v.reserve_state = state <= kReserveUnavailable ? state : kReserveOff;
   if (v.reserve_state == kReserveActive) {

@@ -33,7 +33,10 @@ TEST(ReadLanes, AnHonestPageAsWritten) {
   p->active.store(1);
   p->reserve_state.store(kReserveActive);
   p->reserve_tpcs.store(8);
+  p->mps_client.store(1);
   const LanesView v = ReadLanes(*p, kNow);
+  EXPECT_TRUE(v.mps_client);
+  EXPECT_FALSE(ReadLanes(*Page(), kNow).mps_client);
   EXPECT_EQ(v.reserve_state, kReserveActive);
   EXPECT_EQ(v.reserve_tpcs, 8u);
   EXPECT_TRUE(v.in_flight);
@@ -64,7 +67,9 @@ TEST(ReadLanes, EveryValueIsBounded) {
   p->hold_since_ns.store(UINT64_MAX);
   p->reserve_state.store(UINT32_MAX);
   p->reserve_tpcs.store(UINT32_MAX);
+  p->mps_client.store(UINT32_MAX);
   const LanesView v = ReadLanes(*p, kNow);
+  EXPECT_FALSE(v.mps_client);  // only 1 says it is an MPS client
   EXPECT_EQ(v.reserve_state, kReserveOff);  // an unknown state is no reserve
   EXPECT_EQ(v.reserve_tpcs, 0u);
   p->reserve_state.store(kReserveActive);

@@ -473,6 +473,7 @@ std::optional<PacingStats> PacingDomain::Stats(uint64_t session) const {
   st.busy_ns = x.busy_ns;
   st.reserve_state = v.reserve_state;
   st.reserve_tpcs = v.reserve_tpcs;
+  st.mps_client = v.mps_client;
   if (st.ls) {
     const Budget& b = slots_[slot].budget;
     const pacing::BudgetStatus& bs = b.controller.status();

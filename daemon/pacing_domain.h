@@ -92,6 +92,7 @@ struct PacingStats {
   uint64_t busy_ns = 0;
   uint32_t reserve_state = 0;  // BE: pacingreg::ReserveState, as its shim reports it
   uint32_t reserve_tpcs = 0;   // BE: TPCs its kernels leave free (reserve_state active)
+  bool mps_client = false;     // its shim says it is an MPS client on this GPU
   // LS: its latency budget (its own, SetBudget, else [compute] ls_budget_pct) and what the controller measured against
   // it (pacing/budget.h): the share of its busy time BE work may use now, the stretch of its
   // busy periods at the last decision (0: none yet), the newest period against its alone

@@ -66,6 +66,7 @@ void FillCompute(uint32_t gpu, const PacingStats& st, v1::ComputeUse* out) {
   out->set_held_share(st.held_share);
   out->set_reserve(static_cast<v1::ComputeUse::Reserve>(st.reserve_state));
   out->set_reserve_tpcs(st.reserve_tpcs);
+  out->set_mps_client(st.mps_client);
   if (st.ls) {
     static_assert(static_cast<int>(pacing::BudgetState::kUnmet) == v1::ComputeUse::BUDGET_UNMET);
     out->set_budget_pct(st.budget_pct);

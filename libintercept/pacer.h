@@ -165,6 +165,10 @@ class Pacer {
     masker_ = masker;
     device_ = device;
   }
+  // Publishes in the lanes page whether this process is an MPS client on the GPU of
+  // AttachMasker (CU_DEVICE_ATTRIBUTE_MPS_ENABLED): what missiled learns of an LS alone is then
+  // the LS alone on MPS, and missilectl says so. Called once, after AttachMasker.
+  void PublishMpsClient();
   // BE: the TPC mask its launches carry now, or nullopt: a reserve is asked for
   // ([compute] ls_reserve_tpcs), an LS tenant is on the GPU, the tenants run on MPS and the
   // driver's masks work (probed at the first call that needs it; the outcome is published in

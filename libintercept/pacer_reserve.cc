@@ -51,6 +51,15 @@ pacingreg::ReserveState Pacer::ProbeReserve() {
   return state;
 }
 
+void Pacer::PublishMpsClient() {
+  int mps = 0;
+  const bool client =
+      api_->DeviceGetAttribute != nullptr &&
+      api_->DeviceGetAttribute(&mps, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, device_) == CUDA_SUCCESS &&
+      mps != 0;
+  slot_->mps_client.store(client ? 1 : 0, std::memory_order_relaxed);
+}
+
 std::string Pacer::reserve_note() const {
   absl::MutexLock lock(&reserve_mu_);
   return reserve_note_;

@@ -543,8 +543,11 @@ TEST_F(PacingTest, ABudgetIsMeasuredAndSpentBesideRealTenants) {
   ASSERT_TRUE(be.Start({PACE_PROBE, "spin", "100", "30"}, TenantEnv("be")));
   ASSERT_FALSE(be.WaitForLine("ready", 20).empty()) << be.out();
   be.CloseStdin();
-  // Requests of 4 kernels of 500 us, 3 ms apart, for about 30 s.
-  ASSERT_TRUE(ls.Start({PACE_PROBE, "requests", "6000", "4", "500", "3"}, TenantEnv("ls", "web")));
+  // Requests of 4 kernels of 500 us, 3 ms apart, for about 30 s, the LS an MPS client as the
+  // test double's driver reports it (its alone durations are then its work alone on MPS).
+  std::map<std::string, std::string> ls_env = TenantEnv("ls", "web");
+  ls_env["FAKECUDA_MPS"] = "1";
+  ASSERT_TRUE(ls.Start({PACE_PROBE, "requests", "6000", "4", "500", "3"}, ls_env));
   std::string json;  // the LS tenant's part of `missilectl --json tenants`
   const auto start = std::chrono::steady_clock::now();
   const auto until = start + std::chrono::seconds(25);
@@ -577,6 +580,17 @@ TEST_F(PacingTest, ABudgetIsMeasuredAndSpentBesideRealTenants) {
   const std::string text = testing::Run({MISSILECTL, "--socket", socket_, "tenants"}).out;
   EXPECT_NE(text.find("budget 200%: stretch"), std::string::npos) << text;
   EXPECT_NE(text.find(", last "), std::string::npos) << text;
+  EXPECT_NE(text.find(" alone on MPS"), std::string::npos) << text;
+  EXPECT_NE(json.find("\"mps_client\":true"), std::string::npos) << json;
+  // The BE is no MPS client: its shim said so, not missiled of every tenant.
+  const std::string all = testing::Run({MISSILECTL, "--socket", socket_, "--json", "tenants"}).out;
+  const size_t be_at = all.find("\"name\":\"be-probe\"");
+  ASSERT_NE(be_at, std::string::npos) << all;
+  const size_t be_end = all.find("\"name\":", be_at + 1);
+  EXPECT_EQ(all.substr(be_at, be_end == std::string::npos ? std::string::npos : be_end - be_at)
+                .find("\"mps_client\":true"),
+            std::string::npos)
+      << all;
   ls.Kill(SIGTERM);
   be.Kill(SIGTERM);
   ls.Wait(10);

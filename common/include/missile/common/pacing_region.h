@@ -137,6 +137,9 @@ struct alignas(kPage) LanesPage {
   // LS: the sum of the keys of every item marked (wraps): with `submissions`, what work a busy
   // period held, so missiled compares it with the same work alone.
   std::atomic<uint64_t> work_sum;
+  // 1: its context on this GPU is an MPS client (CU_DEVICE_ATTRIBUTE_MPS_ENABLED), so what
+  // missiled learns of an LS alone is the LS alone on MPS; anything else: not, or not known.
+  std::atomic<uint32_t> mps_client;
   alignas(64) Lane lanes[kLanes];
 };
 
@@ -178,6 +181,7 @@ struct LanesView {
   bool active = false;
   uint32_t reserve_state = kReserveOff;  // a ReserveState (an unknown value reads as off)
   uint32_t reserve_tpcs = 0;             // <= 128, 0 unless kReserveActive
+  bool mps_client = false;               // the page says 1 (anything else reads as not)
 };
 
 // Reads a lanes page that its tenant may have filled with anything. Pure apart from the loads.
