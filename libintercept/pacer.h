@@ -159,16 +159,12 @@ class Pacer {
   uint64_t window_ns() const;
   uint64_t unknown_ns() const;
 
-  // The LS reserve of TPCs on MPS (tpc_mask.h): the caller's GPU is `device`; null `masker`
-  // (the default): no reserve. Called once, before the pacer is shared.
-  void AttachMasker(TpcMasker* masker, CUdevice device) {
-    masker_ = masker;
-    device_ = device;
-  }
-  // Publishes in the lanes page whether this process is an MPS client on the GPU of
-  // AttachMasker (CU_DEVICE_ATTRIBUTE_MPS_ENABLED): what missiled learns of an LS alone is then
-  // the LS alone on MPS, and missilectl says so. Called once, after AttachMasker.
-  void PublishMpsClient();
+  // The caller's GPU is `device`: asks once whether this process is an MPS client there
+  // (CU_DEVICE_ATTRIBUTE_MPS_ENABLED), for the LS reserve and, in the lanes page, for missilectl
+  // (what missiled learns of an LS alone is then the LS alone on MPS). The LS reserve of TPCs on
+  // MPS (tpc_mask.h) uses `masker`; null (the default): no reserve. Called once, before the
+  // pacer is shared.
+  void AttachMasker(TpcMasker* masker, CUdevice device);
   // BE: the TPC mask its launches carry now, or nullopt: a reserve is asked for
   // ([compute] ls_reserve_tpcs), an LS tenant is on the GPU, the tenants run on MPS and the
   // driver's masks work (probed at the first call that needs it; the outcome is published in
@@ -328,6 +324,7 @@ class Pacer {
   pacingreg::ReserveState ProbeReserve() ABSL_LOCKS_EXCLUDED(reserve_mu_);
   TpcMasker* masker_ = nullptr;
   CUdevice device_ = 0;
+  bool mps_client_ = false;  // set by AttachMasker, before the pacer is shared
   std::atomic<uint32_t> reserve_state_{pacingreg::kReserveOff};
   mutable absl::Mutex reserve_mu_;
   std::vector<pacing::TpcMask> masks_;

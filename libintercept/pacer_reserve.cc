@@ -1,4 +1,5 @@
-// The LS reserve of TPCs on MPS, the pacer's part (pacer.h: BeMask; tpc_mask.h: the mechanism).
+// The LS reserve of TPCs on MPS, the pacer's part (pacer.h: BeMask; tpc_mask.h: the
+// mechanism), and whether the pacer's process is an MPS client at all (AttachMasker).
 #include <algorithm>
 #include <string>
 
@@ -31,10 +32,7 @@ pacingreg::ReserveState Pacer::ProbeReserve() {
     return static_cast<pacingreg::ReserveState>(known);
   }
   pacingreg::ReserveState state = pacingreg::kReserveUnavailable;
-  int mps = 0;
-  if (api_->DeviceGetAttribute == nullptr ||
-      api_->DeviceGetAttribute(&mps, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, device_) != CUDA_SUCCESS ||
-      mps == 0) {
+  if (!mps_client_) {
     state = pacingreg::kReserveNotMps;
     reserve_note_ = "time-sliced (not an MPS client): no reserve needed";
   } else if (absl::StatusOr<const pacing::TpcMap*> map = masker_->MapFor(device_); !map.ok()) {
@@ -51,13 +49,15 @@ pacingreg::ReserveState Pacer::ProbeReserve() {
   return state;
 }
 
-void Pacer::PublishMpsClient() {
+void Pacer::AttachMasker(TpcMasker* masker, CUdevice device) {
+  masker_ = masker;
+  device_ = device;
   int mps = 0;
-  const bool client =
+  mps_client_ =
       api_->DeviceGetAttribute != nullptr &&
       api_->DeviceGetAttribute(&mps, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, device_) == CUDA_SUCCESS &&
       mps != 0;
-  slot_->mps_client.store(client ? 1 : 0, std::memory_order_relaxed);
+  slot_->mps_client.store(mps_client_ ? 1 : 0, std::memory_order_relaxed);  // for missilectl
 }
 
 std::string Pacer::reserve_note() const {

@@ -82,7 +82,6 @@ Pacer* SessionGpu::pacer() {
   }
   pacer_ = std::move(*opened);
   pacer_->AttachMasker(masker_, device_);  // before any other thread sees it
-  pacer_->PublishMpsClient();
   if (sessions_->config().ls_marks_every) pacer_->MarkEveryLsItem();
   pacer_ptr_.store(pacer_.get(), std::memory_order_release);
   pacer_tried_.store(true, std::memory_order_release);
