@@ -8,6 +8,8 @@
 #                  bitwise identical to plain runs (frameworks_check.py)
 #   selfcontained  bench/run_selfcontained_shim_on_gpu.sh: the shim in a tenant with no library
 #                  path (selfcontained_tenant.py)
+#   restart        run_restart_gpu.sh: missiled killed and started again under an LS and a BE
+#                  PyTorch tenant, their results bitwise the same throughout
 # Exit 0: passed. 77 (ctest's SKIP_RETURN_CODE): skipped, the reason on the first line of the
 # output: no GPU here, no PyTorch with CUDA, or for frameworks none of them installed. Any other
 # status: failed. Never passes without having run its checks.
@@ -19,7 +21,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 skip() { echo "SKIPPED gpu check $check: $*"; exit 77; }
 fail() { echo "FAILED gpu check $check: $*"; exit 1; }
-case $check in shim|daemon|frameworks|selfcontained) ;; *) fail "unknown check '$check'" ;; esac
+case $check in shim|daemon|frameworks|selfcontained|restart) ;; *) fail "unknown check '$check'" ;; esac
 if [ ! -e /dev/nvidiactl ] || ! nvidia-smi -L >/dev/null 2>&1; then
   skip "no NVIDIA GPU here (needs /dev/nvidiactl and a working nvidia-smi -L)"
 fi
@@ -85,6 +87,14 @@ case $check in
     ;;
   selfcontained)
     bash "$root/bench/run_selfcontained_shim_on_gpu.sh" "$rt" "$out"
+    rc=$?
+    ;;
+  restart)
+    export MISSILE_SOCKET=$work/missiled.sock
+    printf '[daemon]\nsocket = "%s"\n[gpu]\nprofile_dir = "%s"\n' "$MISSILE_SOCKET" \
+      "$work/profiles" > "$work/missiled.toml"
+    chmod 644 "$work/missiled.toml"
+    bash "$here/run_restart_gpu.sh" "$rt" "$out" "$work/missiled.toml"
     rc=$?
     ;;
 esac
