@@ -1,13 +1,14 @@
 """A PyTorch tenant for the daemon-restart GPU check (run_restart_gpu.sh): its memory, copies and
 results through missiled being killed and started again under it.
 
-It builds a ResNet-50 (random weights, fp16), keeps its eager and CUDA-graph outputs as the
-reference and a 256 MiB tensor of a known pattern, prints "ready", then runs passes until
---until FILE exists and --seconds more have passed. Each pass: an eager forward and a graph
-replay, both bitwise equal to the reference; a new allocation (after empty_cache, so the driver
-is asked: 1-64 MiB) filled and read back; a 64 MiB pinned host buffer copied to the GPU and
-back, equal; the pattern tensor unchanged. A pass counts in the phase it started in: "before"
-(until --killed FILE exists), "between" (until --restarted FILE exists), "after".
+It builds a ResNet-50 (random weights, fp16), keeps its eager output and its CUDA graph's
+first output as the references and a 256 MiB tensor of a known pattern, prints "ready", then
+runs passes until --until FILE exists and --seconds more have passed. Each pass: an eager
+forward and a graph replay, each bitwise equal to its reference; a new allocation (after
+empty_cache, so the driver is asked: 1-64 MiB) filled and read back; a 64 MiB pinned host
+buffer copied to the GPU and back, equal; the pattern tensor unchanged. A pass counts in the
+phase it started in: "before" (until --killed FILE exists), "between" (until --restarted FILE
+exists), "after".
 Exit 0: every pass matched and every phase had at least one pass; else 1, with what differed.
 usage: restart_tenant.py --until FILE --killed FILE --restarted FILE [--seconds S]
 """
@@ -17,7 +18,8 @@ import sys
 import time
 
 import torch
-import torchvision
+
+from torch_infer import build, capture_graph
 
 
 def main():
@@ -29,9 +31,7 @@ def main():
     a = p.parse_args()
     torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.deterministic = True
-    torch.manual_seed(0)
-    model = torchvision.models.resnet50(weights=None).half().eval().cuda()
-    host_in = torch.randn(8, 3, 224, 224, dtype=torch.float16).pin_memory()
+    model, host_in = build("resnet50", 8)
     static_in = torch.empty_like(host_in, device="cuda")
     pattern = torch.arange(64 << 20, dtype=torch.int32, device="cuda")  # 256 MiB
     pattern_sum = int(pattern.sum(dtype=torch.int64))
@@ -40,19 +40,9 @@ def main():
     with torch.no_grad():
         static_in.copy_(host_in)
         ref = model(static_in).float().cpu()
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                model(static_in)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            static_out = model(static_in)
+        graph, static_out = capture_graph(model, static_in)
         graph.replay()
-        torch.cuda.synchronize()
-        if not torch.equal(static_out.float().cpu(), ref):
-            print("the graph's output differs from eager before any restart", flush=True)
+        ref_graph = static_out.float().cpu()
     print("ready", flush=True)
     counts = {"before": 0, "between": 0, "after": 0}
     bad = []
@@ -80,7 +70,7 @@ def main():
             torch.cuda.synchronize()
             ok = {
                 "eager": torch.equal(eager, ref),
-                "graph": torch.equal(graphed, ref),
+                "graph": torch.equal(graphed, ref_graph),
                 "fresh allocation": fresh_ok,
                 "copy round trip": torch.equal(bulk_back, bulk),
                 "pattern": int(pattern.sum(dtype=torch.int64)) == pattern_sum,

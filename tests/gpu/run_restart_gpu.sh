@@ -40,7 +40,8 @@ for f in "$out/tenant-ls.out" "$out/tenant-be.out"; do
   for _ in $(seq 1 600); do grep -q '^ready' "$f" 2>/dev/null && break; sleep 0.1; done
   grep -q '^ready' "$f" || { echo "FAIL a tenant never got ready: $f"; fail=1; }
 done
-listed && echo "both tenants registered with missiled" || { echo "FAIL tenants not listed"; fail=1; }
+listed && echo "both tenants registered with missiled" \
+  || { echo "FAIL tenants not listed"; fail=1; }
 sleep 2
 echo "== kill -9 missiled (pid $daemon) under both tenants"
 kill -KILL "$daemon"
@@ -62,8 +63,10 @@ for i in 0 1; do
   wait "${pids[$i]}"; st=$?
   echo "-- tenant $class exit $st: $(grep '^passes' "$out/tenant-$class.out")"
   grep 'differs' "$out/tenant-$class.out" | head -5
-  grep -E 'registered again|session with missiled has ended|missiled is gone' "$out/tenant-$class.err" | head -5
-  [ $st = 0 ] || { echo "FAIL tenant $class exit status $st"; tail -20 "$out/tenant-$class.err"; fail=1; }
+  grep -E 'registered again|session with missiled has ended|missiled is gone' \
+    "$out/tenant-$class.err" | head -5
+  [ $st = 0 ] \
+    || { echo "FAIL tenant $class exit status $st"; tail -20 "$out/tenant-$class.err"; fail=1; }
   grep -q "registered again with a restarted missiled" "$out/tenant-$class.err" \
     || { echo "FAIL tenant $class did not register again"; fail=1; }
 done
@@ -71,6 +74,7 @@ left=$($ctl tenants 2>/dev/null | grep -c "restart-" || true)
 [ "${left:-0}" = 0 ] || { echo "FAIL tenants still listed after they exited"; fail=1; }
 kill -TERM "$daemon" 2>/dev/null
 wait "$daemon"; st=$?
-[ $st = 0 ] || { echo "FAIL the restarted missiled exit status $st"; tail -20 "$out/missiled-2.log"; fail=1; }
+[ $st = 0 ] \
+  || { echo "FAIL the restarted missiled exit status $st"; tail -20 "$out/missiled-2.log"; fail=1; }
 [ $fail = 0 ] && echo "PASS missiled killed and restarted under an LS and a BE tenant"
 exit $fail

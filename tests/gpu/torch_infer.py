@@ -46,6 +46,21 @@ def build(model_name, batch):
     return model.half().eval().cuda(), host
 
 
+def capture_graph(model, static_in):
+    """Warms the model up on a side stream and captures one forward pass of static_in as a CUDA
+    graph (no_grad is the caller's): returns the graph and its output tensor."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            model(static_in)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out = model(static_in)
+    return graph, static_out
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("out")
@@ -66,15 +81,7 @@ def main():
         with torch.no_grad():
             static_in.copy_(host, non_blocking=True)
             eager = model(static_in).float().cpu()
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                for _ in range(3):
-                    model(static_in)
-            torch.cuda.current_stream().wait_stream(stream)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                static_out = model(static_in)
+            graph, static_out = capture_graph(model, static_in)
             static_in.copy_(host, non_blocking=True)
             graph.replay()
             graphed = static_out.float().cpu()
